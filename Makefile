@@ -1,0 +1,46 @@
+# tern — the two commands of the Quick start are `make run` and `make test`.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+MODEL ?= ../shared/models/stories260K.gguf
+DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
+               nlohmann-json3-dev libpcre2-dev nodejs npm
+
+.PHONY: all build run test deps configure asan-test clean
+
+all: build
+
+# Installs only the Debian packages that are missing (needs root or sudo).
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+configure: $(BUILD)/build.ninja
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tern
+
+run: build
+	./$(BUILD)/tern generate -m $(MODEL) -p "Once upon a time" -n 128
+
+test: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j 1
+	$(MAKE) asan-test
+
+# The GGUF robustness test (truncations, byte flips) under ASan + UBSan.
+asan-test:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target gguf_tests
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ./$(ASAN_BUILD)/gguf_tests --gtest_filter='*Robust*'
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

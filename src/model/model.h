@@ -1,0 +1,48 @@
+// Model: a llama-family transformer whose weights are views into a
+// memory-mapped GGUF file (no copies), run one ForwardBatch at a time.
+//
+// Architectures: llama (Llama 1/2/3, TinyLlama, Mistral), qwen2 (QKV bias,
+// NeoX RoPE). Load() validates every tensor the config needs (present, dtype
+// supported, shape as the config says) and names the one at fault.
+//
+// Thread rules: Forward() is called by one thread at a time (the engine
+// thread); it mutates the model's scratch buffers and the KvStorage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace tern {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Opens, validates and maps the model at path.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::GgufFile& file() const { return *file_; }
+  // Bytes of all weights read per decoded token (for rooflines).
+  int64_t WeightBytes() const;
+
+  // Writes the K/V of every batch token into kv at batch.slots, then writes
+  // the logits of batch.logits_rows into logits ([logits_rows.size(),
+  // config().n_vocab], row-major). pool may be null.
+  virtual void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
+                       ThreadPool* pool) = 0;
+
+ protected:
+  ModelConfig config_;
+  std::unique_ptr<gguf::GgufFile> file_;
+};
+
+}  // namespace tern

@@ -1,0 +1,75 @@
+// ArgParser: the flag parser every `tern` subcommand uses, so that all of them
+// accept `--flag value`, `--flag=value`, short aliases (-m) and `--help`, and
+// reject unknown flags with a clear message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tern {
+
+class ArgParser {
+ public:
+  // usage: one line after "usage: tern ", e.g. "generate -m MODEL -p PROMPT".
+  // description: a paragraph shown by --help.
+  ArgParser(std::string usage, std::string description);
+
+  // names: "-m,--model". metavar shown in help ("PATH"). help text should say
+  // the default.
+  void AddString(const std::string& names, const std::string& metavar,
+                 std::string* out, const std::string& help);
+  void AddInt(const std::string& names, const std::string& metavar, int64_t* out,
+              const std::string& help);
+  void AddInt(const std::string& names, const std::string& metavar, int* out,
+              const std::string& help);
+  void AddDouble(const std::string& names, const std::string& metavar, double* out,
+                 const std::string& help);
+  void AddFlag(const std::string& names, bool* out, const std::string& help);
+  // A flag that may be repeated; each value appended.
+  void AddList(const std::string& names, const std::string& metavar,
+               std::vector<std::string>* out, const std::string& help);
+  // Positional arguments are collected here (none allowed when not set).
+  void SetPositional(const std::string& metavar, std::vector<std::string>* out,
+                     const std::string& help);
+
+  // Parses argv[0..argc) (the arguments after the subcommand name).
+  // Returns an error naming the offending flag. Sets help_requested() on
+  // -h/--help.
+  Status Parse(int argc, char** argv);
+  bool help_requested() const { return help_requested_; }
+  std::string Help() const;
+
+ private:
+  struct Option {
+    std::vector<std::string> names;
+    std::string metavar;  // empty for a boolean flag
+    std::string help;
+    std::function<Status(const std::string&)> set;
+  };
+  const Option* FindOption(const std::string& name) const;
+  void Add(const std::string& names, const std::string& metavar, const std::string& help,
+           std::function<Status(const std::string&)> set);
+
+  std::string usage_;
+  std::string description_;
+  std::vector<Option> options_;
+  std::vector<std::string>* positional_ = nullptr;
+  std::string positional_metavar_;
+  std::string positional_help_;
+  bool help_requested_ = false;
+};
+
+// Parses "2GiB", "512MiB", "1.5GB", "4096" (bytes) into bytes.
+StatusOr<int64_t> ParseByteSize(const std::string& text);
+// Formats bytes as "512.0 MiB", "8.0 GiB".
+std::string FormatBytes(double bytes);
+
+// Standard handling at the top of a command: parses, prints help (exit 0) or
+// the error plus a hint (exit 1). Returns -1 when the command should go on.
+int ParseOrExit(ArgParser& parser, int argc, char** argv, const char* command);
+
+}  // namespace tern
