@@ -5,7 +5,17 @@
 // in bounds, known value and tensor types, general.alignment a power of two,
 // each tensor's byte size consistent with dtype and shape (no overflow), each
 // tensor's data inside the file and aligned. Any violation yields a Status
-// naming the path, key or tensor and the offset, never a crash.
+// naming the path, key or tensor and the offset, never a crash. Counts and
+// lengths are checked against the bytes left before anything is allocated.
+// Errors: NotFound (cannot open), Unimplemented (GGUF v1, big-endian),
+// DataLoss (corrupt or truncated).
+//
+// Layout (little-endian):
+//   "GGUF" u32 version | u64 tensor_count | u64 kv_count
+//   kv_count x { string key | u32 value_type | value }
+//   tensor_count x { string name | u32 n_dims | n_dims x u64 dim | u32 dtype | u64 offset }
+//   padding to general.alignment (default 32) | data section
+//   (string = u64 length + bytes; array = u32 elem_type + u64 count + elems)
 //
 // Thread rules: immutable after Open(); any thread may read.
 #pragma once
@@ -13,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +37,8 @@ namespace tern::gguf {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kDefaultAlignment = 32;
+constexpr int kMaxArrayDepth = 8;       // arrays nested deeper are rejected
+constexpr uint32_t kMaxDims = 4;
 
 struct TensorInfo {
   std::string name;
@@ -59,6 +72,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
   uint64_t data_offset() const { return data_offset_; }
+  // The whole file image (mapping or owned copy); tensor data lies inside.
+  std::span<const uint8_t> bytes() const { return {base_, static_cast<size_t>(size_)}; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -77,6 +92,9 @@ class GgufFile {
   const TensorInfo* FindTensor(std::string_view name) const;
 
  private:
+  struct AlignedFree {
+    void operator()(uint8_t* p) const;
+  };
   GgufFile() = default;
   Status Parse();
 
@@ -84,7 +102,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;               // munmap on destruction
-  std::vector<uint8_t> owned_;        // FromBuffer storage
+  std::unique_ptr<uint8_t[], AlignedFree> owned_;  // FromBuffer storage (64-aligned)
   uint32_t version_ = 0;
   uint64_t alignment_ = kDefaultAlignment;
   uint64_t data_offset_ = 0;

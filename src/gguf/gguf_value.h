@@ -1,4 +1,8 @@
 // A GGUF metadata value: a scalar, a string, or an array (arrays may nest).
+//
+// Invariants: for kArray every element has type == elem_type (the reader
+// guarantees it; the writer rejects values that break it). Plain value type,
+// no thread rules beyond those of std::string/std::vector.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,12 @@ enum class ValueType : uint32_t {
   kInt64 = 11, kFloat64 = 12,
 };
 const char* ValueTypeName(ValueType t);
+// True for the ids above (file bytes may hold anything).
+bool IsKnownValueType(uint32_t id);
+// Bytes the encoding of one value of this type takes at least (strings and
+// arrays: their length/count prefix). Used to bound counts before allocating.
+uint64_t MinEncodedBytes(ValueType t);
+bool IsIntegerType(ValueType t);  // the eight integer types (not bool)
 
 struct Value {
   ValueType type = ValueType::kUint32;
@@ -32,10 +42,18 @@ struct Value {
   std::optional<bool> AsBool() const;       // bool or integer
   const std::string* AsString() const;      // kString only
 
+  friend bool operator==(const Value&, const Value&) = default;
+
+  static Value Uint8(uint8_t v);
+  static Value Int8(int8_t v);
+  static Value Uint16(uint16_t v);
+  static Value Int16(int16_t v);
   static Value Uint32(uint32_t v);
   static Value Int32(int32_t v);
   static Value Uint64(uint64_t v);
+  static Value Int64(int64_t v);
   static Value Float32(float v);
+  static Value Float64(double v);
   static Value Bool(bool v);
   static Value String(std::string v);
   static Value Array(ValueType elem_type, std::vector<Value> items);

@@ -1,0 +1,69 @@
+#include "kv/kv_storage.h"
+
+#include <cstring>
+
+#include "base/check.h"
+#include "base/fp16.h"
+
+namespace tern {
+
+KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
+  CHECK(shape.dtype == DType::kF32 || shape.dtype == DType::kF16);
+  CHECK(shape.num_layers >= 0 && shape.num_kv_heads > 0 && shape.head_dim > 0);
+  CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
+  const size_t layer_bytes = (size_t)(num_slots() * slot_bytes());
+  k_.resize(shape.num_layers);
+  v_.resize(shape.num_layers);
+  for (int l = 0; l < shape.num_layers; ++l) {
+    k_[l].assign(layer_bytes, 0);
+    v_[l].assign(layer_bytes, 0);
+  }
+}
+
+int64_t KvStorage::slot_bytes() const {
+  return slot_elems() * (shape_.dtype == DType::kF32 ? 4 : 2);
+}
+
+int64_t KvStorage::total_bytes() const {
+  return 2 * (int64_t)shape_.num_layers * num_slots() * slot_bytes();
+}
+
+namespace {
+
+void StoreRow(DType dtype, const float* src, uint8_t* dst, int64_t n) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = Fp32ToFp16(src[i]);
+}
+
+void LoadRow(DType dtype, const uint8_t* src, float* dst, int64_t n) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(s[i]);
+}
+
+}  // namespace
+
+void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* v) {
+  CHECK(layer >= 0 && layer < shape_.num_layers);
+  CHECK(slot >= 0 && slot < num_slots());
+  const int64_t off = slot * slot_bytes();
+  StoreRow(shape_.dtype, k, k_[layer].data() + off, slot_elems());
+  StoreRow(shape_.dtype, v, v_[layer].data() + off, slot_elems());
+}
+
+void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
+  CHECK(layer >= 0 && layer < shape_.num_layers);
+  CHECK(slot >= 0 && slot < num_slots());
+  const int64_t off = slot * slot_bytes();
+  LoadRow(shape_.dtype, k_[layer].data() + off, k, slot_elems());
+  LoadRow(shape_.dtype, v_[layer].data() + off, v, slot_elems());
+}
+
+}  // namespace tern

@@ -1,0 +1,112 @@
+#include "model/model_config.h"
+
+#include <string>
+
+namespace tern {
+namespace {
+
+// Reads a required positive integer key "<arch>.<suffix>".
+StatusOr<int32_t> RequiredInt(const gguf::GgufFile& file, const std::string& key) {
+  std::optional<int64_t> v = file.GetInt(key);
+  if (!v) return NotFound(file.path() + ": missing metadata key '" + key + "'");
+  if (*v <= 0 || *v > (int64_t)1 << 30) {
+    return InvalidArgument(file.path() + ": metadata key '" + key + "' has value " +
+                           std::to_string(*v) + ", expected a positive count");
+  }
+  return (int32_t)*v;
+}
+
+int32_t OptionalInt(const gguf::GgufFile& file, const std::string& key, int32_t def) {
+  std::optional<int64_t> v = file.GetInt(key);
+  return v ? (int32_t)*v : def;
+}
+
+float OptionalFloat(const gguf::GgufFile& file, const std::string& key, float def) {
+  std::optional<double> v = file.GetFloat(key);
+  return v ? (float)*v : def;
+}
+
+StatusOr<int32_t> VocabSize(const gguf::GgufFile& file) {
+  if (const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens");
+      tokens && tokens->type == gguf::ValueType::kArray && !tokens->array.empty()) {
+    return (int32_t)tokens->array.size();
+  }
+  for (const char* name : {"token_embd.weight", "output.weight"}) {
+    const gguf::TensorInfo* t = file.FindTensor(name);
+    if (t && t->shape.size() == 2) return (int32_t)t->shape[1];
+  }
+  return NotFound(file.path() +
+                  ": cannot tell the vocabulary size (no tokenizer.ggml.tokens and no "
+                  "token_embd.weight)");
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& file) {
+  ModelConfig c;
+  std::optional<std::string> arch = file.GetString("general.architecture");
+  if (!arch) return NotFound(file.path() + ": missing metadata key 'general.architecture'");
+  c.arch = *arch;
+  c.name = file.GetString("general.name").value_or("");
+  const std::string p = c.arch + ".";
+
+  TERN_ASSIGN_OR_RETURN(c.n_ctx_train, RequiredInt(file, p + "context_length"));
+  TERN_ASSIGN_OR_RETURN(c.n_embd, RequiredInt(file, p + "embedding_length"));
+  TERN_ASSIGN_OR_RETURN(c.n_layer, RequiredInt(file, p + "block_count"));
+  TERN_ASSIGN_OR_RETURN(c.n_ff, RequiredInt(file, p + "feed_forward_length"));
+  TERN_ASSIGN_OR_RETURN(c.n_head, RequiredInt(file, p + "attention.head_count"));
+  c.n_head_kv = c.n_head;
+  if (file.Find(p + "attention.head_count_kv")) {
+    TERN_ASSIGN_OR_RETURN(c.n_head_kv, RequiredInt(file, p + "attention.head_count_kv"));
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return InvalidArgument(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
+                           " is not a multiple of attention.head_count_kv " +
+                           std::to_string(c.n_head_kv));
+  }
+  if (file.Find(p + "attention.key_length")) {
+    TERN_ASSIGN_OR_RETURN(c.head_dim, RequiredInt(file, p + "attention.key_length"));
+  } else {
+    if (c.n_embd % c.n_head != 0) {
+      return InvalidArgument(file.path() + ": embedding_length " + std::to_string(c.n_embd) +
+                             " is not a multiple of attention.head_count " +
+                             std::to_string(c.n_head));
+    }
+    c.head_dim = c.n_embd / c.n_head;
+  }
+  if (int32_t v_len = OptionalInt(file, p + "attention.value_length", c.head_dim);
+      v_len != c.head_dim) {
+    return Unimplemented(file.path() + ": attention.value_length " + std::to_string(v_len) +
+                         " differs from key_length " + std::to_string(c.head_dim) +
+                         " (not supported)");
+  }
+  c.rms_eps = OptionalFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  c.rope_freq_base = OptionalFloat(file, p + "rope.freq_base", 10000.0f);
+  c.rope_dim = OptionalInt(file, p + "rope.dimension_count", c.head_dim);
+  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return InvalidArgument(file.path() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
+                           " must be even and in (0, head_dim " + std::to_string(c.head_dim) +
+                           "]");
+  }
+  c.rope_neox = c.arch == "qwen2";
+  c.rope_scaling_type = file.GetString(p + "rope.scaling.type").value_or("");
+  if (c.rope_scaling_type == "none") c.rope_scaling_type = "";
+  c.rope_scaling_factor = OptionalFloat(file, p + "rope.scaling.factor", 1.0f);
+  // Older files store only rope.scale_linear.
+  if (!file.Find(p + "rope.scaling.factor") && file.Find(p + "rope.scale_linear")) {
+    c.rope_scaling_factor = OptionalFloat(file, p + "rope.scale_linear", 1.0f);
+    if (c.rope_scaling_type.empty() && c.rope_scaling_factor != 1.0f) c.rope_scaling_type = "linear";
+  }
+  if (c.rope_scaling_factor <= 0) {
+    return InvalidArgument(file.path() + ": rope.scaling.factor must be positive");
+  }
+  if (c.rope_scaling_type == "linear") c.rope_freq_scale = 1.0f / c.rope_scaling_factor;
+  c.rope_orig_ctx = OptionalInt(file, p + "rope.scaling.original_context_length", 0);
+  c.sliding_window = OptionalInt(file, p + "attention.sliding_window", 0);
+  if (c.sliding_window < 0) c.sliding_window = 0;
+  TERN_ASSIGN_OR_RETURN(c.n_vocab, VocabSize(file));
+  c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace tern
