@@ -1,9 +1,386 @@
-// Placeholder until this command is built; replaced wholesale by its owner.
+// tern quantize IN.gguf OUT.gguf TYPE: rewrites a GGUF file with its weight
+// matrices in another format. Every tensor is read through DequantizeRow, so
+// any input format works; metadata is copied and general.file_type updated.
+//
+// Which tensors change: 2-D tensors named *.weight. 1-D tensors (norms) are
+// written as F32; anything else is copied unchanged. A tensor already in its
+// target type is copied byte for byte. Mixed presets (_M) keep sensitive
+// tensors at Q6_K; --tensor-type overrides any choice; a row length that does
+// not fit the chosen format's block falls back (K-quant -> 32-block format ->
+// F16) and the summary lists it.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "quant/quant.h"
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
+
 namespace tern {
-int RunQuantize(int, char**) {
-  std::fprintf(stderr, "tern: this command is not built yet\n");
-  return 2;
+namespace {
+
+using gguf::GgufFile;
+using gguf::TensorInfo;
+
+// ---- Presets -------------------------------------------------------------------
+
+enum class Mix { kNone, kSmall, kMedium };
+
+struct Preset {
+  const char* name;
+  DType base;
+  uint32_t file_type;  // general.file_type
+  Mix mix;
+};
+
+constexpr Preset kPresets[] = {
+    {"F32", DType::kF32, 0, Mix::kNone},        {"F16", DType::kF16, 1, Mix::kNone},
+    {"BF16", DType::kBF16, 32, Mix::kNone},     {"Q8_0", DType::kQ8_0, 7, Mix::kNone},
+    {"Q4_0", DType::kQ4_0, 2, Mix::kSmall},     {"Q4_1", DType::kQ4_1, 3, Mix::kSmall},
+    {"Q5_0", DType::kQ5_0, 8, Mix::kSmall},     {"Q5_1", DType::kQ5_1, 9, Mix::kSmall},
+    {"Q4_K_S", DType::kQ4_K, 14, Mix::kSmall},  {"Q4_K_M", DType::kQ4_K, 15, Mix::kMedium},
+    {"Q5_K_S", DType::kQ5_K, 16, Mix::kSmall},  {"Q5_K_M", DType::kQ5_K, 17, Mix::kMedium},
+    {"Q6_K", DType::kQ6_K, 18, Mix::kNone},
+};
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = (char)std::toupper((unsigned char)c);
+  return s;
 }
+
+std::optional<Preset> FindPreset(const std::string& name) {
+  std::string upper = Upper(name);
+  if (upper == "Q4_K") upper = "Q4_K_M";
+  if (upper == "Q5_K") upper = "Q5_K_M";
+  for (const Preset& p : kPresets) {
+    if (upper == p.name) return p;
+  }
+  return std::nullopt;
+}
+
+std::string PresetNames() {
+  std::string out;
+  for (const Preset& p : kPresets) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  return out;
+}
+
+// ---- Tensor type choice ------------------------------------------------------------
+
+struct Override {
+  std::string pattern;
+  DType dtype;
+};
+
+// Glob with * and ?; a pattern without wildcards matches as a substring
+// ("attn_v" matches "blk.3.attn_v.weight").
+bool GlobMatch(const char* p, const char* s) {
+  if (*p == '\0') return *s == '\0';
+  if (*p == '*') return GlobMatch(p + 1, s) || (*s && GlobMatch(p, s + 1));
+  if (*s && (*p == '?' || *p == *s)) return GlobMatch(p + 1, s + 1);
+  return false;
+}
+
+bool PatternMatches(const std::string& pattern, const std::string& name) {
+  if (pattern.find_first_of("*?") == std::string::npos) {
+    return name.find(pattern) != std::string::npos;
+  }
+  return GlobMatch(pattern.c_str(), name.c_str());
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Layer index of "blk.N.xxx", or -1.
+int LayerIndex(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int layer = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit((unsigned char)name[i])) return -1;
+  while (i < name.size() && std::isdigit((unsigned char)name[i])) layer = layer * 10 + (name[i++] - '0');
+  return layer;
+}
+
+// The common _M recipe: the first and last layers, the first and last eighth
+// of the layers, and every third layer in between get more bits.
+bool UseMoreBits(int layer, int num_layers) {
+  return layer == 0 || layer >= num_layers - 1 || layer < num_layers / 8 ||
+         layer >= 7 * num_layers / 8 || (layer - num_layers / 8) % 3 == 2;
+}
+
+bool IsQuantizable(const TensorInfo& t) {
+  return t.shape.size() == 2 && EndsWith(t.name, ".weight");
+}
+
+DType PresetType(const Preset& preset, const std::string& name, int num_layers) {
+  if (preset.mix == Mix::kNone) return preset.base;
+  if (name == "output.weight") return DType::kQ6_K;
+  if (preset.mix == Mix::kSmall) return preset.base;
+  if (name == "token_embd.weight") return DType::kQ6_K;
+  const int layer = LayerIndex(name);
+  if ((EndsWith(name, ".attn_v.weight") || EndsWith(name, ".ffn_down.weight")) && layer >= 0 &&
+      UseMoreBits(layer, num_layers)) {
+    return DType::kQ6_K;
+  }
+  return preset.base;
+}
+
+// A format whose blocks fit rows of row_length: K-quants fall back to the
+// 32-block format of about the same bits, and that to F16.
+DType FitRow(DType t, int64_t row_length) {
+  while (row_length % BlockSize(t) != 0) {
+    switch (t) {
+      case DType::kQ2_K: case DType::kQ3_K: t = DType::kQ4_0; break;
+      case DType::kQ4_K: t = DType::kQ5_0; break;
+      case DType::kQ5_K: t = DType::kQ5_1; break;
+      case DType::kQ6_K: case DType::kQ8_K: t = DType::kQ8_0; break;
+      default: t = DType::kF16; break;
+    }
+  }
+  return t;
+}
+
+struct Plan {
+  DType wanted = DType::kF32;  // before the row-length fallback
+  DType dtype = DType::kF32;   // what is written
+  bool copy = false;           // write the input bytes unchanged
+};
+
+Plan PlanTensor(const TensorInfo& t, const Preset& preset, bool pure,
+                const std::vector<Override>& overrides, int num_layers) {
+  Plan plan;
+  if (!IsQuantizable(t)) {
+    plan.copy = !(t.shape.size() == 1 && quant::CanDequantize(t.dtype));
+    plan.wanted = plan.dtype = plan.copy ? t.dtype : DType::kF32;
+    return plan;
+  }
+  plan.wanted = pure ? preset.base : PresetType(preset, t.name, num_layers);
+  for (const Override& o : overrides) {
+    if (PatternMatches(o.pattern, t.name)) {
+      plan.wanted = o.dtype;
+      break;
+    }
+  }
+  plan.dtype = FitRow(plan.wanted, t.RowLength());
+  plan.copy = plan.dtype == t.dtype || !quant::CanDequantize(t.dtype);
+  if (plan.copy) plan.dtype = t.dtype;
+  return plan;
+}
+
+// ---- Conversion --------------------------------------------------------------------
+
+// Per-column importance of a weight from an imatrix file, or nullptr.
+StatusOr<const float*> FindImportance(const GgufFile* imatrix, const TensorInfo& t) {
+  if (!imatrix) return (const float*)nullptr;
+  const TensorInfo* im = imatrix->FindTensor(t.name + ".imatrix");
+  if (!im) return (const float*)nullptr;
+  if (im->dtype != DType::kF32 || im->NumElements() != t.RowLength()) {
+    return InvalidArgument("imatrix " + imatrix->path() + ": tensor '" + im->name +
+                           "' must be F32 with " + std::to_string(t.RowLength()) +
+                           " values (the row length of '" + t.name + "')");
+  }
+  return reinterpret_cast<const float*>(im->data);
+}
+
+std::vector<uint8_t> Convert(const TensorInfo& t, DType dtype, const float* importance,
+                             ThreadPool& pool) {
+  const int64_t row = t.RowLength(), rows = t.NumRows();
+  const int64_t in_row_bytes = RowBytes(t.dtype, row), out_row_bytes = RowBytes(dtype, row);
+  std::vector<uint8_t> out(out_row_bytes * rows);
+  pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> values(row);
+    for (int64_t r = begin; r < end; ++r) {
+      quant::DequantizeRow(t.dtype, t.data + r * in_row_bytes, values.data(), row);
+      quant::QuantizeRow(dtype, values.data(), out.data() + r * out_row_bytes, row, importance);
+    }
+  });
+  return out;
+}
+
+// ---- Summary -----------------------------------------------------------------------
+
+struct TypeTotals {
+  int num_tensors = 0;
+  int64_t num_elements = 0;
+  uint64_t num_bytes = 0;
+};
+
+double BitsPerWeight(uint64_t bytes, int64_t elements) {
+  return elements > 0 ? 8.0 * (double)bytes / (double)elements : 0.0;
+}
+
+void PrintSummary(const std::map<std::string, TypeTotals>& by_type, uint64_t bytes_before,
+                  uint64_t bytes_after, int64_t elements, const std::vector<std::string>& notes,
+                  const std::string& out_path) {
+  std::printf("%-8s %8s %14s %12s %8s\n", "type", "tensors", "elements", "size", "bpw");
+  for (const auto& [name, t] : by_type) {
+    std::printf("%-8s %8d %14lld %12s %8.3f\n", name.c_str(), t.num_tensors,
+                (long long)t.num_elements, FormatBytes((double)t.num_bytes).c_str(),
+                BitsPerWeight(t.num_bytes, t.num_elements));
+  }
+  std::printf("size: %s -> %s, %.3f -> %.3f bits per weight\n",
+              FormatBytes((double)bytes_before).c_str(), FormatBytes((double)bytes_after).c_str(),
+              BitsPerWeight(bytes_before, elements), BitsPerWeight(bytes_after, elements));
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  std::printf("wrote %s\n", out_path.c_str());
+}
+
+struct Options {
+  std::string in_path, out_path;
+  Preset preset;
+  bool pure = false;
+  std::vector<Override> overrides;
+  std::string imatrix_path;
+  int num_threads = 0;  // 0: physical cores
+};
+
+int NumLayers(const GgufFile& file) {
+  if (auto arch = file.GetString("general.architecture")) {
+    if (auto n = file.GetInt(*arch + ".block_count")) return (int)*n;
+  }
+  int max_layer = -1;
+  for (const TensorInfo& t : file.tensors()) max_layer = std::max(max_layer, LayerIndex(t.name));
+  return max_layer + 1;
+}
+
+Status Run(const Options& opt) {
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(opt.in_path));
+  std::unique_ptr<GgufFile> imatrix;
+  if (!opt.imatrix_path.empty()) {
+    TERN_ASSIGN_OR_RETURN(imatrix, GgufFile::Open(opt.imatrix_path));
+  }
+  const int num_layers = NumLayers(*in);
+  gguf::GgufWriter writer;
+  writer.CopyMetadataFrom(*in);
+  writer.SetValue("general.file_type", gguf::Value::Uint32(opt.preset.file_type));
+  if (opt.preset.base != DType::kF32 && opt.preset.base != DType::kF16 &&
+      opt.preset.base != DType::kBF16) {
+    writer.SetValue("general.quantization_version", gguf::Value::Uint32(2));
+  }
+
+  ThreadPool pool(opt.num_threads > 0 ? opt.num_threads : ThreadPool::DefaultNumThreads());
+  std::map<std::string, TypeTotals> by_type;
+  std::map<std::string, std::vector<std::string>> fallbacks;  // reason -> tensors
+  uint64_t bytes_before = 0, bytes_after = 0;
+  int64_t elements = 0;
+  const size_t num_tensors = in->tensors().size();
+  for (size_t i = 0; i < num_tensors; ++i) {
+    const TensorInfo& t = in->tensors()[i];
+    const Plan plan = PlanTensor(t, opt.preset, opt.pure, opt.overrides, num_layers);
+    std::fprintf(stderr, "[%zu/%zu] %-32s %s -> %s\n", i + 1, num_tensors, t.name.c_str(),
+                 DTypeName(t.dtype), DTypeName(plan.dtype));
+    if (plan.copy && plan.dtype != plan.wanted && !quant::CanDequantize(t.dtype)) {
+      fallbacks[std::string("kept as ") + DTypeName(t.dtype) + ", a format tern cannot convert from"]
+          .push_back(t.name);
+    } else if (plan.dtype != plan.wanted) {
+      std::string why = std::string(DTypeName(plan.wanted)) + " -> " + DTypeName(plan.dtype) +
+                        ", rows of " + std::to_string(t.RowLength()) + " do not fit blocks of " +
+                        std::to_string(BlockSize(plan.wanted));
+      if (plan.dtype == DType::kF16 && BlockSize(plan.wanted) != 32) why += " or 32";
+      fallbacks[why].push_back(t.name);
+    }
+    std::vector<uint8_t> converted;
+    const void* data = t.data;
+    uint64_t num_bytes = t.num_bytes;
+    if (!plan.copy) {
+      TERN_ASSIGN_OR_RETURN(const float* importance, FindImportance(imatrix.get(), t));
+      converted = Convert(t, plan.dtype, importance, pool);
+      data = converted.data();
+      num_bytes = converted.size();
+    }
+    TERN_RETURN_IF_ERROR(writer.AddTensor(t.name, plan.dtype, t.shape, data, num_bytes));
+    TypeTotals& totals = by_type[DTypeName(plan.dtype)];
+    ++totals.num_tensors;
+    totals.num_elements += t.NumElements();
+    totals.num_bytes += num_bytes;
+    bytes_before += t.num_bytes;
+    bytes_after += num_bytes;
+    elements += t.NumElements();
+  }
+  TERN_RETURN_IF_ERROR(writer.WriteFile(opt.out_path));
+  std::vector<std::string> notes;
+  for (const auto& [why, names] : fallbacks) {
+    std::string note = "fallback (" + why + "):";
+    for (const std::string& name : names) note += " " + name;
+    notes.push_back(note);
+  }
+  PrintSummary(by_type, bytes_before, bytes_after, elements, notes, opt.out_path);
+  return Status();
+}
+
+StatusOr<Override> ParseOverride(const std::string& text) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) {
+    return InvalidArgument("--tensor-type '" + text + "': expected PATTERN=TYPE");
+  }
+  const std::string type_name = text.substr(eq + 1);
+  const std::optional<DType> dtype = ParseDType(type_name);
+  if (!dtype || !quant::CanQuantize(*dtype)) {
+    return InvalidArgument("--tensor-type '" + text + "': unknown type '" + type_name + "'");
+  }
+  return Override{text.substr(0, eq), *dtype};
+}
+
+}  // namespace
+
+int RunQuantize(int argc, char** argv) {
+  ArgParser parser(
+      "quantize IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=TYPE ...] [--pure]",
+      "Writes IN.gguf with its weight matrices in TYPE, one of " + PresetNames() +
+          ". _M presets keep token_embd, output and some attn_v/ffn_down layers at Q6_K; "
+          "_S and the 32-block types keep output at Q6_K. Rows that do not fit a format's "
+          "blocks fall back to a format that fits.");
+  std::vector<std::string> positional;
+  std::vector<std::string> tensor_types;
+  Options opt;
+  parser.SetPositional("IN OUT TYPE", &positional, "input file, output file, target type");
+  parser.AddString("--imatrix", "FILE", &opt.imatrix_path,
+                   "GGUF with '<weight>.imatrix' F32 per-column importance (default: none)");
+  parser.AddList("--tensor-type", "PATTERN=TYPE", &tensor_types,
+                 "type for tensors matching PATTERN (glob, or substring without wildcards); "
+                 "first match wins; repeatable");
+  parser.AddInt("-t,--threads", "N", &opt.num_threads,
+                "threads (default: the number of physical cores)");
+  parser.AddFlag("--pure", &opt.pure, "every weight matrix in TYPE, no mixed preset (default off)");
+  if (int rc = ParseOrExit(parser, argc, argv, "quantize"); rc >= 0) return rc;
+
+  if (positional.size() != 3) {
+    std::fprintf(stderr, "tern quantize: expected IN.gguf OUT.gguf TYPE (see 'tern quantize --help')\n");
+    return 1;
+  }
+  opt.in_path = positional[0];
+  opt.out_path = positional[1];
+  const std::optional<Preset> preset = FindPreset(positional[2]);
+  if (!preset) {
+    std::fprintf(stderr, "tern quantize: unknown type '%s' (expected one of %s)\n",
+                 positional[2].c_str(), PresetNames().c_str());
+    return 1;
+  }
+  opt.preset = *preset;
+  for (const std::string& text : tensor_types) {
+    StatusOr<Override> o = ParseOverride(text);
+    if (!o.ok()) {
+      std::fprintf(stderr, "tern quantize: %s\n", o.status().message().c_str());
+      return 1;
+    }
+    opt.overrides.push_back(*o);
+  }
+  const Status st = Run(opt);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tern quantize: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace tern

@@ -52,6 +52,11 @@ inline int Nibble(const uint8_t* qs, uint32_t qh, int j) {
   return low | (int)(((qh >> j) & 1) << 4);
 }
 
+// Q8 rounding: half away from zero, clamped to the int8 range used.
+inline int8_t RoundHalfAway127(float v) {
+  return (int8_t)std::clamp(SaturateToInt(std::round(v)), -127, 127);
+}
+
 inline uint32_t LoadQh(const uint8_t* qh) {
   uint32_t v;
   std::memcpy(&v, qh, 4);
@@ -66,7 +71,7 @@ uint16_t SearchSymmetricBlock(const float* x, const float* w, int nmax, uint8_t*
   const float stored = Fp16ToFp32(d);
   if (stored != 0) {
     for (int j = 0; j < kQK; ++j) {
-      const int v = (int)std::nearbyint(x[j] / stored);
+      const int v = RoundToInt(x[j] / stored);
       q[j] = (uint8_t)(std::clamp(v, -nmax, nmax - 1) + nmax);
     }
   }
@@ -82,7 +87,7 @@ void SearchAffineBlock(const float* x, const float* w, int nmax, uint8_t* q, uin
   const float ds = Fp16ToFp32(*d), ms = Fp16ToFp32(*m);
   if (ds != 0) {
     for (int j = 0; j < kQK; ++j) {
-      const int v = (int)std::nearbyint((x[j] - ms) / ds);
+      const int v = RoundToInt((x[j] - ms) / ds);
       q[j] = (uint8_t)std::clamp(v, 0, nmax);
     }
   }
@@ -97,8 +102,8 @@ void RoundSymmetricBlock(const float* x, int nmax, uint8_t* q, uint16_t* d_out) 
   for (int j = 0; j < kQK; ++j) {
     // x * id is in [-nmax, nmax]; adding nmax + 0.5 and truncating rounds
     // half up, and the top value nmax clamps to 2*nmax-1.
-    const int v = (int)(x[j] * id + (float)nmax + 0.5f);
-    q[j] = (uint8_t)std::min(v, 2 * nmax - 1);
+    const int v = SaturateToInt(x[j] * id + (float)nmax + 0.5f);
+    q[j] = (uint8_t)std::clamp(v, 0, 2 * nmax - 1);
   }
 }
 
@@ -110,8 +115,8 @@ void RoundAffineBlock(const float* x, int nmax, uint8_t* q, uint16_t* d_out, uin
   *d_out = Fp32ToFp16(d);
   *m_out = Fp32ToFp16(lo);
   for (int j = 0; j < kQK; ++j) {
-    const int v = (int)((x[j] - lo) * id + 0.5f);
-    q[j] = (uint8_t)std::min(v, nmax);
+    const int v = SaturateToInt((x[j] - lo) * id + 0.5f);
+    q[j] = (uint8_t)std::clamp(v, 0, nmax);
   }
 }
 
@@ -224,7 +229,7 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t num_blocks) {
     const float d = amax / 127.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     y[b].d = Fp32ToFp16(d);
-    for (int j = 0; j < kQK; ++j) y[b].qs[j] = (int8_t)std::round(x[j] * id);
+    for (int j = 0; j < kQK; ++j) y[b].qs[j] = RoundHalfAway127(x[j] * id);
   }
 }
 
@@ -236,7 +241,7 @@ void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t num_blocks) {
     const float id = d != 0 ? 1.0f / d : 0.0f;
     int sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      y[b].qs[j] = (int8_t)std::round(x[j] * id);
+      y[b].qs[j] = RoundHalfAway127(x[j] * id);
       sum += y[b].qs[j];
     }
     y[b].d = Fp32ToFp16(d);

@@ -10,55 +10,81 @@ namespace {
 
 inline float Weight(const float* w, int i) { return w ? w[i] : 1.0f; }
 
-inline int RoundClamp(float v, int lo, int hi) {
-  const int q = (int)std::nearbyint(v);
-  return std::clamp(q, lo, hi);
-}
-
-// q = clamp(round(x * iscale)) in [-nmax, nmax-1]; stored as q + nmax.
-void QuantizeSymmetric(int n, int nmax, const float* x, float iscale, uint8_t* q) {
-  for (int i = 0; i < n; ++i) q[i] = (uint8_t)(RoundClamp(iscale * x[i], -nmax, nmax - 1) + nmax);
-}
-
-// Least-squares scale for fixed quants: sum(w x q) / sum(w q^2).
-float BestSymmetricScale(int n, int nmax, const float* x, const float* w, const uint8_t* q) {
-  double sxq = 0, sqq = 0;
-  for (int i = 0; i < n; ++i) {
-    const double qi = (int)q[i] - nmax;
-    sxq += Weight(w, i) * x[i] * qi;
-    sqq += Weight(w, i) * qi * qi;
+// Weighted sums of one candidate's quants; the least-squares fit and its
+// error follow from them without another pass over the data:
+//   err(s, m) = Sxx - 2 s Sqx - 2 m Sx + s^2 Sqq + 2 s m Sq + m^2 Sw.
+struct Sums {
+  double w = 0, q = 0, qq = 0, x = 0, qx = 0, xx = 0;
+  double Error(double s, double m) const {
+    return xx - 2 * s * qx - 2 * m * x + s * s * qq + 2 * s * m * q + m * m * w;
   }
-  return sqq > 0 ? (float)(sxq / sqq) : 0.0f;
-}
+};
 
-void QuantizeAffine(int n, int nmax, const float* x, float iscale, float min_neg, uint8_t* q) {
-  for (int i = 0; i < n; ++i) q[i] = (uint8_t)RoundClamp(iscale * (x[i] + min_neg), 0, nmax);
-}
-
-// Weighted least squares of x ~ scale * q + m for fixed q, with m <= 0.
-void BestAffine(int n, const float* x, const float* w, const uint8_t* q, bool positive_min,
-                float* scale, float* min_neg) {
-  double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+// Symmetric candidate: q = clamp(round(x * iscale), -nmax, nmax-1), stored
+// as q + nmax; returns the sums of the signed quants.
+// Float accumulation is exact enough for n <= 256 and lets the loop vectorize.
+Sums QuantizeSymmetric(int n, int nmax, const float* x, const float* w, float iscale,
+                       uint8_t* out) {
+  float qq = 0, qx = 0;
+  const float lo = (float)-nmax, hi = (float)(nmax - 1);
   for (int i = 0; i < n; ++i) {
-    const double wi = Weight(w, i);
+    const int q = RoundClampToInt(iscale * x[i], lo, hi);
+    out[i] = (uint8_t)(q + nmax);
+    const float wq = Weight(w, i) * (float)q;
+    qq += wq * (float)q;
+    qx += wq * x[i];
+  }
+  Sums s;
+  s.qq = qq;
+  s.qx = qx;
+  return s;
+}
+
+// Affine candidate: q = clamp(round((x + min_neg) * iscale), 0, nmax).
+Sums QuantizeAffine(int n, int nmax, const float* x, const float* w, float iscale, float min_neg,
+                    uint8_t* out) {
+  float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+  const float hi = (float)nmax;
+  for (int i = 0; i < n; ++i) {
+    const int q = RoundClampToInt(iscale * (x[i] + min_neg), 0.0f, hi);
+    out[i] = (uint8_t)q;
+    const float wi = Weight(w, i), wq = wi * (float)q;
     sw += wi;
-    sq += wi * q[i];
-    sqq += wi * q[i] * q[i];
+    sq += wq;
+    sqq += wq * (float)q;
     sx += wi * x[i];
-    sqx += wi * q[i] * x[i];
+    sqx += wq * x[i];
   }
-  const double det = sw * sqq - sq * sq;
-  double s = 0, m = 0;
+  Sums s;
+  s.w = sw;
+  s.q = sq;
+  s.qq = sqq;
+  s.x = sx;
+  s.qx = sqx;
+  return s;
+}
+
+// Weighted least squares of x ~ scale * q + m for fixed quants; m <= 0
+// unless positive_min.
+void FitAffine(const Sums& s, bool positive_min, double* scale, double* m) {
+  const double det = s.w * s.qq - s.q * s.q;
+  double sc = 0, mm = 0;
   if (det > 0) {
-    s = (sw * sqx - sx * sq) / det;
-    m = (sqq * sx - sq * sqx) / det;
+    sc = (s.w * s.qx - s.x * s.q) / det;
+    mm = (s.qq * s.x - s.q * s.qx) / det;
   }
-  if (det <= 0 || (m > 0 && !positive_min)) {  // offset must stay <= 0
-    m = 0;
-    s = sqq > 0 ? sqx / sqq : 0;
+  if (det <= 0 || (mm > 0 && !positive_min)) {
+    mm = 0;
+    sc = s.qq > 0 ? s.qx / s.qq : 0;
   }
-  *scale = (float)s;
-  *min_neg = (float)-m;
+  *scale = sc;
+  *m = mm;
+}
+
+double SumXX(int n, const float* x, const float* w) {
+  double xx = 0;
+  for (int i = 0; i < n; ++i) xx += (double)Weight(w, i) * x[i] * x[i];
+  return xx;
 }
 
 }  // namespace
@@ -78,42 +104,45 @@ float SearchSymmetricScale(int n, int nmax, const float* x, const float* w, uint
   CHECK_LE(n, 256);
   float amax = 0, max = 0;
   for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); max = x[i]; }
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
   }
-  if (amax < 1e-30f) {
+  if (!(amax >= 1e-30f)) {  // all zero (or NaN)
     std::fill(quants, quants + n, (uint8_t)nmax);
     return 0.0f;
   }
   // Round-to-nearest: the largest magnitude maps to -nmax exactly.
   float best_scale = max / -nmax;
-  QuantizeSymmetric(n, nmax, x, 1.0f / best_scale, quants);
+  const Sums rtn = QuantizeSymmetric(n, nmax, x, w, 1.0f / best_scale, quants);
   if (!refine) return best_scale;
-  float best_err = WeightedError(n, x, w, quants, best_scale, nmax, 0);
+  const double xx = SumXX(n, x, w);
+  auto error = [&](const Sums& s, double scale) {
+    return xx - 2 * scale * s.qx + scale * scale * s.qq;
+  };
+  double best_err = error(rtn, best_scale);
 
   uint8_t q[256];
-  auto try_quants = [&](const uint8_t* cand) {
-    const float scale = BestSymmetricScale(n, nmax, x, w, cand);
-    if (scale == 0) return false;
-    const float err = WeightedError(n, x, w, cand, scale, nmax, 0);
-    if (err < best_err) {
-      best_err = err;
-      best_scale = scale;
-      std::copy(cand, cand + n, quants);
-      return true;
-    }
-    return false;
+  // Fits the least-squares scale of a candidate; keeps it when better.
+  auto consider = [&](const Sums& s, const uint8_t* cand) {
+    if (s.qq <= 0) return false;
+    const double scale = s.qx / s.qq;
+    const double err = error(s, scale);
+    if (!(err < best_err) || scale == 0) return false;
+    best_err = err;
+    best_scale = (float)scale;
+    if (cand != quants) std::copy(cand, cand + n, quants);
+    return true;
   };
-  // The least-squares scale of the round-to-nearest quants, then a sweep of
-  // candidate inverse scales around it.
-  try_quants(quants);
+  consider(rtn, quants);
   for (int step = -9; step <= 9; ++step) {
-    QuantizeSymmetric(n, nmax, x, -(nmax + 0.1f * step) / max, q);
-    try_quants(q);
+    if (step == 0) continue;
+    consider(QuantizeSymmetric(n, nmax, x, w, -(nmax + 0.1f * step) / max, q), q);
   }
-  // Alternate: requantize with the best scale, refit the scale.
+  // Alternate: requantize with the best scale, refit.
   for (int iter = 0; iter < 5; ++iter) {
-    QuantizeSymmetric(n, nmax, x, 1.0f / best_scale, q);
-    if (!try_quants(q)) break;
+    if (!consider(QuantizeSymmetric(n, nmax, x, w, 1.0f / best_scale, q), q)) break;
   }
   return best_scale;
 }
@@ -127,41 +156,40 @@ float SearchAffineScale(int n, int nmax, const float* x, const float* w, uint8_t
     hi = std::max(hi, x[i]);
   }
   if (!positive_min) lo = std::min(lo, 0.0f);
-  if (hi <= lo) {
+  if (!(hi > lo)) {  // constant block (or NaN)
     std::fill(quants, quants + n, (uint8_t)0);
-    *min_neg = -lo;
+    *min_neg = lo == lo ? -lo : 0.0f;
     return 0.0f;
   }
   float best_scale = (hi - lo) / nmax;
   float best_min_neg = -lo;
-  QuantizeAffine(n, nmax, x, nmax / (hi - lo), best_min_neg, quants);
+  Sums rtn = QuantizeAffine(n, nmax, x, w, nmax / (hi - lo), best_min_neg, quants);
   *min_neg = best_min_neg;
   if (!refine) return best_scale;
-  float best_err = WeightedError(n, x, w, quants, best_scale, 0, best_min_neg);
+  rtn.xx = SumXX(n, x, w);
+  const double xx = rtn.xx;
+  double best_err = rtn.Error(best_scale, -best_min_neg);
 
   uint8_t q[256];
-  auto try_quants = [&](const uint8_t* cand) {
-    float scale, mn;
-    BestAffine(n, x, w, cand, positive_min, &scale, &mn);
-    if (scale <= 0) return false;
-    const float err = WeightedError(n, x, w, cand, scale, 0, mn);
-    if (err < best_err) {
-      best_err = err;
-      best_scale = scale;
-      best_min_neg = mn;
-      std::copy(cand, cand + n, quants);
-      return true;
-    }
-    return false;
+  auto consider = [&](Sums s, const uint8_t* cand) {
+    s.xx = xx;
+    double scale, m;
+    FitAffine(s, positive_min, &scale, &m);
+    if (!(scale > 0)) return false;
+    const double err = s.Error(scale, m);
+    if (!(err < best_err)) return false;
+    best_err = err;
+    best_scale = (float)scale;
+    best_min_neg = (float)-m;
+    if (cand != quants) std::copy(cand, cand + n, quants);
+    return true;
   };
-  try_quants(quants);
+  consider(rtn, quants);
   for (int step = 0; step <= 20; ++step) {
-    QuantizeAffine(n, nmax, x, (nmax - 1.0f + 0.1f * step) / (hi - lo), -lo, q);
-    try_quants(q);
+    consider(QuantizeAffine(n, nmax, x, w, (nmax - 1.0f + 0.1f * step) / (hi - lo), -lo, q), q);
   }
   for (int iter = 0; iter < 5; ++iter) {
-    QuantizeAffine(n, nmax, x, 1.0f / best_scale, best_min_neg, q);
-    if (!try_quants(q)) break;
+    if (!consider(QuantizeAffine(n, nmax, x, w, 1.0f / best_scale, best_min_neg, q), q)) break;
   }
   *min_neg = best_min_neg;
   return best_scale;

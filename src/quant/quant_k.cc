@@ -1,0 +1,404 @@
+// K-quants: 256-element super-blocks split into sub-blocks whose scales (and
+// mins) are themselves quantized against one or two half-precision
+// super-block scales.
+//
+// Element i of a super-block lives at (dequantization is the spec):
+//   Q2_K/Q3_K low bits : qs[32*(i/128) + i%32] >> 2*((i%128)/32), 2 bits
+//   Q3_K high bit      : hmask[i%32] bit i/32 (set = value >= 0)
+//   Q4_K/Q5_K low bits : qs[32*(i/64) + i%32], low nibble if i%64 < 32
+//   Q5_K high bit      : qh[i%32] bit i/32
+//   Q6_K low bits      : ql[64*(i/128) + i%64], low nibble if i%128 < 64
+//   Q6_K high bits     : qh[32*(i/128) + i%32] >> 2*((i%128)/32), 2 bits
+//   scale index        : i/16 (Q2_K, Q3_K, Q6_K), i/32 (Q4_K, Q5_K)
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "quant/formats.h"
+#include "quant/scale_search.h"
+
+namespace tern::quant {
+namespace {
+
+inline int Nearest(float v) { return RoundToInt(v); }
+inline float Weight(const float* w, int i) { return w ? w[i] : 1.0f; }
+
+inline int Q2Bits(const uint8_t* qs, int i) {
+  return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+}
+inline int Q4Bits(const uint8_t* qs, int i) {
+  const uint8_t byte = qs[32 * (i / 64) + i % 32];
+  return (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+}
+inline int HighBit(const uint8_t* hmask, int i) { return (hmask[i % 32] >> (i / 32)) & 1; }
+
+// ---- Sub-block scale quantization shared by the K-quants -------------------
+
+// Rounds the sub-block x (n values) for a fixed scale dl and subtracted min
+// ml: q = clamp(round((x + ml) / dl), 0, nmax). Returns the weighted error.
+float RoundAffine(int n, int nmax, const float* x, const float* w, float dl, float ml,
+                  uint8_t* q) {
+  float err = 0;
+  const float inv = dl != 0 ? 1.0f / dl : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    q[i] = (uint8_t)RoundClampToInt((x[i] + ml) * inv, 0.0f, (float)nmax);
+    const float diff = dl * q[i] - ml - x[i];
+    err += Weight(w, i) * diff * diff;
+  }
+  return err;
+}
+
+// x ~ dl * (q - nmax), q in [0, 2*nmax - 1].
+float RoundSymmetric(int n, int nmax, const float* x, const float* w, float dl, uint8_t* q) {
+  float err = 0;
+  const float inv = dl != 0 ? 1.0f / dl : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    q[i] = (uint8_t)(RoundClampToInt(x[i] * inv, (float)-nmax, (float)(nmax - 1)) + nmax);
+    const float diff = dl * ((int)q[i] - nmax) - x[i];
+    err += Weight(w, i) * diff * diff;
+  }
+  return err;
+}
+
+// Affine super-block (Q2_K, Q4_K, Q5_K): num_sub sub-blocks of sub_len values
+// with quants in [0, nmax]; sub-block scales and mins quantized to
+// [0, levels] against d and dmin. With search, each sub-block's scale/min is
+// searched and then its quantized levels are tuned by +-1.
+struct AffineSuper {
+  uint16_t d = 0, dmin = 0;
+  uint8_t scale_level[16] = {}, min_level[16] = {};
+  uint8_t q[kQK_K] = {};
+};
+
+AffineSuper QuantizeAffineSuper(const float* x, const float* w, int num_sub, int sub_len,
+                                int nmax, int levels, bool search) {
+  AffineSuper out;
+  float scales[16], min_negs[16];
+  float max_scale = 0, max_min = 0;
+  for (int s = 0; s < num_sub; ++s) {
+    const float* ws = w ? w + s * sub_len : nullptr;
+    scales[s] = SearchAffineScale(sub_len, nmax, x + s * sub_len, ws, out.q + s * sub_len,
+                                  &min_negs[s], /*positive_min=*/false, search);
+    max_scale = std::max(max_scale, scales[s]);
+    max_min = std::max(max_min, min_negs[s]);
+  }
+  out.d = Fp32ToFp16(max_scale / levels);
+  out.dmin = Fp32ToFp16(max_min / levels);
+  const float d = Fp16ToFp32(out.d), dmin = Fp16ToFp32(out.dmin);
+  uint8_t q[32];
+  for (int s = 0; s < num_sub; ++s) {
+    const float* xs = x + s * sub_len;
+    const float* ws = w ? w + s * sub_len : nullptr;
+    const int ls0 = d > 0 ? std::clamp(Nearest(scales[s] / d), 0, levels) : 0;
+    const int lm0 = dmin > 0 ? std::clamp(Nearest(min_negs[s] / dmin), 0, levels) : 0;
+    int best_ls = ls0, best_lm = lm0;
+    float best = RoundAffine(sub_len, nmax, xs, ws, d * ls0, dmin * lm0, out.q + s * sub_len);
+    const int radius = search ? 1 : 0;
+    for (int dl = -radius; dl <= radius; ++dl) {
+      for (int dm = -radius; dm <= radius; ++dm) {
+        const int ls = ls0 + dl, lm = lm0 + dm;
+        if ((dl == 0 && dm == 0) || ls < 0 || ls > levels || lm < 0 || lm > levels) continue;
+        const float err = RoundAffine(sub_len, nmax, xs, ws, d * ls, dmin * lm, q);
+        if (err < best) {
+          best = err;
+          best_ls = ls;
+          best_lm = lm;
+          std::copy(q, q + sub_len, out.q + s * sub_len);
+        }
+      }
+    }
+    out.scale_level[s] = (uint8_t)best_ls;
+    out.min_level[s] = (uint8_t)best_lm;
+  }
+  return out;
+}
+
+// Symmetric super-block (Q3_K, Q6_K): 16 sub-blocks of 16 with quants
+// q - nmax in [-nmax, nmax-1]; signed sub-block scales in
+// [-level_ref, level_ref-1] against d = max_scale / -level_ref.
+struct SymmetricSuper {
+  uint16_t d = 0;
+  int8_t scale_level[16] = {};
+  uint8_t q[kQK_K] = {};
+};
+
+SymmetricSuper QuantizeSymmetricSuper(const float* x, const float* w, int nmax, int level_ref,
+                                      bool search) {
+  constexpr int kSub = 16;
+  SymmetricSuper out;
+  float scales[kSub];
+  float amax = 0, max_scale = 0;
+  for (int s = 0; s < kSub; ++s) {
+    const float* ws = w ? w + s * kSub : nullptr;
+    scales[s] = SearchSymmetricScale(kSub, nmax, x + s * kSub, ws, out.q + s * kSub, search);
+    if (std::fabs(scales[s]) > amax) {
+      amax = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  if (amax == 0) {
+    std::fill(out.q, out.q + kQK_K, (uint8_t)nmax);
+    return out;
+  }
+  out.d = Fp32ToFp16(max_scale / -level_ref);
+  const float d = Fp16ToFp32(out.d);
+  uint8_t q[kSub];
+  for (int s = 0; s < kSub; ++s) {
+    const float* xs = x + s * kSub;
+    const float* ws = w ? w + s * kSub : nullptr;
+    const int l0 = d != 0 ? std::clamp(Nearest(scales[s] / d), -level_ref, level_ref - 1) : 0;
+    int best_l = l0;
+    float best = RoundSymmetric(kSub, nmax, xs, ws, d * l0, out.q + s * kSub);
+    const int radius = search ? 1 : 0;
+    for (int dl = -radius; dl <= radius; ++dl) {
+      const int l = l0 + dl;
+      if (dl == 0 || l < -level_ref || l > level_ref - 1) continue;
+      const float err = RoundSymmetric(kSub, nmax, xs, ws, d * l, q);
+      if (err < best) {
+        best = err;
+        best_l = l;
+        std::copy(q, q + kSub, out.q + s * kSub);
+      }
+    }
+    out.scale_level[s] = (int8_t)best_l;
+  }
+  return out;
+}
+
+// Q4_K/Q5_K low 4 bits: 64 consecutive elements per 32 bytes, first 32 in
+// the low nibbles.
+void PackLowNibbles(const uint8_t* q, uint8_t* qs) {
+  std::memset(qs, 0, kQK_K / 2);
+  for (int i = 0; i < kQK_K; ++i) {
+    const int shift = (i % 64) < 32 ? 0 : 4;
+    qs[32 * (i / 64) + i % 32] |= (uint8_t)((q[i] & 0xF) << shift);
+  }
+}
+
+}  // namespace
+
+// ---- Scale packing ----------------------------------------------------------
+
+void UnpackScaleMinK4(const uint8_t* p, int j, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = p[j] & 63;
+    *min = p[j + 4] & 63;
+  } else {
+    *scale = (uint8_t)((p[j + 4] & 0xF) | ((p[j - 4] >> 6) << 4));
+    *min = (uint8_t)((p[j + 4] >> 4) | ((p[j] >> 6) << 4));
+  }
+}
+
+void PackScaleMinK4(const uint8_t scales[8], const uint8_t mins[8], uint8_t* p) {
+  for (int j = 0; j < 4; ++j) {
+    p[j] = (uint8_t)((scales[j] & 63) | ((scales[j + 4] >> 4) << 6));
+    p[j + 4] = (uint8_t)((mins[j] & 63) | ((mins[j + 4] >> 4) << 6));
+    p[j + 8] = (uint8_t)((scales[j + 4] & 0xF) | ((mins[j + 4] & 0xF) << 4));
+  }
+}
+
+int UnpackScaleQ3_K(const uint8_t* p, int j) {
+  const int low = j < 8 ? (p[j] & 0xF) : (p[j - 8] >> 4);
+  const int high = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+void PackScalesQ3_K(const int8_t scales[16], uint8_t* p) {
+  std::memset(p, 0, 12);
+  for (int j = 0; j < 16; ++j) {
+    const int v = scales[j] + 32;  // 0..63
+    if (j < 8) {
+      p[j] |= (uint8_t)(v & 0xF);
+    } else {
+      p[j - 8] |= (uint8_t)((v & 0xF) << 4);
+    }
+    p[8 + j % 4] |= (uint8_t)((v >> 4) << (2 * (j / 4)));
+  }
+}
+
+// ---- Dequantization -----------------------------------------------------------
+
+void DequantizeQ2_K(const BlockQ2_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    const float d = Fp16ToFp32(x[b].d), dmin = Fp16ToFp32(x[b].dmin);
+    for (int s = 0; s < kQK_K / 16; ++s) {
+      const float dl = d * (float)(x[b].scales[s] & 0xF);
+      const float ml = dmin * (float)(x[b].scales[s] >> 4);
+      for (int i = 16 * s; i < 16 * s + 16; ++i) y[i] = dl * (float)Q2Bits(x[b].qs, i) - ml;
+    }
+  }
+}
+
+void DequantizeQ3_K(const BlockQ3_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    const float d = Fp16ToFp32(x[b].d);
+    for (int s = 0; s < kQK_K / 16; ++s) {
+      const float dl = d * (float)UnpackScaleQ3_K(x[b].scales, s);
+      for (int i = 16 * s; i < 16 * s + 16; ++i) {
+        const int q = Q2Bits(x[b].qs, i) - (HighBit(x[b].hmask, i) ? 0 : 4);
+        y[i] = dl * (float)q;
+      }
+    }
+  }
+}
+
+void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    const float d = Fp16ToFp32(x[b].d), dmin = Fp16ToFp32(x[b].dmin);
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc, m;
+      UnpackScaleMinK4(x[b].scales, s, &sc, &m);
+      const float dl = d * (float)sc, ml = dmin * (float)m;
+      for (int i = 32 * s; i < 32 * s + 32; ++i) y[i] = dl * (float)Q4Bits(x[b].qs, i) - ml;
+    }
+  }
+}
+
+void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    const float d = Fp16ToFp32(x[b].d), dmin = Fp16ToFp32(x[b].dmin);
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc, m;
+      UnpackScaleMinK4(x[b].scales, s, &sc, &m);
+      const float dl = d * (float)sc, ml = dmin * (float)m;
+      for (int i = 32 * s; i < 32 * s + 32; ++i) {
+        const int q = Q4Bits(x[b].qs, i) | (HighBit(x[b].qh, i) << 4);
+        y[i] = dl * (float)q - ml;
+      }
+    }
+  }
+}
+
+void DequantizeQ6_K(const BlockQ6_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    const float d = Fp16ToFp32(x[b].d);
+    for (int s = 0; s < kQK_K / 16; ++s) {
+      const float dl = d * (float)x[b].scales[s];
+      for (int i = 16 * s; i < 16 * s + 16; ++i) {
+        const uint8_t low_byte = x[b].ql[64 * (i / 128) + i % 64];
+        const int low = (i % 128) < 64 ? (low_byte & 0xF) : (low_byte >> 4);
+        const int high = Q2Bits(x[b].qh, i);
+        y[i] = dl * (float)((low | (high << 4)) - 32);
+      }
+    }
+  }
+}
+
+void DequantizeQ8_K(const BlockQ8_K* x, float* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
+    for (int i = 0; i < kQK_K; ++i) y[i] = x[b].d * (float)x[b].qs[i];
+  }
+}
+
+// ---- Quantization -------------------------------------------------------------
+
+void QuantizeQ2_K(const float* x, BlockQ2_K* y, int64_t num_blocks, const float* importance,
+                  bool search) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    const float* w = importance ? importance + b * kQK_K : nullptr;
+    const AffineSuper s = QuantizeAffineSuper(x, w, 16, 16, 3, 15, search);
+    BlockQ2_K& out = y[b];
+    out.d = s.d;
+    out.dmin = s.dmin;
+    for (int j = 0; j < 16; ++j) out.scales[j] = (uint8_t)(s.scale_level[j] | (s.min_level[j] << 4));
+    std::memset(out.qs, 0, sizeof(out.qs));
+    for (int i = 0; i < kQK_K; ++i) {
+      out.qs[32 * (i / 128) + i % 32] |= (uint8_t)(s.q[i] << (2 * ((i % 128) / 32)));
+    }
+  }
+}
+
+void QuantizeQ3_K(const float* x, BlockQ3_K* y, int64_t num_blocks, const float* importance,
+                  bool search) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    const float* w = importance ? importance + b * kQK_K : nullptr;
+    const SymmetricSuper s = QuantizeSymmetricSuper(x, w, 4, 32, search);
+    BlockQ3_K& out = y[b];
+    out.d = s.d;
+    PackScalesQ3_K(s.scale_level, out.scales);
+    std::memset(out.qs, 0, sizeof(out.qs));
+    std::memset(out.hmask, 0, sizeof(out.hmask));
+    for (int i = 0; i < kQK_K; ++i) {
+      const int q = s.q[i];  // value + 4, in [0, 7]
+      out.qs[32 * (i / 128) + i % 32] |= (uint8_t)((q & 3) << (2 * ((i % 128) / 32)));
+      if (q & 4) out.hmask[i % 32] |= (uint8_t)(1 << (i / 32));
+    }
+  }
+}
+
+void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t num_blocks, const float* importance,
+                  bool search) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    const float* w = importance ? importance + b * kQK_K : nullptr;
+    const AffineSuper s = QuantizeAffineSuper(x, w, 8, 32, 15, 63, search);
+    y[b].d = s.d;
+    y[b].dmin = s.dmin;
+    PackScaleMinK4(s.scale_level, s.min_level, y[b].scales);
+    PackLowNibbles(s.q, y[b].qs);
+  }
+}
+
+void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t num_blocks, const float* importance,
+                  bool search) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    const float* w = importance ? importance + b * kQK_K : nullptr;
+    const AffineSuper s = QuantizeAffineSuper(x, w, 8, 32, 31, 63, search);
+    y[b].d = s.d;
+    y[b].dmin = s.dmin;
+    PackScaleMinK4(s.scale_level, s.min_level, y[b].scales);
+    PackLowNibbles(s.q, y[b].qs);
+    std::memset(y[b].qh, 0, sizeof(y[b].qh));
+    for (int i = 0; i < kQK_K; ++i) {
+      if (s.q[i] & 16) y[b].qh[i % 32] |= (uint8_t)(1 << (i / 32));
+    }
+  }
+}
+
+void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t num_blocks, const float* importance,
+                  bool search) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    const float* w = importance ? importance + b * kQK_K : nullptr;
+    const SymmetricSuper s = QuantizeSymmetricSuper(x, w, 32, 128, search);
+    BlockQ6_K& out = y[b];
+    out.d = s.d;
+    for (int j = 0; j < 16; ++j) out.scales[j] = s.scale_level[j];
+    std::memset(out.ql, 0, sizeof(out.ql));
+    std::memset(out.qh, 0, sizeof(out.qh));
+    for (int i = 0; i < kQK_K; ++i) {
+      const int q = s.q[i];  // value + 32, in [0, 63]
+      const int low_shift = (i % 128) < 64 ? 0 : 4;
+      out.ql[64 * (i / 128) + i % 64] |= (uint8_t)((q & 0xF) << low_shift);
+      out.qh[32 * (i / 128) + i % 32] |= (uint8_t)((q >> 4) << (2 * ((i % 128) / 32)));
+    }
+  }
+}
+
+void QuantizeQ8_K(const float* x, BlockQ8_K* y, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < kQK_K; ++i) {
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        max = x[i];
+      }
+    }
+    BlockQ8_K& out = y[b];
+    if (amax == 0) {
+      std::memset(&out, 0, sizeof(out));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int i = 0; i < kQK_K; ++i) {
+      out.qs[i] = (int8_t)std::min(127, Nearest(iscale * x[i]));
+    }
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      int sum = 0;
+      for (int i = 16 * j; i < 16 * j + 16; ++i) sum += out.qs[i];
+      out.bsums[j] = (int16_t)sum;
+    }
+    out.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace tern::quant

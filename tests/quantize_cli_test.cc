@@ -1,0 +1,270 @@
+// End-to-end tests of `tern quantize`: presets and fallbacks on the real test
+// models, an exact F32 round trip, overrides, an importance file, and errors.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/paths.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "quant/quant.h"
+
+namespace tern {
+namespace {
+
+namespace fs = std::filesystem;
+using gguf::GgufFile;
+using gguf::TensorInfo;
+
+struct QuantizeRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TernBinary() {
+  const char* env = std::getenv("TERN_BINARY");
+  return env ? env : "";
+}
+
+class QuantizeCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (TernBinary().empty() || !FileExists(TernBinary())) {
+      GTEST_SKIP() << "TERN_BINARY not set (run through ctest)";
+    }
+    if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test models not found in " << ModelsDir();
+    dir_ = fs::temp_directory_path() /
+           ("tern_quantize_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Runs `tern quantize ARGS`, capturing stdout and stderr.
+  QuantizeRun Quantize(const std::string& args) const {
+    const std::string out = Path("stdout.txt"), err = Path("stderr.txt");
+    const std::string cmd = "'" + TernBinary() + "' quantize " + args + " >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    QuantizeRun run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = ReadAll(out);
+    run.err = ReadAll(err);
+    return run;
+  }
+
+  static std::unique_ptr<GgufFile> Open(const std::string& path) {
+    auto file = GgufFile::Open(path);
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    return file.ok() ? std::move(file).value() : nullptr;
+  }
+
+  static DType TypeOf(const GgufFile& file, const std::string& tensor) {
+    const TensorInfo* t = file.FindTensor(tensor);
+    EXPECT_NE(t, nullptr) << tensor;
+    return t ? t->dtype : DType::kI8;
+  }
+
+  fs::path dir_;
+};
+
+std::string Quoted(const std::string& s) { return "'" + s + "'"; }
+std::string Model(const std::string& name) { return Quoted(ModelsDir() + "/" + name); }
+
+TEST_F(QuantizeCliTest, StoriesToQ8_0KeepsMetadataAndFallsBackFfnDownToF16) {
+  const QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("q8.gguf")) + " Q8_0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto in = Open(DefaultModelPath());
+  auto out = Open(Path("q8.gguf"));
+  ASSERT_TRUE(in && out);
+  EXPECT_EQ(out->GetInt("general.file_type"), 7);
+  for (const auto& [key, value] : in->metadata()) {
+    EXPECT_NE(out->Find(key), nullptr) << key;
+  }
+  EXPECT_EQ(out->GetStringArray("tokenizer.ggml.tokens"), in->GetStringArray("tokenizer.ggml.tokens"));
+  ASSERT_EQ(out->tensors().size(), in->tensors().size());
+  EXPECT_EQ(TypeOf(*out, "blk.0.attn_q.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*out, "output.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*out, "blk.0.attn_norm.weight"), DType::kF32);
+  for (int layer = 0; layer < 5; ++layer) {
+    EXPECT_EQ(TypeOf(*out, "blk." + std::to_string(layer) + ".ffn_down.weight"), DType::kF16);
+  }
+  EXPECT_NE(run.out.find("fallback (Q8_0 -> F16, rows of 172"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("blk.4.ffn_down.weight"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("bits per weight"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("[48/48]"), std::string::npos) << run.err;
+}
+
+TEST_F(QuantizeCliTest, StoriesToQ4_K_MFallsBackToBlocksThatFit) {
+  const QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("q4km.gguf")) + " q4_k_m");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto out = Open(Path("q4km.gguf"));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->GetInt("general.file_type"), 15);
+  // Rows of 64 fit no K-quant: Q4_K -> Q5_0, Q6_K -> Q8_0; rows of 172 -> F16.
+  EXPECT_EQ(TypeOf(*out, "blk.1.attn_q.weight"), DType::kQ5_0);
+  EXPECT_EQ(TypeOf(*out, "blk.0.attn_v.weight"), DType::kQ8_0);   // _M: first layer
+  EXPECT_EQ(TypeOf(*out, "blk.1.attn_v.weight"), DType::kQ5_0);
+  EXPECT_EQ(TypeOf(*out, "token_embd.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*out, "output.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*out, "blk.1.ffn_down.weight"), DType::kF16);
+  EXPECT_EQ(TypeOf(*out, "output_norm.weight"), DType::kF32);
+  EXPECT_NE(run.out.find("Q4_K -> F16, rows of 172 do not fit blocks of 256 or 32"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("blk.1.ffn_down.weight"), std::string::npos);
+}
+
+TEST_F(QuantizeCliTest, TinyKToQ4_K_MUsesTheMixedRecipe) {
+  const QuantizeRun run =
+      Quantize(Model("quantized/tiny-k-F32.gguf") + " " + Quoted(Path("q4km.gguf")) + " Q4_K_M");
+  if (run.exit_code != 0 && !FileExists(ModelsDir() + "/quantized/tiny-k-F32.gguf")) GTEST_SKIP();
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto out = Open(Path("q4km.gguf"));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(TypeOf(*out, "blk.1.attn_q.weight"), DType::kQ4_K);
+  EXPECT_EQ(TypeOf(*out, "blk.0.attn_v.weight"), DType::kQ6_K);
+  EXPECT_EQ(TypeOf(*out, "blk.3.ffn_down.weight"), DType::kQ6_K);  // last layer
+  EXPECT_EQ(TypeOf(*out, "blk.1.ffn_down.weight"), DType::kQ4_K);
+  EXPECT_EQ(TypeOf(*out, "output.weight"), DType::kQ6_K);
+  EXPECT_EQ(run.out.find("fallback"), std::string::npos) << run.out;
+}
+
+TEST_F(QuantizeCliTest, PureAndTensorTypeOverrides) {
+  const std::string in = Model("quantized/tiny-k-F32.gguf");
+  if (!FileExists(ModelsDir() + "/quantized/tiny-k-F32.gguf")) GTEST_SKIP();
+  QuantizeRun run = Quantize(in + " " + Quoted(Path("pure.gguf")) + " Q4_K_M --pure");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto pure = Open(Path("pure.gguf"));
+  ASSERT_TRUE(pure);
+  for (const TensorInfo& t : pure->tensors()) {
+    EXPECT_EQ(t.dtype, t.shape.size() == 2 ? DType::kQ4_K : DType::kF32) << t.name;
+  }
+  run = Quantize(in + " " + Quoted(Path("over.gguf")) +
+                 " Q4_0 --tensor-type attn_v=q8_0 --tensor-type 'blk.0.*=f16'");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto over = Open(Path("over.gguf"));
+  ASSERT_TRUE(over);
+  EXPECT_EQ(TypeOf(*over, "blk.2.attn_v.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*over, "blk.0.attn_v.weight"), DType::kQ8_0);  // first match wins
+  EXPECT_EQ(TypeOf(*over, "blk.0.attn_q.weight"), DType::kF16);
+  EXPECT_EQ(TypeOf(*over, "blk.1.attn_q.weight"), DType::kQ4_0);
+  EXPECT_EQ(TypeOf(*over, "output.weight"), DType::kQ6_K);
+  EXPECT_EQ(TypeOf(*over, "blk.0.attn_norm.weight"), DType::kF32);
+}
+
+TEST_F(QuantizeCliTest, F32OfAQ4_K_MFileEqualsDequantizeRowBitForBit) {
+  const std::string src = ModelsDir() + "/quantized/tiny-k-Q4_K_M.gguf";
+  if (!FileExists(src)) GTEST_SKIP() << src << " not found";
+  const QuantizeRun run = Quantize(Quoted(src) + " " + Quoted(Path("f32.gguf")) + " F32");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto in = Open(src);
+  auto out = Open(Path("f32.gguf"));
+  ASSERT_TRUE(in && out);
+  EXPECT_EQ(out->GetInt("general.file_type"), 0);
+  int num_quantized = 0;
+  for (const TensorInfo& t : in->tensors()) {
+    const TensorInfo* o = out->FindTensor(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    ASSERT_EQ(o->dtype, DType::kF32) << t.name;
+    std::vector<float> want(t.NumElements());
+    const int64_t row = t.RowLength();
+    for (int64_t r = 0; r < t.NumRows(); ++r) {
+      quant::DequantizeRow(t.dtype, t.data + r * RowBytes(t.dtype, row), want.data() + r * row, row);
+    }
+    ASSERT_EQ(o->num_bytes, want.size() * sizeof(float)) << t.name;
+    EXPECT_EQ(0, std::memcmp(o->data, want.data(), o->num_bytes)) << t.name;
+    if (t.dtype != DType::kF32) ++num_quantized;
+  }
+  EXPECT_GT(num_quantized, 0);
+}
+
+TEST_F(QuantizeCliTest, ImatrixImportanceChangesOnlyItsTensor) {
+  const std::string src = ModelsDir() + "/quantized/tiny-k-F32.gguf";
+  if (!FileExists(src)) GTEST_SKIP() << src << " not found";
+  auto in = Open(src);
+  ASSERT_TRUE(in);
+  const std::string name = "blk.1.attn_q.weight";
+  const TensorInfo* t = in->FindTensor(name);
+  ASSERT_NE(t, nullptr);
+  std::vector<float> importance(t->RowLength(), 1.0f);
+  for (size_t i = 0; i < importance.size(); i += 4) importance[i] = 50.0f;
+  gguf::GgufWriter writer;
+  ASSERT_TRUE(writer.AddTensor(name + ".imatrix", DType::kF32, {(int64_t)importance.size()},
+                               importance.data(), importance.size() * sizeof(float)).ok());
+  ASSERT_TRUE(writer.WriteFile(Path("imatrix.gguf")).ok());
+
+  ASSERT_EQ(Quantize(Quoted(src) + " " + Quoted(Path("plain.gguf")) + " Q4_K_S").exit_code, 0);
+  const QuantizeRun run = Quantize(Quoted(src) + " " + Quoted(Path("weighted.gguf")) +
+                                   " Q4_K_S --imatrix " + Quoted(Path("imatrix.gguf")));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto plain = Open(Path("plain.gguf"));
+  auto weighted = Open(Path("weighted.gguf"));
+  ASSERT_TRUE(plain && weighted);
+  for (const TensorInfo& p : plain->tensors()) {
+    const TensorInfo* w = weighted->FindTensor(p.name);
+    ASSERT_NE(w, nullptr);
+    const bool same = p.num_bytes == w->num_bytes && std::memcmp(p.data, w->data, p.num_bytes) == 0;
+    EXPECT_EQ(same, p.name != name) << p.name;
+  }
+  // The important columns lose less.
+  auto column_error = [&](const TensorInfo& q) {
+    const int64_t row = q.RowLength();
+    std::vector<float> x(row), y(row);
+    double err = 0;
+    for (int64_t r = 0; r < q.NumRows(); ++r) {
+      quant::DequantizeRow(DType::kF32, t->data + r * row * 4, x.data(), row);
+      quant::DequantizeRow(q.dtype, q.data + r * RowBytes(q.dtype, row), y.data(), row);
+      for (int64_t i = 0; i < row; i += 4) err += (x[i] - y[i]) * (x[i] - y[i]);
+    }
+    return err;
+  };
+  EXPECT_LT(column_error(*weighted->FindTensor(name)), column_error(*plain->FindTensor(name)));
+
+  // A vector of the wrong length is an error naming the tensor.
+  gguf::GgufWriter bad;
+  ASSERT_TRUE(bad.AddTensor(name + ".imatrix", DType::kF32, {3}, importance.data(), 12).ok());
+  ASSERT_TRUE(bad.WriteFile(Path("bad.gguf")).ok());
+  const QuantizeRun fail = Quantize(Quoted(src) + " " + Quoted(Path("x.gguf")) + " Q4_K_S --imatrix " +
+                                    Quoted(Path("bad.gguf")));
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_NE(fail.err.find(name + ".imatrix"), std::string::npos) << fail.err;
+}
+
+TEST_F(QuantizeCliTest, BadInputsExitOneWithOneLine) {
+  QuantizeRun run = Quantize(Quoted(Path("missing.gguf")) + " " + Quoted(Path("x.gguf")) + " Q4_0");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("missing.gguf"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+
+  run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) + " Q9_9");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("unknown type 'Q9_9'"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+
+  run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) + " Q4_0 --tensor-type attn_v");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_FALSE(fs::exists(Path("x.gguf")));
+}
+
+}  // namespace
+}  // namespace tern
