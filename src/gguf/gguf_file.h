@@ -71,6 +71,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
+  // Start of the data section; past the end of a file without tensors.
   uint64_t data_offset() const { return data_offset_; }
   // The whole file image (mapping or owned copy); tensor data lies inside.
   std::span<const uint8_t> bytes() const { return {base_, static_cast<size_t>(size_)}; }

@@ -1,6 +1,5 @@
 #include "gguf/gguf_value.h"
 
-#include <cmath>
 #include <limits>
 
 namespace tern::gguf {

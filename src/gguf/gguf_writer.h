@@ -1,6 +1,11 @@
 // GgufWriter: builds a GGUF v3 file (metadata, tensor directory, aligned data)
 // and writes it. A written file re-opens with GgufFile to the same metadata and
 // tensor bytes.
+//
+// Keys keep their first-set order; tensors are laid out in AddTensor order,
+// each padded to the alignment. Errors: InvalidArgument (inconsistent tensor,
+// mixed-type array, bad general.alignment), Unavailable (I/O). Not
+// thread-safe; one writer per thread.
 #pragma once
 
 #include <cstdint>
