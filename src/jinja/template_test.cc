@@ -1,0 +1,351 @@
+#include "jinja/template.h"
+
+#include <gtest/gtest.h>
+
+namespace tern {
+namespace {
+
+std::string Render(std::string_view source, const Value& context = Value::Dict(),
+                   TemplateOptions options = {}) {
+  StatusOr<Template> t = Template::Parse(source, options);
+  if (!t.ok()) return "PARSE ERROR: " + t.status().message();
+  StatusOr<std::string> out = t->Render(context);
+  if (!out.ok()) return "RENDER ERROR: " + out.status().message();
+  return *out;
+}
+
+Status RenderStatus(std::string_view source, const Value& context = Value::Dict(),
+                    TemplateOptions options = {}) {
+  StatusOr<Template> t = Template::Parse(source, options);
+  if (!t.ok()) return t.status();
+  StatusOr<std::string> out = t->Render(context);
+  return out.ok() ? Status::Ok() : out.status();
+}
+
+TemplateOptions HfOptions() {
+  TemplateOptions o;
+  o.trim_blocks = true;
+  o.lstrip_blocks = true;
+  return o;
+}
+
+// ------------------------------------------------------------ syntax
+
+TEST(TemplateTest, RendersTextExpressionsAndComments) {
+  EXPECT_EQ(Render("a{{ 1 + 2 }}b{# hidden #}c"), "a3bc");
+  EXPECT_EQ(Render("{{ x }}", Value::Dict({{"x", Value("hi")}})), "hi");
+}
+
+TEST(TemplateTest, WhitespaceControlStripsBothSides) {
+  EXPECT_EQ(Render("a  \n {{- 'b' -}} \n  c"), "abc");
+  EXPECT_EQ(Render("a \n{%- if true -%}\n b \n{%- endif -%}\n c"), "abc");
+  EXPECT_EQ(Render("a \n{#- note -#}\n c"), "ac");
+}
+
+TEST(TemplateTest, TrimAndLstripBlocksAreOffByDefault) {
+  EXPECT_EQ(Render("{% if true %}\n  x\n{% endif %}\n"), "\n  x\n");
+}
+
+TEST(TemplateTest, TrimBlocksAndLstripBlocks) {
+  EXPECT_EQ(Render("{% if true %}\n  x\n  {% endif %}\ny", Value::Dict(), HfOptions()), "  x\ny");
+  // Expressions are not affected; a block after text on the same line keeps its spaces.
+  EXPECT_EQ(Render("  {{ 1 }}\n  a {% if true %}b{% endif %}", Value::Dict(), HfOptions()), "  1\n  a b");
+  // `+` disables lstrip for one tag, `+%}` disables trim.
+  EXPECT_EQ(Render("  {%+ if true +%}\nx{% endif %}", Value::Dict(), HfOptions()), "  \nx");
+}
+
+TEST(TemplateTest, TrailingNewlineDroppedUnlessKept) {
+  EXPECT_EQ(Render("x\n"), "x");
+  TemplateOptions keep;
+  keep.keep_trailing_newline = true;
+  EXPECT_EQ(Render("x\n", Value::Dict(), keep), "x\n");
+  EXPECT_EQ(Render("a\r\nb"), "a\nb");
+}
+
+TEST(TemplateTest, RawBlockIsLiteral) {
+  EXPECT_EQ(Render("{% raw %}{{ x }}{% if %}{% endraw %}!"), "{{ x }}{% if %}!");
+  EXPECT_EQ(Render("{%- raw -%}  {{a}}  {%- endraw %}"), "{{a}}");
+  // lstrip_blocks reaches into the raw text before endraw; trim_blocks acts after endraw only.
+  EXPECT_EQ(Render("  {% raw %}\n  {{ x }}\n  {% endraw %}\ny", Value::Dict(), HfOptions()), "\n  {{ x }}\ny");
+}
+
+// ------------------------------------------------------------ literals and access
+
+TEST(TemplateTest, Literals) {
+  EXPECT_EQ(Render("{{ 'a\\n\\t\\'b\\u00e9' }}|{{ \"q\\\"\" }}"), "a\n\t'bé|q\"");
+  EXPECT_EQ(Render("{{ 42 }} {{ -7 }} {{ 2.5 }} {{ 1e3 }} {{ 1_000 }}"), "42 -7 2.5 1000.0 1000");
+  EXPECT_EQ(Render("{{ true }} {{ False }} {{ none }} {{ None }}"), "True False None None");
+  EXPECT_EQ(Render("{{ [1, 'a', [true]] }}"), "[1, 'a', [True]]");
+  EXPECT_EQ(Render("{{ {'a': 1, 'b': [2]} }}"), "{'a': 1, 'b': [2]}");
+  EXPECT_EQ(Render("{{ ('x', 2) | join }}"), "x2");  // tuples behave as lists
+  EXPECT_EQ(Render("{{ 'ab' 'cd' }}"), "abcd");
+}
+
+TEST(TemplateTest, AttributeSubscriptAndSlice) {
+  Value ctx = Value::Dict({{"m", Value::Dict({{"role", Value("user")}})},
+                           {"xs", Value::List({Value(1), Value(2), Value(3), Value(4)})},
+                           {"s", Value("héllo")}});
+  EXPECT_EQ(Render("{{ m.role }} {{ m['role'] }} {{ m.missing }}|", ctx), "user user |");
+  EXPECT_EQ(Render("{{ xs[0] }} {{ xs[-1] }} {{ xs.1 }} {{ xs[9] }}|", ctx), "1 4 2 |");
+  EXPECT_EQ(Render("{{ xs[1:] }} {{ xs[:2] }} {{ xs[::-1] }} {{ xs[::2] }} {{ xs[-2:] }}", ctx),
+            "[2, 3, 4] [1, 2] [4, 3, 2, 1] [1, 3] [3, 4]");
+  EXPECT_EQ(Render("{{ s[1] }} {{ s[:-1] }} {{ s[::-1] }} {{ s | length }}", ctx), "é héll olléh 5");
+}
+
+TEST(TemplateTest, UndefinedIsEmptyAndFalsy) {
+  EXPECT_EQ(Render("[{{ nope }}][{{ nope.deeper['x'] }}]{% if nope %}yes{% else %}no{% endif %}"),
+            "[][]no");
+  EXPECT_EQ(Render("{% for x in nope %}{{ x }}{% else %}empty{% endfor %}"), "empty");
+}
+
+// ------------------------------------------------------------ operators
+
+TEST(TemplateTest, ArithmeticFollowsPython) {
+  EXPECT_EQ(Render("{{ 7 + 2 }} {{ 7 - 2 }} {{ 7 * 2 }} {{ 7 / 2 }} {{ 7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }}"),
+            "9 5 14 3.5 3 1 1024");
+  EXPECT_EQ(Render("{{ -7 // 2 }} {{ -7 % 3 }} {{ 1 + 0.5 }} {{ 'ab' * 3 }} {{ [0] * 2 }}"),
+            "-4 2 1.5 ababab [0, 0]");
+  EXPECT_EQ(Render("{{ 'a' ~ 1 ~ none ~ nope }} {{ 'x' + 'y' }} {{ [1] + [2] }}"), "a1None xy [1, 2]");
+  EXPECT_EQ(Render("{{ 2 + 3 * 4 }} {{ (2 + 3) * 4 }} {{ 2 ** 3 ** 2 }}"), "14 20 64");
+}
+
+TEST(TemplateTest, ComparisonsLogicAndMembership) {
+  EXPECT_EQ(Render("{{ 1 == 1.0 }} {{ 'a' != 'b' }} {{ 2 < 3 }} {{ 3 <= 2 }} {{ 'b' > 'a' }} {{ 1 < 2 < 3 }}"),
+            "True True True False True True");
+  EXPECT_EQ(Render("{{ true and 'x' }} {{ 0 or 'y' }} {{ not 0 }} {{ not 'a' }}"), "x y True False");
+  EXPECT_EQ(Render("{{ 'ell' in 'hello' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}"),
+            "True True True True");
+  EXPECT_EQ(Render("{{ 'a' if 1 > 2 else 'b' }}|{{ 'c' if false }}|"), "b||");
+}
+
+TEST(TemplateTest, FilterBindsTighterThanPlus) {
+  EXPECT_EQ(Render("{{ '[' + '  x  ' | trim + ']' }}"), "[x]");
+}
+
+// ------------------------------------------------------------ tests
+
+TEST(TemplateTest, IsTests) {
+  Value ctx = Value::Dict({{"d", Value::Dict()}, {"n", Value::None()}, {"s", Value("x")}});
+  EXPECT_EQ(Render("{{ d is defined }} {{ q is defined }} {{ q is undefined }} {{ n is none }}", ctx),
+            "True False True True");
+  EXPECT_EQ(Render("{{ s is string }} {{ 1 is number }} {{ 1.5 is number }} {{ d is mapping }}", ctx),
+            "True True True True");
+  EXPECT_EQ(Render("{{ [1] is iterable }} {{ s is iterable }} {{ 1 is iterable }} {{ [1] is sequence }}", ctx),
+            "True True False True");
+  EXPECT_EQ(Render("{{ 4 is even }} {{ 4 is odd }} {{ 3 is odd }} {{ true is true }} {{ 0 is false }}"),
+            "True False True True False");
+  EXPECT_EQ(Render("{{ 'a' is equalto 'a' }} {{ 2 is eq(3) }} {{ n is not none }} {{ 6 is divisibleby 3 }}", ctx),
+            "True False False True");
+}
+
+// ------------------------------------------------------------ filters
+
+TEST(TemplateTest, StringFilters) {
+  EXPECT_EQ(Render("{{ '  a b  ' | trim }}|{{ 'xaby' | trim('xy') }}|{{ 'aB' | upper }}|{{ 'aB' | lower }}"),
+            "a b|ab|AB|ab");
+  EXPECT_EQ(Render("{{ 'hello world' | capitalize }}|{{ 'hello big-world' | title }}"),
+            "Hello world|Hello Big-World");
+  EXPECT_EQ(Render("{{ 'aaa' | replace('a', 'b', 2) }}|{{ 'a<b>&' | escape }}|{{ 'x' | safe }}"),
+            "bba|a&lt;b&gt;&amp;|x");
+  EXPECT_EQ(Render("{{ 'a\\nb\\n' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}"), "a\n  b\n|  a\n  b");
+  EXPECT_EQ(Render("{{ 12 | string + 'x' }}|{{ '42' | int + 1 }}|{{ 'z' | int }}|{{ '2.5' | float }}|{{ 3 | float }}"),
+            "12x|43|0|2.5|3.0");
+}
+
+TEST(TemplateTest, SequenceFilters) {
+  EXPECT_EQ(Render("{{ [1, 2, 3] | length }} {{ 'abc' | count }} {{ {'a': 1} | length }}"), "3 3 1");
+  EXPECT_EQ(Render("{{ [1, 2, 3] | first }} {{ [1, 2, 3] | last }} {{ 'xyz' | first }}"), "1 3 x");
+  EXPECT_EQ(Render("{{ [1, 2, 3] | join(', ') }}|{{ ['a', 'b'] | join }}"), "1, 2, 3|ab");
+  EXPECT_EQ(Render("{{ [3, 1, 2] | sort }} {{ [3, 1, 2] | sort(reverse=true) }} {{ ['b', 'A', 'c'] | sort }}"),
+            "[1, 2, 3] [3, 2, 1] ['A', 'b', 'c']");
+  EXPECT_EQ(Render("{{ [1, 2, 1, 3] | unique | list }} {{ [1, 2] | reverse | list }} {{ 'ab' | reverse }}"),
+            "[1, 2, 3] [2, 1] ba");
+  EXPECT_EQ(Render("{{ 'ab' | list }} {{ -3 | abs }} {{ 2.567 | round(2) }} {{ 2.5 | round }} {{ 3.5 | round }}"),
+            "['a', 'b'] 3 2.57 2.0 4.0");
+}
+
+TEST(TemplateTest, FilterEdgeCasesFollowJinja) {
+  EXPECT_EQ(Render("{{ 3 | round }} {{ 'a,b c-d' | title }} {{ 'a,b' .title() }}"), "3 A,b C-D A,B");
+  EXPECT_EQ(Render("{{ '1' is lower }} {{ 'ab1' is lower }} {{ 1.5 is even }} {{ 4.0 is even }}"),
+            "False True False True");
+  EXPECT_EQ(Render("{{ 0 | map(attribute='x') | list }} {{ none | select | list }} {{ 5[1:] }}|"), "[] [] |");
+  EXPECT_EQ(Render("{{ 'hello, world_x 42' | wordcount }} {{ nope is iterable }}"), "3 True");
+}
+
+TEST(TemplateTest, DefaultFilter) {
+  EXPECT_EQ(Render("{{ x | default('d') }} {{ x | d('e') }} {{ '' | default('f') }} {{ '' | default('g', true) }}"),
+            "d e  g");
+}
+
+TEST(TemplateTest, DictFilters) {
+  Value ctx = Value::Dict({{"d", Value::Dict({{"b", Value(1)}, {"a", Value(2)}})}});
+  EXPECT_EQ(Render("{% for k, v in d | items %}{{ k }}={{ v }};{% endfor %}", ctx), "b=1;a=2;");
+  EXPECT_EQ(Render("{{ d | keys }} {{ d | values }}", ctx), "['b', 'a'] [1, 2]");
+  EXPECT_EQ(Render("{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %}", ctx), "a2b1");
+}
+
+TEST(TemplateTest, ToJson) {
+  Value ctx = Value::Dict({{"t", Value::Dict({{"name", Value("f")}, {"args", Value::List({Value(1), Value(true)})}})}});
+  EXPECT_EQ(Render("{{ t | tojson }}", ctx), "{\"name\": \"f\", \"args\": [1, true]}");
+  EXPECT_EQ(Render("{{ t | tojson(indent=2) }}", ctx),
+            "{\n  \"name\": \"f\",\n  \"args\": [\n    1,\n    true\n  ]\n}");
+  EXPECT_EQ(Render("{{ 'a\"<' | tojson }}"), "\"a\\\"<\"");
+}
+
+TEST(TemplateTest, MapSelectReject) {
+  Value ctx = Value::Dict({{"ms", Value::List({Value::Dict({{"role", Value("user")}, {"n", Value(1)}}),
+                                               Value::Dict({{"role", Value("assistant")}, {"n", Value(2)}}),
+                                               Value::Dict({{"role", Value("user")}, {"n", Value(3)}})})}});
+  EXPECT_EQ(Render("{{ ms | map(attribute='n') | list }}", ctx), "[1, 2, 3]");
+  EXPECT_EQ(Render("{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='n') | join(',') }}", ctx), "1,3");
+  EXPECT_EQ(Render("{{ ms | rejectattr('role', 'eq', 'user') | map(attribute='n') | list }}", ctx), "[2]");
+  EXPECT_EQ(Render("{{ [1, 2, 3, 4] | select('odd') | list }} {{ [1, 2, 3] | reject('even') | list }}"),
+            "[1, 3] [1, 3]");
+  EXPECT_EQ(Render("{{ [0, 1, '', 'a'] | select | list }} {{ ['a', 'b'] | map('upper') | join }}"),
+            "[1, 'a'] AB");
+  EXPECT_EQ(Render("{{ ['x', 'y'] | reject('equalto', 'x') | join(', ') }}"), "y");
+}
+
+// ------------------------------------------------------------ methods
+
+TEST(TemplateTest, StringMethods) {
+  EXPECT_EQ(Render("[{{ '  a  '.strip() }}][{{ '  a  '.lstrip() }}][{{ '  a  '.rstrip() }}][{{ 'xxaxx'.strip('x') }}]"),
+            "[a][a  ][  a][a]");
+  EXPECT_EQ(Render("{{ 'a b  c'.split() }} {{ 'a,b,,c'.split(',') }} {{ 'a,b,c'.split(',', 1) }}"),
+            "['a', 'b', 'c'] ['a', 'b', '', 'c'] ['a', 'b,c']");
+  EXPECT_EQ(Render("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('bc') }} {{ 'abc'.startswith(('x', 'a')) }}"),
+            "True True True");
+  EXPECT_EQ(Render("{{ 'aB'.upper() }} {{ 'aB'.lower() }} {{ 'hi there'.title() }} {{ 'a-a'.replace('-', '+') }}"),
+            "AB ab Hi There a+a");
+  EXPECT_EQ(Render("{{ 'x</think>y'.split('</think>')[-1] }}"), "y");
+}
+
+TEST(TemplateTest, DictAndListMethods) {
+  Value ctx = Value::Dict({{"d", Value::Dict({{"a", Value(1)}})}});
+  EXPECT_EQ(Render("{{ d.get('a') }} {{ d.get('z') }} {{ d.get('z', 5) }} {{ d.keys() }} {{ d.values() }} {{ d.items() }}", ctx),
+            "1 None 5 ['a'] [1] [['a', 1]]");
+  EXPECT_EQ(Render("{% set xs = [1] %}{% set _ = xs.append(2) %}{{ xs }}"), "[1, 2]");
+}
+
+TEST(TemplateTest, TemplateDoesNotMutateCallerContext) {
+  Value xs = Value::List({Value(1)});
+  Value ctx = Value::Dict({{"xs", xs}});
+  EXPECT_EQ(Render("{% set _ = xs.append(2) %}{{ xs | length }}", ctx), "2");
+  EXPECT_EQ(xs.list().size(), 1u);
+}
+
+// ------------------------------------------------------------ statements
+
+TEST(TemplateTest, IfElifElse) {
+  const char* src = "{% if x == 1 %}one{% elif x == 2 %}two{% else %}many{% endif %}";
+  EXPECT_EQ(Render(src, Value::Dict({{"x", Value(1)}})), "one");
+  EXPECT_EQ(Render(src, Value::Dict({{"x", Value(2)}})), "two");
+  EXPECT_EQ(Render(src, Value::Dict({{"x", Value(7)}})), "many");
+}
+
+TEST(TemplateTest, ForLoopVariables) {
+  EXPECT_EQ(Render("{% for x in ['a', 'b', 'c'] %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
+                   "{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ x }};{% endfor %}"),
+            "103TrueFalse3a;212FalseFalse3b;321FalseTrue3c;");
+  EXPECT_EQ(Render("{% for x in [1, 2, 3] %}{{ loop.cycle('o', 'e') }}{% endfor %}"), "oeo");
+}
+
+TEST(TemplateTest, ForElseUnpackingAndFilter) {
+  EXPECT_EQ(Render("{% for x in [] %}{{ x }}{% else %}none{% endfor %}"), "none");
+  EXPECT_EQ(Render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}"), "a1b2");
+  EXPECT_EQ(Render("{% for x in [1, 2, 3, 4] if x is even %}{{ x }}/{{ loop.length }}{{ ',' if not loop.last }}{% endfor %}"),
+            "2/2,4/2");
+  EXPECT_EQ(Render("{% for x in range(10) %}{% if x == 3 %}{% break %}{% endif %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% endfor %}"),
+            "02");
+}
+
+TEST(TemplateTest, RangeFunction) {
+  EXPECT_EQ(Render("{{ range(3) | list }} {{ range(1, 4) | list }} {{ range(5, 0, -2) | list }}"),
+            "[0, 1, 2] [1, 2, 3] [5, 3, 1]");
+}
+
+TEST(TemplateTest, SetScopingAndNamespace) {
+  EXPECT_EQ(Render("{% set x = 1 %}{% for i in [1, 2] %}{% set x = i %}{% endfor %}{{ x }}"), "1");
+  EXPECT_EQ(Render("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}"),
+            "4");
+  EXPECT_EQ(Render("{% if true %}{% set y = 'set in if' %}{% endif %}{{ y }}"), "set in if");
+  EXPECT_EQ(Render("{% set a, b = 1, 2 %}{{ a }}{{ b }}"), "12");
+  EXPECT_EQ(Render("{% set block %}x{{ 1 + 1 }}{% endset %}[{{ block }}]"), "[x2]");
+}
+
+TEST(TemplateTest, MacrosWithDefaultsAndKeywords) {
+  EXPECT_EQ(Render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                   "{{ greet('A') }} {{ greet('B', '?') }} {{ greet(punct='.', name='C') }}"),
+            "Hi A! Hi B? Hi C.");
+  EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}"),
+            "321");
+}
+
+TEST(TemplateTest, FilterBlock) {
+  EXPECT_EQ(Render("{% filter upper %}ab{{ 'c' }}{% endfilter %}"), "ABC");
+}
+
+TEST(TemplateTest, GenerationBlockRendersBody) {
+  EXPECT_EQ(Render("a{% generation %}b{% endgeneration %}c"), "abc");
+}
+
+// ------------------------------------------------------------ errors
+
+TEST(TemplateTest, UnclosedTagsAreParseErrors) {
+  Status s = RenderStatus("{% if x %}abc");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("endif"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("line 1, column 1"), std::string::npos) << s.message();
+  EXPECT_FALSE(RenderStatus("{{ x ").ok());
+  EXPECT_FALSE(RenderStatus("{# open").ok());
+  EXPECT_FALSE(RenderStatus("{% for x in y %}").ok());
+  EXPECT_FALSE(RenderStatus("{{ 'abc }}").ok());
+  EXPECT_FALSE(RenderStatus("{% endfor %}").ok());
+  EXPECT_FALSE(RenderStatus("{% raw %}x").ok());
+}
+
+TEST(TemplateTest, UnknownFilterAndTestAreNamed) {
+  Status s = RenderStatus("line\n  {{ x | frobnicate }}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown filter 'frobnicate'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("line 2, column 10"), std::string::npos) << s.message();
+  s = RenderStatus("{{ x is shiny }}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown test 'shiny'"), std::string::npos) << s.message();
+  s = RenderStatus("{% include 'x' %}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown tag 'include'"), std::string::npos) << s.message();
+}
+
+TEST(TemplateTest, RenderErrorsCarryLocation) {
+  Status s = RenderStatus("ok\n{{ 1 // 0 }}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("line 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("zero"), std::string::npos) << s.message();
+  s = RenderStatus("{{ 'a' + 1 }}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'str' and 'int'"), std::string::npos) << s.message();
+  s = RenderStatus("{{ nothing() }}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'nothing' is undefined"), std::string::npos) << s.message();
+}
+
+TEST(TemplateTest, LimitsStopRunawayTemplates) {
+  TemplateOptions small;
+  small.max_output_bytes = 1000;
+  small.max_loop_iterations = 500;
+  EXPECT_EQ(RenderStatus("{% for i in range(100000) %}x{% endfor %}", Value::Dict(), small).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(RenderStatus("{% for i in range(400) %}xxxxx{% endfor %}", Value::Dict(), small).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(RenderStatus("{{ 'x' * 100000000 }}", Value::Dict(), small).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(RenderStatus("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").code(), StatusCode::kResourceExhausted);
+  std::string deep(5000, '(');
+  EXPECT_FALSE(RenderStatus("{{ " + deep + "1 }}").ok());
+  std::string nested;
+  for (int i = 0; i < 500; ++i) nested += "{% if true %}";
+  EXPECT_FALSE(RenderStatus(nested).ok());
+}
+
+}  // namespace
+}  // namespace tern
