@@ -1,0 +1,64 @@
+// Unicode helpers for the tokenizers: lenient UTF-8 decoding (invalid bytes
+// become U+FFFD, as the reference tokenizer does), codepoint category flags,
+// lowercase and NFD base-character lookup (tables generated from Unicode data
+// by gen_unicode_tables.py), and the GPT-2 byte-level alphabet (each byte
+// 0..255 maps to one printable codepoint and back).
+//
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern {
+
+// Category bits of one codepoint (general category's first letter).
+struct CodepointFlags {
+  enum : uint8_t {
+    kNumber = 1,       // \p{N}
+    kLetter = 2,       // \p{L}
+    kSeparator = 4,    // \p{Z}
+    kAccentMark = 8,   // \p{M}
+    kPunctuation = 16, // \p{P}
+    kSymbol = 32,      // \p{S}
+    kControl = 64,     // \p{C} (Cc, Cf, Cs, Co, Cn)
+    kUndefined = 128,  // Cn
+  };
+  uint8_t bits = 0;
+  bool Has(uint8_t b) const { return (bits & b) != 0; }
+};
+
+constexpr uint32_t kReplacementChar = 0xFFFD;
+
+// Bytes of the UTF-8 sequence that starts with this byte, from its top four
+// bits (continuation bytes and 0xF8.. count as 1 and 4 as the reference does).
+size_t Utf8SequenceLength(uint8_t first_byte);
+
+// Decodes UTF-8; a malformed sequence yields U+FFFD and skips one byte.
+std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text);
+// Appends cpt as UTF-8 (surrogates and values past U+10FFFF as U+FFFD).
+void AppendUtf8(uint32_t cpt, std::string* out);
+// DecodeUtf8Lenient then re-encode: valid, canonical UTF-8.
+std::string SanitizeUtf8(std::string_view text);
+// Length of the longest prefix of text that does not end inside an
+// incomplete (but so far valid) UTF-8 sequence.
+size_t CompleteUtf8PrefixLength(std::string_view text);
+
+CodepointFlags GetCodepointFlags(uint32_t cpt);
+// The White_Space property.
+bool IsUnicodeWhitespace(uint32_t cpt);
+uint32_t ToLowerCodepoint(uint32_t cpt);
+// First codepoint of the canonical decomposition (the base letter without its
+// accents); cpt itself when it does not decompose.
+uint32_t NfdBaseCodepoint(uint32_t cpt);
+
+// GPT-2 byte-level alphabet.
+std::string ByteLevelEncode(std::string_view bytes);
+// Maps each codepoint of text back to its byte; codepoints outside the
+// alphabet are copied through as UTF-8.
+std::string ByteLevelDecode(std::string_view text);
+
+}  // namespace tern
