@@ -1,9 +1,163 @@
-// Placeholder until this command is built; replaced wholesale by its owner.
+// tern perplexity: perplexity of a model on a text file by llama.cpp's
+// perplexity convention (see model/perplexity.h), optionally saving the
+// scored log-probabilities (--save-logits, format in model/logprob_file.h) or
+// comparing against a saved base run (--kl-base: KL divergence, top-1
+// agreement, delta perplexity).
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/logprob_file.h"
+#include "model/model.h"
+#include "model/perplexity.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
+
 namespace tern {
-int RunPerplexity(int, char**) {
-  std::fprintf(stderr, "tern: this command is not built yet\n");
-  return 2;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tern perplexity: %s\n", message.c_str());
+  return 1;
 }
+
+struct PerplexityArgs {
+  std::string model;
+  std::string text_file;
+  int64_t ctx = 512;
+  int64_t batch = 0;
+  int64_t max_chunks = 0;
+  std::string save_logits;
+  std::string kl_base;
+  int64_t threads = 0;
+  std::string kv_dtype = "f32";
+};
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open text file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void PrintProgress(const PerplexityEvaluator& ev) {
+  constexpr int kWidth = 30;
+  const int filled = ev.chunks_done() * kWidth / ev.num_chunks();
+  std::fprintf(stderr, "\r[%s%s] %d/%d chunks, ppl %.4f", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), ev.chunks_done(), ev.num_chunks(),
+               ev.Perplexity());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int RunPerplexity(int argc, char** argv) {
+  PerplexityArgs a;
+  ArgParser p("perplexity -m MODEL -f TEXT [--ctx N] [--save-logits FILE] [--kl-base FILE]",
+              "Perplexity of MODEL on the text in windows of --ctx tokens, each scored on its "
+              "second half (llama.cpp's convention). Prints 'ppl = X +/- E' on stdout.");
+  p.AddString("-m,--model", "PATH", &a.model, "GGUF model (required)");
+  p.AddString("-f,--file", "PATH", &a.text_file, "text file (required), tokenized as is");
+  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
+  p.AddInt("-b,--batch", "N", &a.batch, "tokens per forward pass (default: --ctx)");
+  p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
+  p.AddString("--save-logits", "FILE", &a.save_logits,
+              "save the scored log-probabilities, as a base for --kl-base");
+  p.AddString("--kl-base", "FILE", &a.kl_base,
+              "compare with a saved base run: KL divergence, top-1 agreement, delta ppl");
+  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");
+  if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
+  if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
+  if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
+  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
+  std::optional<DType> kv_dtype = ParseDType(a.kv_dtype);
+  if (!kv_dtype || (*kv_dtype != DType::kF32 && *kv_dtype != DType::kF16)) {
+    return Fail("--kv-cache-dtype must be f32 or f16, got '" + a.kv_dtype + "'");
+  }
+
+  auto text = ReadFile(a.text_file);
+  if (!text.ok()) return Fail(text.status().message());
+  LogprobFile base;
+  if (!a.kl_base.empty()) {
+    auto base_or = ReadLogprobFile(a.kl_base);
+    if (!base_or.ok()) return Fail(base_or.status().message());
+    base = std::move(base_or).value();
+  }
+  auto model_or = Model::Load(a.model);
+  if (!model_or.ok()) return Fail(model_or.status().message());
+  std::unique_ptr<Model> model = std::move(model_or).value();
+  auto vocab = Vocab::FromGguf(model->file());
+  if (!vocab.ok()) return Fail(vocab.status().message());
+  auto tokenizer_or = Tokenizer::Create(std::move(vocab).value());
+  if (!tokenizer_or.ok()) return Fail(tokenizer_or.status().message());
+  const Tokenizer& tokenizer = **tokenizer_or;
+  if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
+    return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
+                std::to_string(base.n_vocab) + " tokens, this model's " +
+                std::to_string(model->config().n_vocab));
+  }
+
+  std::vector<int32_t> tokens = tokenizer.Encode(*text, true, false);
+  PerplexityOptions options;
+  options.ctx = (int32_t)a.ctx;
+  options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
+  options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
+  options.kv_dtype = *kv_dtype;
+  options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
+  const size_t num_tokens = tokens.size();
+  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
+  ThreadPool pool(threads);
+  auto ev_or = PerplexityEvaluator::Create(*model, std::move(tokens), options, &pool);
+  if (!ev_or.ok()) return Fail(a.text_file + ": " + ev_or.status().message());
+  PerplexityEvaluator& ev = **ev_or;
+  const int32_t num_chunks =
+      a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, ev.num_chunks()) : ev.num_chunks();
+  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
+               num_chunks, options.ctx, threads);
+
+  const Clock::time_point start = Clock::now();
+  while (ev.chunks_done() < num_chunks) {
+    if (Status st = ev.RunNextChunk(); !st.ok()) return Fail(st.message());
+    PrintProgress(ev);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::fprintf(stderr, "\n%lld scored positions in %.2f s (%.1f tok/s)\n",
+               (long long)ev.num_scored(), seconds,
+               seconds > 0 ? (double)ev.chunks_done() * options.ctx / seconds : 0.0);
+  std::fprintf(stdout, "ppl = %.4f +/- %.5f\n", ev.Perplexity(), ev.PerplexityError());
+
+  LogprobFile current;
+  if (options.keep_logprobs) {
+    current.n_vocab = model->config().n_vocab;
+    current.ctx = options.ctx;
+    current.token_ids = ev.scored_tokens();
+    current.logprobs = ev.logprobs();
+  }
+  if (!a.save_logits.empty()) {
+    if (Status st = WriteLogprobFile(a.save_logits, current); !st.ok()) return Fail(st.message());
+    std::fprintf(stderr, "saved %lld log-prob rows to %s\n", (long long)current.num_positions(),
+                 a.save_logits.c_str());
+  }
+  if (!a.kl_base.empty()) {
+    auto kl = CompareLogprobs(base, current);
+    if (!kl.ok()) return Fail("cannot compare with " + a.kl_base + ": " + kl.status().message());
+    std::fprintf(stdout, "kl mean = %.6f  kl p99 = %.6f  kl max = %.6f\n", kl->mean_kl, kl->p99_kl,
+                 kl->max_kl);
+    std::fprintf(stdout, "top-1 agreement = %.2f%%\n", 100.0 * kl->top1_agreement);
+    std::fprintf(stdout, "ppl base = %.4f  delta ppl = %+.4f\n", kl->base_ppl,
+                 kl->ppl - kl->base_ppl);
+  }
+  return 0;
+}
+
 }  // namespace tern

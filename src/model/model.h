@@ -22,6 +22,16 @@
 
 namespace tern {
 
+// Sees the f32 input of every weight MatMul of a forward pass (imatrix
+// calibration). Called on the forward thread.
+class MatMulObserver {
+ public:
+  virtual ~MatMulObserver() = default;
+  // x: [num_tokens, cols], the input multiplied by weight tensor weight_name.
+  virtual void OnMatMul(const std::string& weight_name, const float* x,
+                        int64_t num_tokens, int64_t cols) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -40,9 +50,13 @@ class Model {
   virtual void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                        ThreadPool* pool) = 0;
 
+  // Optional; null to stop observing. Not owned.
+  void SetMatMulObserver(MatMulObserver* observer) { observer_ = observer; }
+
  protected:
   ModelConfig config_;
   std::unique_ptr<gguf::GgufFile> file_;
+  MatMulObserver* observer_ = nullptr;
 };
 
 }  // namespace tern

@@ -1,0 +1,86 @@
+// LlamaModel: the llama-family decoder (llama / mistral / qwen2) as one
+// linear forward pass over a flattened ForwardBatch.
+//
+//   embed -> n_layer x [ RMSNorm -> Q,K,V (+bias: qwen2) -> RoPE -> KV write
+//            -> paged causal GQA attention -> out proj -> residual
+//            -> RMSNorm -> SwiGLU FFN -> residual ] -> RMSNorm -> output
+//
+// RoPE: llama rotates adjacent pairs (x[2i], x[2i+1]) ("normal" mode; GGUF
+// llama files store Q/K rows permuted for it); qwen2 rotates halves
+// (x[i], x[i + rope_dim/2]) ("NeoX" mode). Linear scaling divides positions by
+// rope.scaling.factor; an optional rope_freqs.weight tensor (llama3-style
+// long-context files) divides each frequency's angle by its factor.
+//
+// Weights are views into the mapped file. Small 1-D vectors (norms, biases)
+// that are not F32 are dequantized once into owned storage.
+//
+// Thread rules: see Model. Scratch buffers are members, grown on demand and
+// reused across Forward calls.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+namespace tern {
+
+class LlamaModel : public Model {
+ public:
+  // Binds and validates every weight; file and config become the model's.
+  static StatusOr<std::unique_ptr<Model>> Create(std::unique_ptr<gguf::GgufFile> file,
+                                                 const ModelConfig& config);
+
+  void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
+               ThreadPool* pool) override;
+
+ private:
+  // A weight matrix and its tensor name (for the MatMulObserver).
+  struct Weight {
+    kernels::WeightView view;
+    std::string name;
+  };
+  struct Layer {
+    const float* attn_norm = nullptr;  // [n_embd]
+    Weight wq, wk, wv;                 // [n_head*hd | n_head_kv*hd, n_embd]
+    const float* bq = nullptr;         // qwen2 biases, else null
+    const float* bk = nullptr;
+    const float* bv = nullptr;
+    Weight wo;                         // [n_embd, n_head*hd]
+    const float* ffn_norm = nullptr;   // [n_embd]
+    Weight w_gate, w_up;               // [n_ff, n_embd]
+    Weight w_down;                     // [n_embd, n_ff]
+  };
+
+  LlamaModel() = default;
+  Status BindWeights();
+  Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out);
+  // y = x W^T for num_tokens rows of x, reported to the observer first.
+  void MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
+              ThreadPool* pool) const;
+  Status BindVector(const std::string& name, int64_t n, bool optional, const float** out);
+
+  void ComputeRope(const ForwardBatch& batch);
+  void ApplyRope(float* x, int num_heads, int64_t num_tokens) const;
+  void WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const;
+  void Attention(const ForwardBatch& batch, int layer, const KvStorage& kv,
+                 ThreadPool* pool);
+  void GrowScratch(const ForwardBatch& batch, int num_threads);
+
+  Weight token_embd_;                // [n_vocab, n_embd]
+  const float* output_norm_ = nullptr;
+  Weight output_;                    // [n_vocab, n_embd] (token_embd_ when tied)
+  std::vector<Layer> layers_;
+  std::vector<float> rope_inv_freq_;  // [rope_dim / 2], scaling folded in
+  std::vector<std::unique_ptr<std::vector<float>>> owned_vectors_;
+
+  // Scratch, [num_tokens, width] row-major unless noted.
+  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
+  std::vector<float> rope_cos_, rope_sin_;          // [num_tokens, rope_dim / 2]
+  std::vector<std::vector<float>> att_scores_;      // per thread [context]
+  std::vector<std::vector<float>> att_kv_row_;      // per thread [head_dim] (f16 KV)
+};
+
+}  // namespace tern

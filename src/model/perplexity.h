@@ -1,0 +1,69 @@
+// PerplexityEvaluator: perplexity of a model on a token stream, by the
+// convention of llama.cpp's perplexity tool, so figures compare:
+//
+//   tokens:  [ t0 ... t(ctx-1) | t(ctx) ... t(2ctx-1) | ... ]   (a partial tail
+//             window 0            window 1                      is dropped)
+//   each window runs on a fresh KV with its first token replaced by BOS;
+//   rows ctx/2 .. ctx-2 are scored, row j predicting the window's token j+1:
+//   ctx/2 - 1 scored positions per window.
+//
+// PPL = exp(mean NLL); its error exp(mean) * sqrt(var(NLL) / (N - 1)).
+//
+// Thread rules: one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "model/sequence_runner.h"
+
+namespace tern {
+
+struct PerplexityOptions {
+  int32_t ctx = 512;            // window length in tokens
+  int32_t batch = 512;          // tokens per Forward call
+  int32_t bos_id = -1;          // replaces each window's first token; -1 = keep
+  DType kv_dtype = DType::kF32;
+  bool keep_logprobs = false;   // keep the log-softmax row of every scored position
+};
+
+class PerplexityEvaluator {
+ public:
+  // Fails when tokens hold fewer than 2 windows or ctx < 4.
+  static StatusOr<std::unique_ptr<PerplexityEvaluator>> Create(
+      Model& model, std::vector<int32_t> tokens, const PerplexityOptions& options,
+      ThreadPool* pool);
+
+  int32_t num_chunks() const { return num_chunks_; }
+  int32_t chunks_done() const { return chunks_done_; }
+  // Runs the next window.
+  Status RunNextChunk();
+
+  int64_t num_scored() const { return (int64_t)nll_.size(); }
+  double Perplexity() const;       // over the windows run so far
+  double PerplexityError() const;  // standard error of Perplexity()
+  // Per scored position: the token it predicts and (keep_logprobs) its
+  // log-softmax row [n_vocab].
+  const std::vector<int32_t>& scored_tokens() const { return scored_tokens_; }
+  const std::vector<float>& logprobs() const { return logprobs_; }
+
+ private:
+  PerplexityEvaluator(Model& model, std::vector<int32_t> tokens,
+                      const PerplexityOptions& options, ThreadPool* pool);
+
+  Model& model_;
+  std::vector<int32_t> tokens_;
+  PerplexityOptions options_;
+  SequenceRunner runner_;
+  int32_t num_chunks_ = 0;
+  int32_t chunks_done_ = 0;
+  std::vector<double> nll_;
+  std::vector<int32_t> scored_tokens_;
+  std::vector<float> logprobs_;
+};
+
+}  // namespace tern
