@@ -1,9 +1,408 @@
-// Placeholder until this command is built; replaced wholesale by its owner.
+// tern batch: offline generation for a JSONL file of requests, through the
+// same Engine as `tern serve` (continuous batching, chunked prefill, prefix
+// caching, preemption).
+//
+// Input, one JSON object per line (blank lines skipped):
+//   {"prompt": "text" | [token ids], "id": "a", "max_tokens": 16,
+//    "temperature": 1.0, "top_p": 1, "top_k": 0, "min_p": 0, "seed": 7,
+//    "stop": "x" | ["x", "y"], "ignore_eos": false, "cache_salt": "t"}
+// Only "prompt" is required; "id" defaults to the line number. A bad line
+// (invalid JSON, unknown field, wrong type, prompt + max_tokens longer than
+// --max-model-len) is an error naming its line number: nothing is generated
+// and the exit code is 1.
+//
+// Output, one line per request in input order:
+//   {"id", "text", "token_ids", "finish_reason", "prompt_tokens",
+//    "cached_tokens", "timings": {"queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"}}
+// Stop strings are matched here on the detokenized text: the text ends before
+// the stop string, finish_reason is "stop", and the engine is told to stop.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "metrics/percentile.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
+
 namespace tern {
-int RunBatch(int, char**) {
-  std::fprintf(stderr, "tern: this command is not built yet\n");
-  return 2;
+namespace {
+
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+struct BatchItem {
+  int line = 0;
+  EngineRequest request;
+  std::vector<std::string> stop;
+};
+
+struct ItemState {
+  std::shared_ptr<OutputChannel> channel;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool stopped = false;  // a stop string matched
+  bool done = false;
+  FinishReason reason = FinishReason::kNone;
+  RequestMetrics metrics;
+};
+
+Status LineError(int line, const std::string& msg) {
+  return InvalidArgument("line " + std::to_string(line) + ": " + msg);
 }
+
+// Reads a number field into out; error names the field.
+template <typename T>
+Status NumberField(const json& j, const char* key, int line, T* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return LineError(line, std::string("'") + key + "' must be an integer");
+    if constexpr (std::is_unsigned_v<T>) {
+      if (it->is_number_unsigned()) {
+        *out = it->get<T>();
+      } else if (it->get<int64_t>() < 0) {
+        return LineError(line, std::string("'") + key + "' must be >= 0");
+      } else {
+        *out = (T)it->get<int64_t>();
+      }
+    } else {
+      const int64_t v = it->get<int64_t>();
+      if (v < INT32_MIN || v > INT32_MAX) return LineError(line, std::string("'") + key + "' out of range");
+      *out = (T)v;
+    }
+  } else {
+    if (!it->is_number()) return LineError(line, std::string("'") + key + "' must be a number");
+    *out = it->get<T>();
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<int32_t>> ParsePrompt(const json& p, int line, const Tokenizer& tok) {
+  if (p.is_string()) {
+    std::vector<int32_t> ids = tok.Encode(p.get<std::string>(), /*add_special=*/true,
+                                          /*parse_special=*/true);
+    return ids;
+  }
+  if (!p.is_array()) return LineError(line, "'prompt' must be a string or an array of token ids");
+  std::vector<int32_t> ids;
+  for (const json& t : p) {
+    if (!t.is_number_integer()) return LineError(line, "'prompt' token ids must be integers");
+    const int64_t v = t.get<int64_t>();
+    if (v < 0 || v >= tok.vocab_size()) {
+      return LineError(line, "prompt token id " + std::to_string(v) + " outside the vocabulary [0, " +
+                                 std::to_string(tok.vocab_size()) + ")");
+    }
+    ids.push_back((int32_t)v);
+  }
+  return ids;
+}
+
+StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer& tok,
+                              int32_t max_model_len) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return LineError(line, "invalid JSON");
+  if (!j.is_object()) return LineError(line, "expected a JSON object");
+  static const char* kKnown[] = {"prompt", "id",    "max_tokens", "temperature", "top_p",
+                                 "top_k",  "min_p", "seed",       "stop",        "ignore_eos",
+                                 "cache_salt"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* k) { return it.key() == k; }) == std::end(kKnown)) {
+      return LineError(line, "unknown field '" + it.key() + "'");
+    }
+  }
+  BatchItem item;
+  item.line = line;
+  if (!j.contains("prompt")) return LineError(line, "missing 'prompt'");
+  TERN_ASSIGN_OR_RETURN(item.request.prompt_token_ids, ParsePrompt(j["prompt"], line, tok));
+  if (item.request.prompt_token_ids.empty()) return LineError(line, "empty prompt");
+  if (j.contains("id")) {
+    const json& id = j["id"];
+    if (id.is_string()) {
+      item.request.request_id = id.get<std::string>();
+    } else if (id.is_number_integer()) {
+      item.request.request_id = std::to_string(id.get<int64_t>());
+    } else {
+      return LineError(line, "'id' must be a string or an integer");
+    }
+  } else {
+    item.request.request_id = "line-" + std::to_string(line);
+  }
+  SamplingParams& s = item.request.sampling;
+  TERN_RETURN_IF_ERROR(NumberField(j, "max_tokens", line, &s.max_tokens));
+  TERN_RETURN_IF_ERROR(NumberField(j, "temperature", line, &s.temperature));
+  TERN_RETURN_IF_ERROR(NumberField(j, "top_p", line, &s.top_p));
+  TERN_RETURN_IF_ERROR(NumberField(j, "top_k", line, &s.top_k));
+  TERN_RETURN_IF_ERROR(NumberField(j, "min_p", line, &s.min_p));
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    TERN_RETURN_IF_ERROR(NumberField(j, "seed", line, &s.seed));
+    s.has_seed = true;
+  }
+  if (j.contains("ignore_eos")) {
+    if (!j["ignore_eos"].is_boolean()) return LineError(line, "'ignore_eos' must be true or false");
+    s.ignore_eos = j["ignore_eos"].get<bool>();
+  }
+  if (j.contains("cache_salt")) {
+    if (!j["cache_salt"].is_string()) return LineError(line, "'cache_salt' must be a string");
+    item.request.cache_salt = j["cache_salt"].get<std::string>();
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& st = j["stop"];
+    if (st.is_string()) {
+      item.stop.push_back(st.get<std::string>());
+    } else if (st.is_array()) {
+      for (const json& x : st) {
+        if (!x.is_string()) return LineError(line, "'stop' must be a string or a list of strings");
+        item.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return LineError(line, "'stop' must be a string or a list of strings");
+    }
+    for (const std::string& x : item.stop) {
+      if (x.empty()) return LineError(line, "'stop' strings must not be empty");
+    }
+  }
+  if (s.max_tokens < 1) return LineError(line, "'max_tokens' must be >= 1");
+  const int64_t total = (int64_t)item.request.prompt_token_ids.size() + s.max_tokens;
+  if (total > max_model_len) {
+    return LineError(line, "prompt (" + std::to_string(item.request.prompt_token_ids.size()) +
+                               " tokens) + max_tokens (" + std::to_string(s.max_tokens) + ") = " +
+                               std::to_string(total) + " exceeds max_model_len " +
+                               std::to_string(max_model_len));
+  }
+  return item;
+}
+
+StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const Tokenizer& tok,
+                                           int32_t max_model_len) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open input file " + path);
+  std::vector<BatchItem> items;
+  std::string text;
+  int line = 0;
+  while (std::getline(in, text)) {
+    ++line;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    StatusOr<BatchItem> item = ParseLine(text, line, tok, max_model_len);
+    if (!item.ok()) return item.status().WithContext(path);
+    items.push_back(std::move(item).value());
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    for (size_t k = 0; k < i; ++k) {
+      if (items[k].request.request_id == items[i].request.request_id) {
+        return InvalidArgument(path + ": line " + std::to_string(items[i].line) + ": duplicate id '" +
+                               items[i].request.request_id + "' (first on line " +
+                               std::to_string(items[k].line) + ")");
+      }
+    }
+    if (i > 2000) break;  // quadratic check only on small files; the engine rejects the rest
+  }
+  return items;
+}
+
+// Applies one output message; returns true when the request is finished.
+void Consume(RequestOutput& out, const BatchItem& item, ItemState& st, Engine& engine) {
+  for (int32_t id : out.new_token_ids) {
+    if (st.stopped) break;
+    st.token_ids.push_back(id);
+    st.text += st.detok->Add(id);
+    for (const std::string& stop : item.stop) {
+      const size_t from = st.text.size() > stop.size() + 64 ? st.text.size() - stop.size() - 64 : 0;
+      const size_t at = st.text.find(stop, from);
+      if (at == std::string::npos) continue;
+      st.text.resize(at);
+      st.stopped = true;
+      engine.FinishWithStop(item.request.request_id);
+      break;
+    }
+  }
+  if (out.finished) {
+    if (!st.stopped) st.text += st.detok->Flush();
+    st.done = true;
+    st.reason = st.stopped ? FinishReason::kStop : out.finish_reason;
+    st.metrics = out.metrics;
+  }
+}
+
+json ResultJson(const BatchItem& item, const ItemState& st) {
+  json j;
+  j["id"] = item.request.request_id;
+  j["text"] = st.text;
+  j["token_ids"] = st.token_ids;
+  j["finish_reason"] = FinishReasonName(st.reason);
+  j["prompt_tokens"] = st.metrics.prompt_tokens;
+  j["cached_tokens"] = st.metrics.cached_tokens;
+  j["timings"] = {{"queue_ms", st.metrics.queue_s * 1e3},
+                  {"ttft_ms", st.metrics.ttft_s * 1e3},
+                  {"tpot_ms", st.metrics.tpot_s * 1e3},
+                  {"e2e_ms", st.metrics.e2e_s * 1e3}};
+  return j;
+}
+
+void DrawProgress(size_t done, size_t total, uint64_t tokens, double secs) {
+  const int width = 30;
+  const int filled = total ? (int)(width * done / total) : width;
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "\r[%s] %zu/%zu requests, %.1f tok/s", bar.c_str(), done, total,
+               secs > 0 ? (double)tokens / secs : 0.0);
+  std::fflush(stderr);
+}
+
+json PercentilesJson(const PercentileSummary& s) {
+  return {{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}};
+}
+
+json Summary(const std::vector<ItemState>& states, const EngineStats& stats, double secs) {
+  std::vector<double> ttft, tpot, itl;
+  uint64_t out_tokens = 0;
+  for (const ItemState& st : states) {
+    out_tokens += st.token_ids.size();
+    if (st.metrics.generated_tokens > 0) ttft.push_back(st.metrics.ttft_s * 1e3);
+    if (st.metrics.generated_tokens > 1) tpot.push_back(st.metrics.tpot_s * 1e3);
+    for (double x : st.metrics.itl_s) itl.push_back(x * 1e3);
+  }
+  json j;
+  j["num_requests"] = states.size();
+  j["elapsed_s"] = secs;
+  j["output_tokens"] = out_tokens;
+  j["requests_per_s"] = secs > 0 ? (double)states.size() / secs : 0.0;
+  j["output_tokens_per_s"] = secs > 0 ? (double)out_tokens / secs : 0.0;
+  j["ttft_ms"] = PercentilesJson(Summarize(ttft));
+  j["tpot_ms"] = PercentilesJson(Summarize(tpot));
+  j["itl_ms"] = PercentilesJson(Summarize(itl));
+  j["peak_kv_usage"] = stats.peak_kv_cache_usage;
+  j["num_preemptions"] = stats.num_preemptions_total;
+  j["prefix_cache_hit_rate"] =
+      stats.prefix_cache_queries_total
+          ? (double)stats.prefix_cache_hits_total / (double)stats.prefix_cache_queries_total
+          : 0.0;
+  return j;
+}
+
+void PrintSummary(const json& s) {
+  auto p = [&](const char* key) {
+    const json& x = s[key];
+    std::fprintf(stderr, "  %-8s p50 %8.2f  p90 %8.2f  p99 %8.2f\n", key, x["p50"].get<double>(),
+                 x["p90"].get<double>(), x["p99"].get<double>());
+  };
+  std::fprintf(stderr, "%zu requests in %.2f s: %.2f req/s, %.1f output tok/s\n",
+               s["num_requests"].get<size_t>(), s["elapsed_s"].get<double>(),
+               s["requests_per_s"].get<double>(), s["output_tokens_per_s"].get<double>());
+  p("ttft_ms");
+  p("tpot_ms");
+  p("itl_ms");
+  std::fprintf(stderr, "  peak KV usage %.1f%%, preemptions %llu, prefix cache hit rate %.1f%%\n",
+               100 * s["peak_kv_usage"].get<double>(),
+               (unsigned long long)s["num_preemptions"].get<uint64_t>(),
+               100 * s["prefix_cache_hit_rate"].get<double>());
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tern batch: %s\n", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunBatch(int argc, char** argv) {
+  EngineFlags flags;
+  std::string input, output, summary_path;
+  ArgParser parser("batch -m MODEL -i PROMPTS.jsonl -o OUT.jsonl [engine options]",
+                   "Generates a completion for every line of a JSONL file with the serving engine\n"
+                   "(continuous batching). Output lines follow input order. See docs/engine.md.");
+  AddEngineFlags(parser, &flags);
+  parser.AddString("-i,--input", "FILE", &input, "input JSONL (required)");
+  parser.AddString("-o,--output", "FILE", &output, "output JSONL (required)");
+  parser.AddString("--summary-json", "FILE", &summary_path, "also write the summary as JSON");
+  if (int rc = ParseOrExit(parser, argc, argv, "batch"); rc >= 0) return rc;
+  if (input.empty()) return Fail("missing -i PROMPTS.jsonl");
+  if (output.empty()) return Fail("missing -o OUT.jsonl");
+  StatusOr<EngineConfig> config = flags.ToConfig();
+  if (!config.ok()) return Fail(config.status().message());
+
+  StatusOr<std::unique_ptr<Engine>> created = Engine::Create(*config);
+  if (!created.ok()) return Fail(created.status().message());
+  Engine& engine = **created;
+  std::fprintf(stderr, "tern batch: %s\n", engine.KvSummary().c_str());
+
+  StatusOr<std::vector<BatchItem>> read = ReadItems(input, engine.tokenizer(), engine.max_model_len());
+  if (!read.ok()) return Fail(read.status().message());
+  const std::vector<BatchItem>& items = *read;
+  std::ofstream out(output);
+  if (!out) return Fail("cannot write output file " + output);
+
+  const SteadyClock::time_point start = SteadyClock::now();
+  std::vector<ItemState> states(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    states[i].detok = std::make_unique<IncrementalDetokenizer>(engine.tokenizer(), true);
+    // Prime with the prompt so the output continues it (its leading space
+    // is kept, as in the prompt + output text).
+    for (int32_t id : items[i].request.prompt_token_ids) states[i].detok->Add(id);
+    StatusOr<std::shared_ptr<OutputChannel>> ch = engine.AddRequest(items[i].request);
+    if (!ch.ok()) return Fail("line " + std::to_string(items[i].line) + ": " + ch.status().message());
+    states[i].channel = *ch;
+  }
+
+  const bool tty = isatty(STDERR_FILENO);
+  size_t num_done = 0, next_write = 0;
+  uint64_t tokens = 0;
+  SteadyClock::time_point last_draw{};
+  while (num_done < items.size()) {
+    bool progressed = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      ItemState& st = states[i];
+      if (st.done) continue;
+      while (std::optional<RequestOutput> o = st.channel->Pop(std::chrono::milliseconds(0))) {
+        tokens += o->new_token_ids.size();
+        Consume(*o, items[i], st, engine);
+        progressed = true;
+        if (st.done) {
+          ++num_done;
+          break;
+        }
+      }
+    }
+    while (next_write < items.size() && states[next_write].done) {
+      out << ResultJson(items[next_write], states[next_write]).dump() << "\n";
+      states[next_write].channel.reset();
+      ++next_write;
+    }
+    const SteadyClock::time_point now = SteadyClock::now();
+    if (tty && now - last_draw > std::chrono::milliseconds(200)) {
+      DrawProgress(num_done, items.size(), tokens, std::chrono::duration<double>(now - start).count());
+      last_draw = now;
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (tty) {
+    DrawProgress(num_done, items.size(), tokens, secs);
+    std::fprintf(stderr, "\n");
+  }
+  out.close();
+  if (!out) return Fail("error writing " + output);
+
+  const json summary = Summary(states, engine.GetStats(), secs);
+  PrintSummary(summary);
+  if (!summary_path.empty()) {
+    std::ofstream sj(summary_path);
+    sj << summary.dump(2) << "\n";
+    if (!sj) return Fail("cannot write summary file " + summary_path);
+  }
+  return 0;
+}
+
 }  // namespace tern

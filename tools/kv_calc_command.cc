@@ -1,9 +1,112 @@
-// Placeholder until this command is built; replaced wholesale by its owner.
+// tern kv-calc: KV-cache capacity planner.
+//
+//   bytes per token    = 2 x layers x kv_heads x head_dim x bytes_per_elem
+//   bytes per sequence = bytes per token x seq_len
+//   total              = bytes per sequence x batch
+//
+// With --memory: how many sequences of seq_len fit, and the longest length
+// that fits batch sequences.
+#include <cinttypes>
 #include <cstdio>
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "kv/kv_config.h"
+#include "model/model_config.h"
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
+
 namespace tern {
-int RunKvCalc(int, char**) {
-  std::fprintf(stderr, "tern: this command is not built yet\n");
-  return 2;
+namespace {
+
+std::string Bytes(int64_t b) {
+  return std::to_string(b) + " bytes = " + FormatBytes((double)b);
 }
+
+}  // namespace
+
+int RunKvCalc(int argc, char** argv) {
+  std::string model_path;
+  int layers = 0, kv_heads = 0, head_dim = 0;
+  int64_t seq_len = 0, batch = 1;
+  std::string dtype_name = "f16";
+  std::string memory;
+  ArgParser parser(
+      "kv-calc [-m MODEL | --layers L --kv-heads H --head-dim D] [--seq-len N] [--batch B] "
+      "[--kv-cache-dtype TYPE] [--memory SIZE]",
+      "KV-cache capacity planner: bytes per token, per sequence and for a batch\n"
+      "(2 x layers x kv_heads x head_dim x bytes per element), and with --memory how many\n"
+      "sequences fit and the longest length that fits the batch.");
+  parser.AddString("-m,--model", "PATH", &model_path, "read the shape from a GGUF model");
+  parser.AddInt("--layers", "L", &layers, "transformer layers");
+  parser.AddInt("--kv-heads", "H", &kv_heads, "KV heads (GQA groups)");
+  parser.AddInt("--head-dim", "D", &head_dim, "dimension of one head");
+  parser.AddInt("--seq-len", "N", &seq_len,
+                "tokens per sequence (default: the model's context, else 4096)");
+  parser.AddInt("--batch", "B", &batch, "sequences at once (default 1)");
+  parser.AddString("--kv-cache-dtype", "TYPE", &dtype_name,
+                   "f32, f16, bf16, q8_0 or q4_0 (default f16)");
+  parser.AddString("--memory", "SIZE", &memory, "memory for the KV cache, e.g. 16GiB");
+  if (int rc = ParseOrExit(parser, argc, argv, "kv-calc"); rc >= 0) return rc;
+
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "tern kv-calc: %s\n", msg.c_str());
+    return 1;
+  };
+  KvConfig kv;
+  std::string name;
+  int32_t context = 0;
+  if (!model_path.empty()) {
+    if (layers || kv_heads || head_dim) return fail("give -m or --layers/--kv-heads/--head-dim, not both");
+    auto file = gguf::GgufFile::Open(model_path);
+    if (!file.ok()) return fail(file.status().message());
+    auto mc = ModelConfig::FromGguf(**file);
+    if (!mc.ok()) return fail(mc.status().message());
+    kv.num_layers = mc->n_layer;
+    kv.num_kv_heads = mc->n_head_kv;
+    kv.head_dim = mc->head_dim;
+    context = mc->n_ctx_train;
+    name = mc->name.empty() ? model_path : mc->name;
+  } else {
+    if (layers <= 0 || kv_heads <= 0 || head_dim <= 0) {
+      return fail("give -m MODEL, or --layers, --kv-heads and --head-dim (all positive)");
+    }
+    kv.num_layers = layers;
+    kv.num_kv_heads = kv_heads;
+    kv.head_dim = head_dim;
+  }
+  if (seq_len == 0) seq_len = context > 0 ? context : 4096;
+  if (seq_len < 0) return fail("--seq-len must be positive");
+  if (batch <= 0) return fail("--batch must be positive");
+  std::optional<DType> dtype = ParseDType(dtype_name);
+  if (!dtype || (*dtype != DType::kF32 && *dtype != DType::kF16 && *dtype != DType::kBF16 &&
+                 *dtype != DType::kQ8_0 && *dtype != DType::kQ4_0)) {
+    return fail("--kv-cache-dtype must be f32, f16, bf16, q8_0 or q4_0, got '" + dtype_name + "'");
+  }
+  kv.dtype = *dtype;
+
+  const int64_t per_token = kv.BytesPerToken();
+  const int64_t per_seq = per_token * seq_len;
+  const int64_t total = per_seq * batch;
+  if (!name.empty()) std::printf("model:        %s\n", name.c_str());
+  std::printf("shape:        %d layers x %d KV heads x head_dim %d, %s (%g bytes/element)\n",
+              kv.num_layers, kv.num_kv_heads, kv.head_dim, DTypeName(kv.dtype),
+              KvBytesPerElement(kv.dtype));
+  std::printf("per token:    %s\n", Bytes(per_token).c_str());
+  std::printf("per sequence: %s (%" PRId64 " tokens)\n", Bytes(per_seq).c_str(), seq_len);
+  std::printf("total:        %s (batch %" PRId64 ")\n", Bytes(total).c_str(), batch);
+  if (!memory.empty()) {
+    StatusOr<int64_t> mem = ParseByteSize(memory);
+    if (!mem.ok()) return fail("--memory: " + mem.status().message());
+    if (*mem <= 0) return fail("--memory must be positive");
+    const int64_t fit_seqs = *mem / per_seq;
+    const int64_t fit_len = *mem / (per_token * batch);
+    std::printf("in %s:  %" PRId64 " sequences of %" PRId64 " tokens fit (%" PRId64
+                " tokens in all)\n",
+                FormatBytes((double)*mem).c_str(), fit_seqs, seq_len, *mem / per_token);
+    std::printf("longest length for batch %" PRId64 ": %" PRId64 " tokens\n", batch, fit_len);
+  }
+  return 0;
+}
+
 }  // namespace tern

@@ -19,8 +19,12 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "base/status.h"
+#include "model/model_config.h"
 #include "sample/sampling_params.h"
+#include "tensor/dtype.h"
 
 namespace tern {
 
@@ -75,6 +79,82 @@ struct EngineRequest {
   std::vector<int32_t> prompt_token_ids;
   SamplingParams sampling;
   std::string cache_salt;   // isolates prefix-cache entries per tenant
+};
+
+struct EngineConfig {
+  std::string model_path;
+  int num_threads = 0;                  // 0 = physical cores
+  int32_t max_num_seqs = 64;            // running requests at once
+  int32_t max_model_len = 0;            // 0 = model context, capped by KV memory
+  int32_t max_num_batched_tokens = 512; // tokens per step (the step's budget)
+  int32_t block_size = 16;              // token slots per KV block
+  int64_t kv_cache_memory_bytes = 0;    // 0 = use memory_utilization
+  double memory_utilization = 0.9;      // of MemAvailable after the weights
+  DType kv_cache_dtype = DType::kF16;   // F16 or F32
+  bool enable_chunked_prefill = true;
+  int32_t max_num_partial_prefills = 1; // long prompts chunked at once
+  bool enable_prefix_caching = true;
+  bool verbose = false;                 // one status line every few seconds
+};
+
+// A snapshot of the engine's counters (all totals since start).
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_cache_usage = 0;        // 0..1, blocks held by requests
+  double peak_kv_cache_usage = 0;   // max over steps
+  uint64_t prompt_tokens_total = 0;      // prompt tokens computed (not cached)
+  uint64_t generation_tokens_total = 0;  // tokens sampled
+  uint64_t prefix_cache_queries_total = 0;  // tokens looked up
+  uint64_t prefix_cache_hits_total = 0;     // tokens found
+  uint64_t num_preemptions_total = 0;
+  uint64_t num_steps_total = 0;
+  std::map<std::string, uint64_t> request_success_total;  // by finish reason
+  // Last step: requests in the batch and tokens scheduled.
+  int32_t last_step_batch_size = 0;
+  int32_t last_step_num_tokens = 0;
+};
+
+class Tokenizer;
+class EngineCore;
+
+// The serving engine: model + tokenizer + KV cache + scheduler, stepped by
+// its own thread. Create() starts the thread; the destructor calls Shutdown().
+class Engine {
+ public:
+  // Loads model and tokenizer, sizes the KV cache (an error names the numbers
+  // when the budget cannot hold one max_model_len sequence), starts the loop.
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. InvalidArgument (message with the numbers) for an empty
+  // prompt, a token id outside the vocabulary, prompt + max_tokens >
+  // max_model_len, a duplicate id, bad sampling values; Unavailable after
+  // Shutdown. An empty request_id gets one assigned ("req-N").
+  StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request);
+  // Finishes the request with reason "abort"; its KV blocks are freed within
+  // one step. Unknown or finished ids are ignored.
+  void Abort(const std::string& request_id);
+  // The same, with reason "stop": front ends call it when they see a stop
+  // string in the detokenized text (the engine only knows token ids).
+  void FinishWithStop(const std::string& request_id);
+
+  EngineStats GetStats() const;
+  const ModelConfig& model_config() const;
+  const Tokenizer& tokenizer() const;
+  int32_t max_model_len() const;
+  // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
+  std::string KvSummary() const;
+
+  // Stops the loop; requests still running finish with "abort". Idempotent.
+  void Shutdown();
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tern

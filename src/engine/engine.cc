@@ -1,0 +1,346 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "engine/engine_core.h"
+#include "engine/model_runner.h"
+#include "kv/kv_config.h"
+#include "kv/kv_storage.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace tern {
+
+struct Engine::Impl {
+  EngineConfig config;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  KvConfig kv_config;
+  std::unique_ptr<KvStorage> kv_storage;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<EngineCore> core;  // engine thread only (or after join)
+
+  // Shared with front-end threads, guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<Request>> incoming;
+  std::vector<std::pair<std::string, FinishReason>> finishes;
+  std::unordered_map<std::string, std::shared_ptr<OutputChannel>> channels;
+  bool stopping = false;
+  bool stopped = false;
+  uint64_t next_request_number = 0;
+  std::mt19937_64 seed_rng{std::random_device{}()};
+
+  mutable std::mutex stats_mu;
+  EngineStats stats;
+
+  std::thread thread;
+
+  void Loop();
+  void Deliver(std::vector<RequestDelta>& deltas);
+  void PublishStats();
+  void AbortEverything();
+};
+
+namespace {
+
+Status ValidateConfig(const EngineConfig& c) {
+  if (c.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be >= 1, got " + std::to_string(c.max_num_seqs));
+  if (c.max_num_batched_tokens < 1) {
+    return InvalidArgument("--max-num-batched-tokens must be >= 1, got " +
+                           std::to_string(c.max_num_batched_tokens));
+  }
+  if (c.max_model_len < 0) return InvalidArgument("--max-model-len must be >= 0, got " + std::to_string(c.max_model_len));
+  if (c.block_size < 1 || c.block_size > 1024) {
+    return InvalidArgument("--block-size must be in [1, 1024], got " + std::to_string(c.block_size));
+  }
+  if (c.kv_cache_memory_bytes < 0) return InvalidArgument("--kv-cache-memory must be positive");
+  if (c.max_num_partial_prefills < 1) {
+    return InvalidArgument("--max-num-partial-prefills must be >= 1, got " +
+                           std::to_string(c.max_num_partial_prefills));
+  }
+  if (c.kv_cache_dtype != DType::kF16 && c.kv_cache_dtype != DType::kF32) {
+    return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(c.kv_cache_dtype) +
+                           " is not supported by the engine (f16, f32)");
+  }
+  return Status::Ok();
+}
+
+Status ValidateSampling(const std::string& id, const SamplingParams& p) {
+  auto bad = [&](const std::string& what) {
+    return InvalidArgument("request " + id + ": " + what);
+  };
+  if (!(p.temperature >= 0)) return bad("temperature must be >= 0, got " + std::to_string(p.temperature));
+  if (p.top_k < 0) return bad("top_k must be >= 0, got " + std::to_string(p.top_k));
+  if (!(p.top_p > 0 && p.top_p <= 1)) return bad("top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min_p must be in [0, 1], got " + std::to_string(p.min_p));
+  if (!(p.repetition_penalty > 0)) {
+    return bad("repetition_penalty must be > 0, got " + std::to_string(p.repetition_penalty));
+  }
+  if (p.max_tokens < 1) return bad("max_tokens must be >= 1, got " + std::to_string(p.max_tokens));
+  if (p.logprobs > 20) return bad("logprobs must be <= 20, got " + std::to_string(p.logprobs));
+  return Status::Ok();
+}
+
+std::string Percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * x);
+  return buf;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { Shutdown(); }
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
+  TERN_RETURN_IF_ERROR(ValidateConfig(config));
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  TERN_ASSIGN_OR_RETURN(impl->model, Model::Load(config.model_path));
+  const ModelConfig& mc = impl->model->config();
+  {
+    Vocab vocab;
+    TERN_ASSIGN_OR_RETURN(vocab, Vocab::FromGguf(impl->model->file()));
+    TERN_ASSIGN_OR_RETURN(impl->tokenizer, Tokenizer::Create(std::move(vocab)));
+  }
+  if (config.max_model_len > mc.n_ctx_train && mc.n_ctx_train > 0) {
+    return InvalidArgument("--max-model-len " + std::to_string(config.max_model_len) +
+                           " exceeds the model's context length " + std::to_string(mc.n_ctx_train) +
+                           " (" + config.model_path + ")");
+  }
+
+  KvConfig shape;
+  shape.num_layers = mc.n_layer;
+  shape.num_kv_heads = mc.n_head_kv;
+  shape.head_dim = mc.head_dim;
+  shape.block_size = config.block_size;
+  shape.dtype = config.kv_cache_dtype;
+  KvBudget budget;
+  budget.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
+  budget.memory_utilization = config.memory_utilization;
+  for (const gguf::TensorInfo& t : impl->model->file().tensors()) {
+    budget.weight_bytes += (int64_t)t.num_bytes;
+  }
+  budget.max_num_seqs = config.max_num_seqs;
+  budget.max_model_len = config.max_model_len;
+  budget.model_context_len = mc.n_ctx_train;
+  TERN_ASSIGN_OR_RETURN(impl->kv_config, PlanKvCache(shape, budget));
+  const KvConfig& kv = impl->kv_config;
+
+  KvShape storage_shape;
+  storage_shape.num_layers = kv.num_layers;
+  storage_shape.num_kv_heads = kv.num_kv_heads;
+  storage_shape.head_dim = kv.head_dim;
+  storage_shape.block_size = kv.block_size;
+  storage_shape.num_blocks = kv.num_blocks;
+  storage_shape.dtype = kv.dtype;
+  impl->kv_storage = std::make_unique<KvStorage>(storage_shape);
+  impl->pool = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads
+                                                                   : ThreadPool::DefaultNumThreads());
+
+  SchedulerConfig sc;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_model_len = kv.max_model_len;
+  sc.enable_chunked_prefill = config.enable_chunked_prefill;
+  sc.max_num_partial_prefills = config.max_num_partial_prefills;
+  sc.eog_token_ids = impl->tokenizer->eog_ids();
+  auto scheduler = std::make_unique<Scheduler>(
+      sc, std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,
+                                           config.enable_prefix_caching));
+  auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
+                                                     impl->pool.get());
+  impl->core = std::make_unique<EngineCore>(std::move(scheduler), std::move(runner));
+
+  std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
+  Impl* raw = engine->impl_.get();
+  raw->thread = std::thread([raw] { raw->Loop(); });
+  return engine;
+}
+
+StatusOr<std::shared_ptr<OutputChannel>> Engine::AddRequest(EngineRequest request) {
+  Impl& s = *impl_;
+  const int32_t n_vocab = s.model->config().n_vocab;
+  const int32_t max_len = s.kv_config.max_model_len;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.stopping) return Unavailable("engine is shut down");
+  if (request.request_id.empty()) request.request_id = "req-" + std::to_string(s.next_request_number++);
+  const std::string& id = request.request_id;
+  if (s.channels.count(id)) return InvalidArgument("request " + id + ": duplicate request id");
+  const std::vector<int32_t>& prompt = request.prompt_token_ids;
+  if (prompt.empty()) return InvalidArgument("request " + id + ": empty prompt");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= n_vocab) {
+      return InvalidArgument("request " + id + ": prompt token " + std::to_string(i) + " is " +
+                             std::to_string(prompt[i]) + ", outside the vocabulary [0, " +
+                             std::to_string(n_vocab) + ")");
+    }
+  }
+  TERN_RETURN_IF_ERROR(ValidateSampling(id, request.sampling));
+  const int64_t total = (int64_t)prompt.size() + request.sampling.max_tokens;
+  if (total > max_len) {
+    return InvalidArgument("request " + id + ": prompt (" + std::to_string(prompt.size()) +
+                           " tokens) + max_tokens (" + std::to_string(request.sampling.max_tokens) +
+                           ") = " + std::to_string(total) + " exceeds max_model_len " +
+                           std::to_string(max_len));
+  }
+  if (!request.sampling.has_seed) {
+    request.sampling.seed = s.seed_rng();
+    request.sampling.has_seed = true;
+  }
+  auto channel = std::make_shared<OutputChannel>();
+  s.channels.emplace(id, channel);
+  s.incoming.push_back(std::make_unique<Request>(id, std::move(request.prompt_token_ids),
+                                                 std::move(request.sampling),
+                                                 std::move(request.cache_salt), Clock::now()));
+  lock.unlock();
+  s.cv.notify_all();
+  return channel;
+}
+
+void Engine::Abort(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->finishes.emplace_back(request_id, FinishReason::kAbort);
+  }
+  impl_->cv.notify_all();
+}
+
+void Engine::FinishWithStop(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->finishes.emplace_back(request_id, FinishReason::kStop);
+  }
+  impl_->cv.notify_all();
+}
+
+EngineStats Engine::GetStats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->stats;
+}
+
+const ModelConfig& Engine::model_config() const { return impl_->model->config(); }
+const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
+int32_t Engine::max_model_len() const { return impl_->kv_config.max_model_len; }
+std::string Engine::KvSummary() const { return impl_->kv_config.Summary(); }
+
+void Engine::Shutdown() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stopped) return;
+    s.stopping = true;
+    s.stopped = true;
+  }
+  s.cv.notify_all();
+  if (s.thread.joinable()) s.thread.join();
+  s.AbortEverything();
+}
+
+void Engine::Impl::Loop() {
+  Clock::time_point last_log = Clock::now();
+  uint64_t last_generated = 0;
+  while (true) {
+    std::vector<std::unique_ptr<Request>> new_requests;
+    std::vector<std::pair<std::string, FinishReason>> new_finishes;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(1), [&] {
+        return stopping || !incoming.empty() || !finishes.empty() || core->HasWork();
+      });
+      if (stopping) return;
+      new_requests.swap(incoming);
+      new_finishes.swap(finishes);
+    }
+    for (auto& r : new_requests) core->AddRequest(std::move(r));
+    std::vector<RequestDelta> deltas;
+    for (const auto& [id, reason] : new_finishes) {
+      if (std::optional<RequestDelta> d = core->Finish(id, reason)) deltas.push_back(std::move(*d));
+    }
+    if (core->HasWork()) {
+      std::vector<RequestDelta> step = core->Step();
+      std::move(step.begin(), step.end(), std::back_inserter(deltas));
+    }
+    // Stats first: a consumer woken by its final output sees them.
+    PublishStats();
+    Deliver(deltas);
+
+    if (config.verbose && Clock::now() - last_log >= std::chrono::seconds(5)) {
+      const double secs = std::chrono::duration<double>(Clock::now() - last_log).count();
+      EngineStats st;
+      {
+        std::lock_guard<std::mutex> lock(stats_mu);
+        st = stats;
+      }
+      TERN_LOG_INFO("engine: running %d, waiting %d, KV %s, %.1f tok/s, preemptions %" PRIu64,
+                    st.num_running, st.num_waiting, Percent(st.kv_cache_usage).c_str(),
+                    (double)(st.generation_tokens_total - last_generated) / secs,
+                    st.num_preemptions_total);
+      last_generated = st.generation_tokens_total;
+      last_log = Clock::now();
+    }
+  }
+}
+
+void Engine::Impl::Deliver(std::vector<RequestDelta>& deltas) {
+  if (deltas.empty()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  for (RequestDelta& d : deltas) {
+    auto it = channels.find(d.request_id);
+    if (it == channels.end()) continue;
+    const bool finished = d.output.finished;
+    it->second->Push(std::move(d.output));
+    if (finished) channels.erase(it);
+  }
+}
+
+void Engine::Impl::PublishStats() {
+  const Scheduler& sched = core->scheduler();
+  const SchedulerStats& ss = sched.stats();
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats.num_running = sched.num_running();
+  stats.num_waiting = sched.num_waiting();
+  stats.kv_cache_usage = sched.kv().Usage();
+  stats.peak_kv_cache_usage = core->peak_kv_cache_usage();
+  stats.prompt_tokens_total = ss.prompt_tokens_total;
+  stats.generation_tokens_total = ss.generation_tokens_total;
+  stats.prefix_cache_queries_total = ss.prefix_cache_queries_total;
+  stats.prefix_cache_hits_total = ss.prefix_cache_hits_total;
+  stats.num_preemptions_total = ss.num_preemptions_total;
+  stats.num_steps_total = ss.num_steps_total;
+  stats.request_success_total = ss.request_success_total;
+  stats.last_step_batch_size = core->last_step().batch_size;
+  stats.last_step_num_tokens = core->last_step().num_scheduled_tokens;
+}
+
+void Engine::Impl::AbortEverything() {
+  // The loop has stopped: this thread owns the core now.
+  std::vector<std::unique_ptr<Request>> pending;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    pending.swap(incoming);
+    for (const auto& [id, channel] : channels) ids.push_back(id);
+  }
+  for (auto& r : pending) core->AddRequest(std::move(r));
+  std::vector<RequestDelta> deltas;
+  for (const std::string& id : ids) {
+    if (std::optional<RequestDelta> d = core->Finish(id, FinishReason::kAbort)) {
+      deltas.push_back(std::move(*d));
+    }
+  }
+  PublishStats();
+  Deliver(deltas);
+}
+
+}  // namespace tern

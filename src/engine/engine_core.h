@@ -1,0 +1,49 @@
+// EngineCore: the engine's step without a thread — scheduler + model runner.
+// Step() = Schedule -> ModelRunner::Execute -> UpdateFromOutput, and returns
+// every request's new output. Engine drives it from its loop thread; tests
+// drive it directly with a fake runner.
+//
+// Thread rules: one thread at a time (the engine thread).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "metrics/step_stats.h"
+
+namespace tern {
+
+class EngineCore {
+ public:
+  EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner)
+      : scheduler_(std::move(scheduler)), runner_(std::move(runner)) {}
+
+  void AddRequest(std::unique_ptr<Request> request) {
+    scheduler_->AddRequest(std::move(request));
+  }
+  std::optional<RequestDelta> Finish(const std::string& id, FinishReason reason) {
+    return scheduler_->FinishRequest(id, reason, Clock::now());
+  }
+  bool HasWork() const { return scheduler_->HasWork(); }
+
+  // Runs one step; the deltas of every request that produced tokens or
+  // finished.
+  std::vector<RequestDelta> Step();
+
+  Scheduler& scheduler() { return *scheduler_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const StepStats& last_step() const { return last_step_; }
+  double peak_kv_cache_usage() const { return peak_kv_cache_usage_; }
+
+ private:
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  StepStats last_step_;
+  double peak_kv_cache_usage_ = 0;
+};
+
+}  // namespace tern

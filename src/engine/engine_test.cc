@@ -1,0 +1,307 @@
+// Engine tests on the real stories260K model: golden greedy output through
+// the engine, and invariance of greedy outputs to batching, chunk sizes,
+// preemption and prefix caching.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+#include <iterator>
+#include <sstream>
+
+#include "base/paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tern {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+struct Outcome {
+  Ids tokens;
+  FinishReason reason = FinishReason::kNone;
+  RequestMetrics metrics;
+};
+
+std::string ModelPath() { return ModelsDir() + "/stories260K.gguf"; }
+
+EngineConfig BaseConfig() {
+  EngineConfig c;
+  c.model_path = ModelPath();
+  c.num_threads = 1;
+  c.max_model_len = 256;
+  c.kv_cache_memory_bytes = 64 << 20;
+  return c;
+}
+
+Outcome Drain(OutputChannel& ch) {
+  Outcome o;
+  while (true) {
+    std::optional<RequestOutput> out = ch.Pop(std::chrono::seconds(60));
+    if (!out) {
+      ADD_FAILURE() << "timed out waiting for output";
+      return o;
+    }
+    o.tokens.insert(o.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
+    if (out->finished) {
+      o.reason = out->finish_reason;
+      o.metrics = out->metrics;
+      return o;
+    }
+  }
+}
+
+EngineRequest Greedy(Ids prompt, int32_t max_tokens) {
+  EngineRequest r;
+  r.prompt_token_ids = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+// Runs all requests at once on a fresh engine; outcomes in request order.
+std::vector<Outcome> RunTogether(const EngineConfig& config, const std::vector<Ids>& prompts,
+                                 int32_t max_tokens, EngineStats* stats = nullptr) {
+  auto engine = Engine::Create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return {};
+  std::vector<std::shared_ptr<OutputChannel>> channels;
+  for (const Ids& p : prompts) {
+    auto ch = (*engine)->AddRequest(Greedy(p, max_tokens));
+    EXPECT_TRUE(ch.ok()) << ch.status().message();
+    if (!ch.ok()) return {};
+    channels.push_back(*ch);
+  }
+  std::vector<Outcome> out;
+  for (auto& ch : channels) out.push_back(Drain(*ch));
+  if (stats) *stats = (*engine)->GetStats();
+  return out;
+}
+
+class EngineModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FileExists(ModelPath())) GTEST_SKIP() << "test model missing: " << ModelPath();
+  }
+
+  // 24 prompts cut from the sample stories at varied lengths; many share a
+  // prefix (the same story start), as chat requests share system prompts.
+  std::vector<Ids> Prompts(const Tokenizer& tok, int n = 24) {
+    std::ifstream in(ModelsDir() + "/text/tinystories_sample.txt");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Ids all = tok.Encode(text, true, false);
+    std::vector<Ids> prompts;
+    for (int i = 0; i < n; ++i) {
+      const size_t start = (i % 3 == 0) ? 0 : (size_t)(i * 37) % 400;
+      const size_t len = 1 + (size_t)(i * 29) % 90;
+      Ids p;
+      if (start > 0) p.push_back(tok.bos_id());
+      p.insert(p.end(), all.begin() + start, all.begin() + std::min(all.size(), start + len));
+      prompts.push_back(p);
+    }
+    return prompts;
+  }
+};
+
+TEST_F(EngineModelTest, GreedyFromBosMatchesGolden) {
+  std::ifstream in(ModelsDir() + "/golden/stories260K.greedy200.ids");
+  Ids golden((std::istream_iterator<int32_t>(in)), std::istream_iterator<int32_t>());
+  ASSERT_EQ(golden.size(), 200u);
+  auto out = RunTogether(BaseConfig(), {Ids{1}}, 200);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tokens, golden);
+  EXPECT_EQ(out[0].reason, FinishReason::kLength);
+  EXPECT_EQ(out[0].metrics.generated_tokens, 200);
+  EXPECT_EQ(out[0].metrics.prompt_tokens, 1);
+}
+
+TEST_F(EngineModelTest, GreedyOutputsDoNotDependOnBatchingChunkingPreemptionOrCaching) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  const std::vector<Ids> prompts = Prompts((*engine)->tokenizer());
+  const int32_t kMaxTokens = 24;
+  // Reference: each request alone.
+  std::vector<Outcome> alone;
+  for (const Ids& p : prompts) {
+    auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
+    ASSERT_TRUE(ch.ok());
+    alone.push_back(Drain(**ch));
+  }
+  engine->reset();
+
+  struct Variant {
+    std::string name;
+    EngineConfig config;
+  };
+  std::vector<Variant> variants;
+  for (int32_t budget : {1, 7, 64, 512}) {
+    EngineConfig c = BaseConfig();
+    c.max_num_batched_tokens = budget;
+    c.max_num_partial_prefills = budget == 7 ? 2 : 1;
+    variants.push_back({"budget " + std::to_string(budget), c});
+  }
+  {
+    EngineConfig c = BaseConfig();
+    c.enable_prefix_caching = false;
+    variants.push_back({"no prefix caching", c});
+    c.enable_chunked_prefill = false;
+    variants.push_back({"no chunking", c});
+  }
+  {
+    // Room for 256 + 64 tokens: forces preemption.
+    EngineConfig c = BaseConfig();
+    c.block_size = 8;
+    c.kv_cache_memory_bytes = (256 + 64) * 640;  // 640 bytes/token at f16
+    variants.push_back({"tiny KV (preemption)", c});
+    c.kv_cache_dtype = DType::kF32;
+    c.kv_cache_memory_bytes *= 2;
+    c.max_num_batched_tokens = 7;
+    variants.push_back({"tiny f32 KV, budget 7", c});
+  }
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    EngineStats stats;
+    std::vector<Outcome> together = RunTogether(v.config, prompts, kMaxTokens, &stats);
+    ASSERT_EQ(together.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
+    }
+    if (v.name == "tiny KV (preemption)") {
+      EXPECT_GT(stats.num_preemptions_total, 0u);
+    }
+    if (v.config.enable_prefix_caching) {
+      EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    }
+    EXPECT_EQ(stats.request_success_total["length"], prompts.size());
+    EXPECT_EQ(stats.kv_cache_usage, 0.0);
+  }
+}
+
+TEST_F(EngineModelTest, SixtyFourTogetherMatchAlone) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 64);
+  std::vector<Outcome> alone;
+  for (const Ids& p : prompts) {
+    auto ch = (*engine)->AddRequest(Greedy(p, 8));
+    ASSERT_TRUE(ch.ok());
+    alone.push_back(Drain(**ch));
+  }
+  engine->reset();
+  std::vector<Outcome> together = RunTogether(BaseConfig(), prompts, 8);
+  ASSERT_EQ(together.size(), 64u);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << i;
+}
+
+TEST_F(EngineModelTest, RejectsBadRequestsWithTheNumbers) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  auto r = (*engine)->AddRequest(Greedy({1, 2, 3}, 254));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prompt (3 tokens) + max_tokens (254) = 257 exceeds max_model_len 256"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE((*engine)->AddRequest(Greedy({}, 4)).ok());
+  EXPECT_FALSE((*engine)->AddRequest(Greedy({1, 512}, 4)).ok());
+  EngineRequest dup = Greedy({1}, 100);
+  dup.request_id = "x";
+  ASSERT_TRUE((*engine)->AddRequest(dup).ok());
+  EXPECT_FALSE((*engine)->AddRequest(dup).ok());
+}
+
+TEST_F(EngineModelTest, KvBudgetBelowOneSequenceFailsAtStartUp) {
+  EngineConfig c = BaseConfig();
+  c.kv_cache_memory_bytes = 100 * 640;
+  auto engine = Engine::Create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("max_model_len 256"), std::string::npos)
+      << engine.status().message();
+}
+
+TEST_F(EngineModelTest, AbortFinishesWithAbortAndFreesKv) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  EngineRequest r = Greedy({1}, 250);
+  r.request_id = "long";
+  auto ch = (*engine)->AddRequest(r);
+  ASSERT_TRUE(ch.ok());
+  ASSERT_TRUE((*ch)->Pop(std::chrono::seconds(30)).has_value());  // first token
+  (*engine)->Abort("long");
+  Outcome o = Drain(**ch);
+  EXPECT_EQ(o.reason, FinishReason::kAbort);
+  // Stats are published after the step that freed the blocks.
+  for (int i = 0; i < 100 && (*engine)->GetStats().kv_cache_usage > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*engine)->GetStats().kv_cache_usage, 0.0);
+  EXPECT_EQ((*engine)->GetStats().request_success_total["abort"], 1u);
+}
+
+TEST_F(EngineModelTest, ShutdownAbortsRunningRequests) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  auto ch = (*engine)->AddRequest(Greedy({1}, 250));
+  ASSERT_TRUE(ch.ok());
+  (*engine)->Shutdown();
+  Outcome o = Drain(**ch);
+  EXPECT_TRUE(o.reason == FinishReason::kAbort || o.reason == FinishReason::kLength);
+  EXPECT_FALSE((*engine)->AddRequest(Greedy({1}, 4)).ok());
+}
+
+TEST_F(EngineModelTest, ConcurrentClientsAndAbortsEachGetOneFinalOutput) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  std::vector<std::thread> clients;
+  std::atomic<int> finished{0}, aborted{0}, errors{0};
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < 8; ++i) {
+        EngineRequest r = Greedy({1, 403, 407}, 20 + i);
+        r.request_id = "c" + std::to_string(c) + "-" + std::to_string(i);
+        auto ch = e.AddRequest(r);
+        if (!ch.ok()) {
+          ++errors;
+          continue;
+        }
+        if (i % 3 == 0) e.Abort(r.request_id);
+        Outcome o = Drain(**ch);
+        ++finished;
+        if (o.reason == FinishReason::kAbort) ++aborted;
+        if (o.reason == FinishReason::kLength && o.tokens.size() != (size_t)(20 + i)) ++errors;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(finished.load(), 32);
+  EngineStats st = e.GetStats();
+  EXPECT_EQ(st.request_success_total["abort"], (uint64_t)aborted.load());
+  EXPECT_EQ(st.request_success_total["length"] + st.request_success_total["abort"], 32u);
+  EXPECT_EQ(st.kv_cache_usage, 0.0);
+  EXPECT_EQ(st.num_running + st.num_waiting, 0);
+}
+
+TEST_F(EngineModelTest, StopsAtEosUnlessIgnored) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  EngineRequest r = Greedy({1}, 250);
+  r.sampling.ignore_eos = false;
+  auto ch = (*engine)->AddRequest(r);
+  ASSERT_TRUE(ch.ok());
+  Outcome o = Drain(**ch);
+  // Whatever it does, a "stop" must end on an end-of-generation token.
+  if (o.reason == FinishReason::kStop) {
+    ASSERT_FALSE(o.tokens.empty());
+    EXPECT_TRUE((*engine)->tokenizer().IsEog(o.tokens.back()));
+  } else {
+    EXPECT_EQ(o.reason, FinishReason::kLength);
+  }
+  EXPECT_EQ((*engine)->KvSummary().rfind("KV cache: ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,70 @@
+#include "engine/model_runner.h"
+
+#include <span>
+
+#include "base/check.h"
+#include "sample/sampler.h"
+
+namespace tern {
+
+ForwardBatch BuildForwardBatch(const SchedulerOutput& scheduled, int32_t block_size) {
+  ForwardBatch batch;
+  batch.token_ids.reserve(scheduled.num_scheduled_tokens);
+  batch.positions.reserve(scheduled.num_scheduled_tokens);
+  batch.slots.reserve(scheduled.num_scheduled_tokens);
+  for (const ScheduledSequence& s : scheduled.sequences) {
+    ForwardSequence seq;
+    seq.first_token = batch.num_tokens();
+    seq.num_tokens = (int32_t)s.token_ids.size();
+    seq.context_len = s.start_position + seq.num_tokens;
+    const int32_t num_blocks = (seq.context_len + block_size - 1) / block_size;
+    CHECK_LE(num_blocks, (int32_t)s.block_table.size());
+    seq.block_table.assign(s.block_table.begin(), s.block_table.begin() + num_blocks);
+    for (int32_t i = 0; i < seq.num_tokens; ++i) {
+      const int32_t pos = s.start_position + i;
+      batch.token_ids.push_back(s.token_ids[i]);
+      batch.positions.push_back(pos);
+      batch.slots.push_back((int64_t)s.block_table[pos / block_size] * block_size +
+                            pos % block_size);
+    }
+    if (s.sample) batch.logits_rows.push_back(batch.num_tokens() - 1);
+    batch.sequences.push_back(std::move(seq));
+  }
+  return batch;
+}
+
+ForwardModelRunner::ForwardModelRunner(Model* model, KvStorage* kv, ThreadPool* pool)
+    : model_(model), kv_(kv), pool_(pool) {}
+
+ModelRunnerOutput ForwardModelRunner::Execute(const SchedulerOutput& scheduled) {
+  ModelRunnerOutput out;
+  out.sampled.resize(scheduled.sequences.size());
+  if (scheduled.sequences.empty()) return out;
+  const ForwardBatch batch = BuildForwardBatch(scheduled, kv_->shape().block_size);
+  const int32_t n_vocab = model_->config().n_vocab;
+  logits_.resize((size_t)batch.logits_rows.size() * n_vocab);
+  model_->Forward(batch, *kv_, logits_.data(), pool_);
+
+  size_t row = 0;
+  for (size_t k = 0; k < scheduled.sequences.size(); ++k) {
+    const ScheduledSequence& s = scheduled.sequences[k];
+    if (!s.sample) continue;
+    std::span<const float> logits(logits_.data() + row * n_vocab, n_vocab);
+    ++row;
+    const SamplingParams& params = *s.sampling;
+    // One draw per sampled token, greedy or not, so a request's random
+    // stream does not depend on anything but its own tokens.
+    const double u = s.rng->Uniform();
+    SampledToken t = SampleToken(logits, params, s.history, u);
+    out.sampled[k].token_id = t.token_id;
+    if (params.logprobs >= 0) {
+      TokenLogprob& lp = out.sampled[k].logprob;
+      lp.token_id = t.token_id;
+      lp.logprob = t.logprob;
+      for (const TokenAlternative& a : t.top) lp.top.emplace_back(a.token_id, a.logprob);
+    }
+  }
+  return out;
+}
+
+}  // namespace tern

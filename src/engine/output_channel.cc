@@ -1,0 +1,36 @@
+// OutputChannel (declared in engine.h) and FinishReasonName.
+#include "engine/engine.h"
+
+namespace tern {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kNone:
+      break;
+  }
+  return "none";
+}
+
+void OutputChannel::Push(RequestOutput out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(out));
+  }
+  cv_.notify_all();
+}
+
+std::optional<RequestOutput> OutputChannel::Pop(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  return out;
+}
+
+}  // namespace tern

@@ -1,0 +1,100 @@
+// Request: one generation as the scheduler tracks it — its tokens (prompt,
+// then output), how many have KV (num_computed_tokens), its status, its
+// sampling state (params and its own Rng) and its timings.
+//
+//   token_ids:  [ prompt ............ | output ...... ]
+//               [ computed (KV exists) ....... | to compute ]
+//                                    num_computed_tokens ^     ^ num_tokens()
+//
+// Each step the scheduler closes part of the gap between num_computed_tokens
+// and num_tokens(); when it closes it, the last token's logits pick the next
+// token. Preemption frees the KV and resets num_computed_tokens to 0 (output
+// kept), so on resume prompt + output are recomputed and the result is the
+// same as if it had never been preempted.
+//
+// Thread rules: owned by the engine thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kv/block_hash.h"
+#include "sample/rng.h"
+#include "sample/sampling_params.h"
+
+namespace tern {
+
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+
+using Clock = std::chrono::steady_clock;
+
+class Request {
+ public:
+  Request(std::string id, std::vector<int32_t> prompt, SamplingParams sampling,
+          std::string cache_salt, Clock::time_point arrival)
+      : id_(std::move(id)),
+        token_ids_(std::move(prompt)),
+        num_prompt_tokens_((int32_t)token_ids_.size()),
+        sampling_(std::move(sampling)),
+        cache_salt_(std::move(cache_salt)),
+        rng_(sampling_.seed),
+        arrival_(arrival) {}
+
+  const std::string& id() const { return id_; }
+  const SamplingParams& sampling() const { return sampling_; }
+  const std::string& cache_salt() const { return cache_salt_; }
+  Rng& rng() { return rng_; }
+
+  std::span<const int32_t> token_ids() const { return token_ids_; }
+  std::span<const int32_t> prompt_token_ids() const {
+    return std::span<const int32_t>(token_ids_).first(num_prompt_tokens_);
+  }
+  std::span<const int32_t> output_token_ids() const {
+    return std::span<const int32_t>(token_ids_).subspan(num_prompt_tokens_);
+  }
+  int32_t num_tokens() const { return (int32_t)token_ids_.size(); }
+  int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  void AppendToken(int32_t token) { token_ids_.push_back(token); }
+
+  // Hashes of the full blocks of token_ids (prefix cache), extended lazily.
+  const std::vector<BlockHash>& BlockHashes(int32_t block_size) {
+    ExtendBlockHashes(token_ids_, block_size, cache_salt_, &block_hashes_);
+    return block_hashes_;
+  }
+
+  int32_t num_computed_tokens = 0;
+  int32_t num_cached_tokens = -1;  // prefix-cache hit at first admission; -1 = not yet
+  RequestStatus status = RequestStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_preemptions = 0;
+
+  // Timings (steady clock).
+  Clock::time_point arrival() const { return arrival_; }
+  Clock::time_point first_scheduled{};
+  Clock::time_point first_token{};
+  Clock::time_point last_token{};
+  bool scheduled_once = false;
+  std::vector<double> itl_s;  // gaps between consecutive output tokens
+  // Output tokens not yet sent on the request's channel.
+  int32_t num_sent_tokens = 0;
+  std::vector<TokenLogprob> pending_logprobs;
+
+  RequestMetrics Metrics(Clock::time_point now) const;
+
+ private:
+  std::string id_;
+  std::vector<int32_t> token_ids_;
+  int32_t num_prompt_tokens_;
+  SamplingParams sampling_;
+  std::string cache_salt_;
+  Rng rng_;
+  Clock::time_point arrival_;
+  std::vector<BlockHash> block_hashes_;
+};
+
+}  // namespace tern

@@ -1,0 +1,271 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace tern {
+
+Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<KvCacheManager> kv)
+    : config_(config), kv_(std::move(kv)) {
+  CHECK_GT(config_.max_num_seqs, 0);
+  CHECK_GT(config_.max_num_batched_tokens, 0);
+  CHECK_GT(config_.max_model_len, 0);
+  if (config_.max_num_partial_prefills < 1) config_.max_num_partial_prefills = 1;
+  // Whole prompts only: the budget must hold the longest sequence.
+  if (!config_.enable_chunked_prefill) {
+    config_.max_num_batched_tokens =
+        std::max(config_.max_num_batched_tokens, config_.max_model_len);
+  }
+}
+
+void Scheduler::AddRequest(std::unique_ptr<Request> request) {
+  CHECK(!request->id().empty());
+  CHECK(requests_.count(request->id()) == 0);
+  Request* r = request.get();
+  requests_.emplace(r->id(), std::move(request));
+  waiting_.push_back(r);
+}
+
+SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
+  SchedulerOutput out;
+  StepState step;
+  step.budget = config_.max_num_batched_tokens;
+  ScheduleRunning(step, out);
+  if (!step.preempted) ScheduleWaiting(step, out, now);
+  out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
+  return out;
+}
+
+int32_t Scheduler::PrefillChunkCap() const {
+  const int32_t n = config_.max_num_partial_prefills;
+  return n <= 1 ? config_.max_num_batched_tokens
+                : std::max(1, (config_.max_num_batched_tokens + n - 1) / n);
+}
+
+int32_t Scheduler::RunningChunk(const Request& r, const StepState& step,
+                                int32_t reserved) const {
+  const int32_t remaining = r.num_tokens() - r.num_computed_tokens;
+  if (remaining <= 0) return 0;
+  if (remaining == 1) return step.budget > 0 ? 1 : 0;
+  if (!config_.enable_chunked_prefill) return remaining <= step.budget ? remaining : 0;
+  // Leave one token for each decode behind this request.
+  const int32_t chunk = std::min({remaining, step.budget - reserved, PrefillChunkCap()});
+  if (chunk <= 0) return 0;
+  if (chunk < remaining && step.num_partial_prefills >= config_.max_num_partial_prefills) {
+    return 0;
+  }
+  return chunk;
+}
+
+void Scheduler::ScheduleRunning(StepState& step, SchedulerOutput& out) {
+  int32_t decodes_left = 0;
+  for (const Request* r : running_) decodes_left += r->num_tokens() - r->num_computed_tokens == 1;
+  for (size_t i = 0; i < running_.size() && step.budget > 0; ++i) {
+    Request& r = *running_[i];
+    const bool is_decode = r.num_tokens() - r.num_computed_tokens == 1;
+    if (is_decode) --decodes_left;
+    const int32_t num_new = RunningChunk(r, step, decodes_left);
+    if (num_new == 0) continue;
+    if (!AllocateOrPreempt(r, num_new, out)) {
+      step.preempted = true;
+      break;  // r itself was preempted: it was the newest
+    }
+    if (!out.preempted_ids.empty()) step.preempted = true;
+    if (r.num_computed_tokens + num_new < r.num_tokens()) ++step.num_partial_prefills;
+    step.budget -= num_new;
+    BuildOutput(r, num_new, out);
+  }
+}
+
+bool Scheduler::AllocateOrPreempt(Request& r, int32_t num_new_tokens, SchedulerOutput& out) {
+  while (!kv_->AllocateSlots(r.id(), r.num_computed_tokens, num_new_tokens)) {
+    // Newest running request goes; it has not been scheduled this step
+    // (running is walked oldest first), unless it is r.
+    Request& victim = *running_.back();
+    Preempt(victim, out);
+    if (&victim == &r) return false;
+  }
+  return true;
+}
+
+void Scheduler::Preempt(Request& r, SchedulerOutput& out) {
+  CHECK(running_.back() == &r);
+  running_.pop_back();
+  kv_->Free(r.id());
+  r.num_computed_tokens = 0;
+  r.status = RequestStatus::kPreempted;
+  ++r.num_preemptions;
+  ++stats_.num_preemptions_total;
+  waiting_.push_front(&r);
+  out.preempted_ids.push_back(r.id());
+}
+
+void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::time_point now) {
+  while (!waiting_.empty() && step.budget > 0 &&
+         (int32_t)running_.size() < config_.max_num_seqs) {
+    Request& r = *waiting_.front();
+    PrefixHit hit;
+    if (kv_->prefix_caching()) {
+      hit = kv_->FindCachedPrefix(r.BlockHashes(kv_->block_size()), r.token_ids(),
+                                  r.cache_salt());
+    }
+    const int32_t remaining = r.num_tokens() - hit.num_tokens;
+    int32_t num_new = remaining;
+    if (num_new > step.budget) {
+      if (!config_.enable_chunked_prefill) break;
+      num_new = step.budget;
+    }
+    if (config_.enable_chunked_prefill) num_new = std::min(num_new, PrefillChunkCap());
+    const bool partial = num_new < remaining;
+    if (partial && step.num_partial_prefills >= config_.max_num_partial_prefills) break;
+    if (!kv_->AllocateSlots(r.id(), hit.num_tokens, num_new, hit)) break;
+
+    waiting_.pop_front();
+    r.num_computed_tokens = hit.num_tokens;
+    if (kv_->prefix_caching()) {
+      stats_.prefix_cache_queries_total += r.num_tokens();
+      stats_.prefix_cache_hits_total += hit.num_tokens;
+    }
+    if (r.num_cached_tokens < 0) {
+      r.num_cached_tokens = hit.num_tokens;
+      stats_.prompt_tokens_total += r.num_prompt_tokens() - hit.num_tokens;
+    }
+    if (!r.scheduled_once) {
+      r.scheduled_once = true;
+      r.first_scheduled = now;
+    }
+    r.status = RequestStatus::kRunning;
+    running_.push_back(&r);
+    if (partial) ++step.num_partial_prefills;
+    step.budget -= num_new;
+    BuildOutput(r, num_new, out);
+  }
+}
+
+void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const {
+  ScheduledSequence s;
+  s.request_id = r.id();
+  s.token_ids = r.token_ids().subspan(r.num_computed_tokens, num_new_tokens);
+  s.start_position = r.num_computed_tokens;
+  s.block_table = kv_->BlockTable(r.id());
+  s.sample = r.num_computed_tokens + num_new_tokens == r.num_tokens();
+  if (s.sample) {
+    s.sampling = &r.sampling();
+    s.rng = &r.rng();
+    s.history = r.output_token_ids();
+  }
+  out.sequences.push_back(std::move(s));
+}
+
+std::vector<RequestDelta> Scheduler::UpdateFromOutput(const SchedulerOutput& scheduled,
+                                                      const ModelRunnerOutput& result,
+                                                      Clock::time_point now) {
+  CHECK_EQ(scheduled.sequences.size(), result.sampled.size());
+  ++stats_.num_steps_total;
+  std::vector<RequestDelta> deltas;
+  for (size_t k = 0; k < scheduled.sequences.size(); ++k) {
+    const ScheduledSequence& s = scheduled.sequences[k];
+    auto it = requests_.find(s.request_id);
+    CHECK(it != requests_.end());
+    Request& r = *it->second;
+    r.num_computed_tokens += (int32_t)s.token_ids.size();
+    if (kv_->prefix_caching()) {
+      kv_->CommitFullBlocks(r.id(), r.BlockHashes(kv_->block_size()), r.token_ids(),
+                            r.num_computed_tokens, r.cache_salt());
+    }
+    if (!s.sample) continue;
+    const SampledOutput& sampled = result.sampled[k];
+    CHECK_GE(sampled.token_id, 0);
+    r.AppendToken(sampled.token_id);
+    ++stats_.generation_tokens_total;
+    if (r.num_output_tokens() == 1) {
+      r.first_token = now;
+    } else {
+      r.itl_s.push_back(std::chrono::duration<double>(now - r.last_token).count());
+    }
+    r.last_token = now;
+    if (r.sampling().logprobs >= 0) r.pending_logprobs.push_back(sampled.logprob);
+    const FinishReason reason = CheckStop(r, sampled.token_id);
+    if (reason != FinishReason::kNone) Finish(r, reason);
+    deltas.push_back(TakeDelta(r, now));
+    if (reason != FinishReason::kNone) requests_.erase(it);
+  }
+  return deltas;
+}
+
+FinishReason Scheduler::CheckStop(const Request& r, int32_t token) const {
+  const SamplingParams& p = r.sampling();
+  if (!p.ignore_eos && std::find(config_.eog_token_ids.begin(), config_.eog_token_ids.end(),
+                                 token) != config_.eog_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+      p.stop_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.max_model_len) {
+    return FinishReason::kLength;
+  }
+  return FinishReason::kNone;
+}
+
+void Scheduler::Finish(Request& r, FinishReason reason) {
+  if (r.status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), &r));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &r));
+  }
+  kv_->Free(r.id());
+  r.status = RequestStatus::kFinished;
+  r.finish_reason = reason;
+  ++stats_.request_success_total[FinishReasonName(reason)];
+}
+
+RequestDelta Scheduler::TakeDelta(Request& r, Clock::time_point now) {
+  RequestDelta d;
+  d.request_id = r.id();
+  std::span<const int32_t> out = r.output_token_ids();
+  d.output.new_token_ids.assign(out.begin() + r.num_sent_tokens, out.end());
+  r.num_sent_tokens = (int32_t)out.size();
+  d.output.logprobs = std::move(r.pending_logprobs);
+  r.pending_logprobs.clear();
+  if (r.status == RequestStatus::kFinished) {
+    d.output.finished = true;
+    d.output.finish_reason = r.finish_reason;
+    d.output.metrics = r.Metrics(now);
+  }
+  return d;
+}
+
+std::optional<RequestDelta> Scheduler::FinishRequest(const std::string& request_id,
+                                                     FinishReason reason,
+                                                     Clock::time_point now) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return std::nullopt;
+  Request& r = *it->second;
+  Finish(r, reason);
+  RequestDelta d = TakeDelta(r, now);
+  requests_.erase(it);
+  return d;
+}
+
+void Scheduler::CheckInvariants() const {
+  kv_->CheckInvariants();
+  CHECK_LE((int32_t)running_.size(), config_.max_num_seqs);
+  CHECK_EQ(running_.size() + waiting_.size(), requests_.size());
+  CHECK_EQ(kv_->num_requests(), (int32_t)running_.size());
+  for (const Request* r : running_) {
+    CHECK(r->status == RequestStatus::kRunning);
+    const int64_t covered = (int64_t)kv_->BlockTable(r->id()).size() * kv_->block_size();
+    CHECK_GE(covered, r->num_computed_tokens);
+    CHECK_LE(r->num_computed_tokens, r->num_tokens());
+  }
+  for (const Request* r : waiting_) {
+    CHECK(r->status == RequestStatus::kWaiting || r->status == RequestStatus::kPreempted);
+    CHECK_EQ(r->num_computed_tokens, 0);
+    CHECK(kv_->BlockTable(r->id()).empty());
+  }
+}
+
+}  // namespace tern

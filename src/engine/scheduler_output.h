@@ -1,0 +1,50 @@
+// SchedulerOutput and ModelRunnerOutput: the plain records that cross from
+// the scheduler to the model runner and back, once per step.
+//
+// The runner never sees a Request: each ScheduledSequence carries what it
+// needs to build the ForwardBatch (tokens, first position, block table) and,
+// when the sequence's next token is due, what it needs to sample it (params,
+// the request's Rng, the history for penalties). The pointers borrow from the
+// scheduler's requests and are valid until UpdateFromOutput.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sample/rng.h"
+#include "sample/sampling_params.h"
+
+namespace tern {
+
+struct ScheduledSequence {
+  std::string request_id;
+  std::span<const int32_t> token_ids;    // tokens to compute this step
+  int32_t start_position = 0;            // position of token_ids[0]
+  std::span<const int32_t> block_table;  // covers [0, start_position + size)
+  bool sample = false;                   // last token's logits pick the next token
+  const SamplingParams* sampling = nullptr;  // set when sample
+  Rng* rng = nullptr;                        // set when sample
+  std::span<const int32_t> history;          // output so far (penalties)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSequence> sequences;  // running order
+  int32_t num_scheduled_tokens = 0;
+  std::vector<std::string> preempted_ids;   // preempted this step
+  bool empty() const { return sequences.empty(); }
+};
+
+// Per sequence of the SchedulerOutput, in the same order.
+struct SampledOutput {
+  int32_t token_id = -1;  // -1: nothing sampled (partial prefill)
+  TokenLogprob logprob;   // when the request asked for logprobs
+};
+
+struct ModelRunnerOutput {
+  std::vector<SampledOutput> sampled;
+};
+
+}  // namespace tern

@@ -1,0 +1,130 @@
+#include "kv/kv_config.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tern {
+namespace {
+
+std::string Gib(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", bytes / (1024.0 * 1024));
+  }
+  return buf;
+}
+
+}  // namespace
+
+double KvBytesPerElement(DType dtype) {
+  return (double)BlockBytes(dtype) / (double)BlockSize(dtype);
+}
+
+int64_t KvConfig::BytesPerToken() const {
+  // Computed in elements first so block formats stay exact: elements per
+  // token are a multiple of 32 for every real model.
+  const int64_t elems = 2LL * num_layers * num_kv_heads * head_dim;
+  return elems * BlockBytes(dtype) / BlockSize(dtype);
+}
+
+int64_t KvConfig::MaxConcurrency() const {
+  if (max_model_len <= 0) return 0;
+  return num_blocks / BlocksForTokens(max_model_len);
+}
+
+std::string KvConfig::Summary() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "KV cache: %" PRId64 " blocks = %" PRId64
+                " tokens (%s, %s); max concurrency at max_model_len %d = %" PRId64,
+                num_blocks, num_tokens(), Gib((double)TotalBytes()).c_str(),
+                DTypeName(dtype), max_model_len, MaxConcurrency());
+  return buf;
+}
+
+std::optional<int64_t> ReadMemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream ss(line.substr(13));
+    int64_t kib = 0;
+    if (ss >> kib) return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+StatusOr<KvConfig> PlanKvCache(KvConfig cfg, const KvBudget& budget) {
+  if (cfg.block_size <= 0 || cfg.block_size > 1024) {
+    return InvalidArgument("block size must be in [1, 1024], got " +
+                           std::to_string(cfg.block_size));
+  }
+  if (budget.max_num_seqs <= 0) {
+    return InvalidArgument("max_num_seqs must be positive, got " +
+                           std::to_string(budget.max_num_seqs));
+  }
+  if (budget.max_model_len < 0) {
+    return InvalidArgument("max_model_len must be >= 0, got " +
+                           std::to_string(budget.max_model_len));
+  }
+  const int64_t bytes_per_block = cfg.BytesPerBlock();
+  if (bytes_per_block <= 0) return InvalidArgument("KV shape has zero bytes per block");
+
+  int64_t budget_bytes = budget.kv_cache_memory_bytes;
+  std::string source;
+  if (budget_bytes > 0) {
+    source = "--kv-cache-memory " + Gib((double)budget_bytes);
+  } else {
+    if (budget.memory_utilization <= 0 || budget.memory_utilization > 1) {
+      return InvalidArgument("memory utilization must be in (0, 1], got " +
+                             std::to_string(budget.memory_utilization));
+    }
+    int64_t available = budget.mem_available_bytes;
+    if (available < 0) {
+      std::optional<int64_t> read = ReadMemAvailableBytes();
+      if (!read) {
+        return Unavailable("cannot read MemAvailable from /proc/meminfo; pass --kv-cache-memory");
+      }
+      available = *read;
+    }
+    const int64_t free_bytes = std::max<int64_t>(0, available - budget.weight_bytes);
+    budget_bytes = (int64_t)(budget.memory_utilization * (double)free_bytes);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "--memory-utilization %.2f of %s free after %s of weights",
+                  budget.memory_utilization, Gib((double)available).c_str(),
+                  Gib((double)budget.weight_bytes).c_str());
+    source = buf;
+  }
+  const int64_t budget_blocks = budget_bytes / bytes_per_block;
+  const int64_t budget_tokens = budget_blocks * cfg.block_size;
+
+  int32_t max_model_len = budget.max_model_len;
+  if (max_model_len == 0) {
+    max_model_len = budget.model_context_len > 0 ? budget.model_context_len : 2048;
+    // "0 = model context capped by memory": shrink to what fits.
+    max_model_len = (int32_t)std::min<int64_t>(max_model_len, budget_tokens);
+  }
+  if (max_model_len <= 0 || budget_tokens < max_model_len) {
+    const int32_t wanted = budget.max_model_len > 0 ? budget.max_model_len
+                                                    : std::max(budget.model_context_len, 1);
+    return ResourceExhausted(
+        "KV cache budget " + Gib((double)budget_bytes) + " (" + source + ") holds " +
+        std::to_string(budget_blocks) + " blocks of " + std::to_string(cfg.block_size) +
+        " tokens = " + std::to_string(budget_tokens) + " tokens at " +
+        std::to_string(cfg.BytesPerToken()) + " bytes/token, fewer than one sequence of max_model_len " +
+        std::to_string(wanted) + " (needs " + Gib((double)cfg.BytesPerToken() * wanted) +
+        "); raise --kv-cache-memory or lower --max-model-len");
+  }
+  cfg.max_model_len = max_model_len;
+  const int64_t cap_blocks = (int64_t)budget.max_num_seqs * cfg.BlocksForTokens(max_model_len);
+  cfg.num_blocks = std::min(budget_blocks, cap_blocks);
+  if (cfg.num_blocks > INT32_MAX) cfg.num_blocks = INT32_MAX;
+  return cfg;
+}
+
+}  // namespace tern

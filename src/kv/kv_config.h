@@ -1,0 +1,66 @@
+// KvConfig: the KV cache's shape and size, and how it is planned from a
+// memory budget.
+//
+//   bytes per token = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_elem
+//   bytes per block = bytes per token x block_size
+//
+// bytes_per_elem is fractional for block formats (q8_0 = 34/32, q4_0 = 18/32).
+// PlanKvCache picks the number of blocks from --kv-cache-memory, or else from
+// memory_utilization x (MemAvailable - weights), capped at what max_num_seqs
+// sequences of max_model_len tokens can use. A budget that cannot hold one
+// sequence of max_model_len tokens is an error that shows the numbers.
+//
+// Thread rules: plain values; PlanKvCache reads /proc/meminfo.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace tern {
+
+// Bytes of one KV element of dtype (4, 2, 34/32 for q8_0, ...).
+double KvBytesPerElement(DType dtype);
+
+struct KvConfig {
+  int32_t num_layers = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+  DType dtype = DType::kF16;
+  int64_t num_blocks = 0;
+  int32_t max_model_len = 0;  // longest sequence (prompt + output) in tokens
+
+  int64_t BytesPerToken() const;
+  int64_t BytesPerBlock() const { return BytesPerToken() * block_size; }
+  int64_t TotalBytes() const { return BytesPerBlock() * num_blocks; }
+  int64_t num_tokens() const { return num_blocks * block_size; }
+  // Blocks one sequence of n tokens needs.
+  int64_t BlocksForTokens(int64_t n) const { return (n + block_size - 1) / block_size; }
+  // Sequences of max_model_len tokens that fit at once.
+  int64_t MaxConcurrency() const;
+  // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
+  std::string Summary() const;
+};
+
+struct KvBudget {
+  int64_t kv_cache_memory_bytes = 0;  // > 0: use exactly this
+  double memory_utilization = 0.9;    // else this fraction of free RAM...
+  int64_t weight_bytes = 0;           // ...after the weights
+  int64_t mem_available_bytes = -1;   // -1: read MemAvailable from /proc/meminfo
+  int32_t max_num_seqs = 64;
+  int32_t max_model_len = 0;          // 0: model_context_len, capped by memory
+  int32_t model_context_len = 0;      // the model's trained context
+};
+
+// shape: layers/heads/head_dim/block_size/dtype filled; returns it with
+// num_blocks and max_model_len set.
+StatusOr<KvConfig> PlanKvCache(KvConfig shape, const KvBudget& budget);
+
+// MemAvailable of /proc/meminfo in bytes, or nullopt when unreadable.
+std::optional<int64_t> ReadMemAvailableBytes();
+
+}  // namespace tern

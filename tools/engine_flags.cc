@@ -1,0 +1,65 @@
+#include "tools/engine_flags.h"
+
+namespace tern {
+
+void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
+  EngineConfig& c = f->config;
+  parser.AddString("-m,--model", "PATH", &c.model_path, "GGUF model file (required)");
+  parser.AddInt("-t,--threads", "N", &c.num_threads, "compute threads (default: physical cores)");
+  parser.AddInt("--max-num-seqs", "N", &c.max_num_seqs,
+                "most requests running at once (default 64)");
+  parser.AddInt("--max-model-len", "N", &c.max_model_len,
+                "longest prompt + output in tokens (default: the model's context, capped by KV memory)");
+  parser.AddInt("--max-num-batched-tokens", "N", &c.max_num_batched_tokens,
+                "tokens computed per step, all requests together (default 512)");
+  parser.AddInt("--block-size", "N", &c.block_size, "token slots per KV block (default 16)");
+  parser.AddString("--kv-cache-memory", "SIZE", &f->kv_cache_memory,
+                   "KV cache size, e.g. 2GiB (default: --memory-utilization of free memory)");
+  parser.AddDouble("--memory-utilization", "F", &c.memory_utilization,
+                   "fraction of free memory after the weights for the KV cache (default 0.9)");
+  parser.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
+                   "KV cache element type: f16 or f32 (default f16)");
+  parser.AddFlag("--enable-chunked-prefill", &f->chunked_prefill,
+                 "split long prompts across steps (default on)");
+  parser.AddFlag("--no-enable-chunked-prefill", &f->no_chunked_prefill,
+                 "schedule each prompt whole (the step budget grows to --max-model-len)");
+  parser.AddInt("--max-num-partial-prefills", "N", &c.max_num_partial_prefills,
+                "requests whose prompt is chunked at once (default 1)");
+  parser.AddFlag("--enable-prefix-caching", &f->prefix_caching,
+                 "reuse the KV of shared prompt prefixes (default on)");
+  parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
+                 "disable the prefix cache");
+  parser.AddFlag("-v,--verbose", &c.verbose, "log the KV plan and a status line every 5 s");
+}
+
+StatusOr<EngineConfig> EngineFlags::ToConfig() const {
+  EngineConfig c = config;
+  if (c.model_path.empty()) return InvalidArgument("missing -m MODEL");
+  if (c.num_threads < 0) return InvalidArgument("-t must be >= 0, got " + std::to_string(c.num_threads));
+  if (chunked_prefill && no_chunked_prefill) {
+    return InvalidArgument("--enable-chunked-prefill and --no-enable-chunked-prefill both given");
+  }
+  if (prefix_caching && no_prefix_caching) {
+    return InvalidArgument("--enable-prefix-caching and --no-enable-prefix-caching both given");
+  }
+  c.enable_chunked_prefill = !no_chunked_prefill;
+  c.enable_prefix_caching = !no_prefix_caching;
+  if (!kv_cache_memory.empty()) {
+    StatusOr<int64_t> bytes = ParseByteSize(kv_cache_memory);
+    if (!bytes.ok()) return bytes.status().WithContext("--kv-cache-memory");
+    if (*bytes <= 0) return InvalidArgument("--kv-cache-memory must be positive, got " + kv_cache_memory);
+    c.kv_cache_memory_bytes = *bytes;
+  }
+  if (!(c.memory_utilization > 0 && c.memory_utilization <= 1)) {
+    return InvalidArgument("--memory-utilization must be in (0, 1], got " +
+                           std::to_string(c.memory_utilization));
+  }
+  std::optional<DType> dtype = ParseDType(kv_cache_dtype);
+  if (!dtype || (*dtype != DType::kF16 && *dtype != DType::kF32)) {
+    return InvalidArgument("--kv-cache-dtype must be f16 or f32, got '" + kv_cache_dtype + "'");
+  }
+  c.kv_cache_dtype = *dtype;
+  return c;
+}
+
+}  // namespace tern

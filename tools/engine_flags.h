@@ -1,0 +1,35 @@
+// Engine flags shared by `tern batch` and `tern serve`: registers the
+// EngineConfig options on an ArgParser and turns the parsed values into an
+// EngineConfig (sizes like "2GiB", dtype names, the --no-* negations).
+//
+//   EngineFlags flags;
+//   AddEngineFlags(parser, &flags);
+//   ... ParseOrExit(parser, ...) ...
+//   StatusOr<EngineConfig> config = flags.ToConfig();
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "tools/arg_parser.h"
+
+namespace tern {
+
+struct EngineFlags {
+  EngineConfig config;
+  std::string kv_cache_memory;     // "" = use --memory-utilization
+  std::string kv_cache_dtype = "f16";
+  bool chunked_prefill = false;     // --enable-chunked-prefill
+  bool no_chunked_prefill = false;  // --no-enable-chunked-prefill
+  bool prefix_caching = false;      // --enable-prefix-caching
+  bool no_prefix_caching = false;   // --no-enable-prefix-caching
+
+  // Validates the raw values and fills config (errors name the flag).
+  StatusOr<EngineConfig> ToConfig() const;
+};
+
+// Registers -m/--model, -t/--threads, -v/--verbose and the engine options.
+void AddEngineFlags(ArgParser& parser, EngineFlags* flags);
+
+}  // namespace tern
