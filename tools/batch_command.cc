@@ -5,7 +5,8 @@
 // Input, one JSON object per line (blank lines skipped):
 //   {"prompt": "text" | [token ids], "id": "a", "max_tokens": 16,
 //    "temperature": 1.0, "top_p": 1, "top_k": 0, "min_p": 0, "seed": 7,
-//    "stop": "x" | ["x", "y"], "ignore_eos": false, "cache_salt": "t"}
+//    "stop": "x" | ["x", "y"], "ignore_eos": false, "cache_salt": "t",
+//    "arrival_ms": 0 (submit this many ms after the start, to shape load)}
 // Only "prompt" is required; "id" defaults to the line number. A bad line
 // (invalid JSON, unknown field, wrong type, prompt + max_tokens longer than
 // --max-model-len) is an error naming its line number: nothing is generated
@@ -18,6 +19,7 @@
 // the stop string, finish_reason is "stop", and the engine is told to stop.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -45,6 +47,7 @@ struct BatchItem {
   int line = 0;
   EngineRequest request;
   std::vector<std::string> stop;
+  double arrival_ms = 0;  // submitted this long after the start (load shapes)
 };
 
 struct ItemState {
@@ -53,6 +56,7 @@ struct ItemState {
   std::string text;
   std::vector<int32_t> token_ids;
   bool stopped = false;  // a stop string matched
+  bool submitted = false;
   bool done = false;
   FinishReason reason = FinishReason::kNone;
   RequestMetrics metrics;
@@ -116,7 +120,7 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
   if (!j.is_object()) return LineError(line, "expected a JSON object");
   static const char* kKnown[] = {"prompt", "id",    "max_tokens", "temperature", "top_p",
                                  "top_k",  "min_p", "seed",       "stop",        "ignore_eos",
-                                 "cache_salt"};
+                                 "cache_salt", "arrival_ms"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return it.key() == k; }) == std::end(kKnown)) {
@@ -154,6 +158,8 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
     if (!j["ignore_eos"].is_boolean()) return LineError(line, "'ignore_eos' must be true or false");
     s.ignore_eos = j["ignore_eos"].get<bool>();
   }
+  TERN_RETURN_IF_ERROR(NumberField(j, "arrival_ms", line, &item.arrival_ms));
+  if (item.arrival_ms < 0) return LineError(line, "'arrival_ms' must be >= 0");
   if (j.contains("cache_salt")) {
     if (!j["cache_salt"].is_string()) return LineError(line, "'cache_salt' must be a string");
     item.request.cache_salt = j["cache_salt"].get<std::string>();
@@ -248,6 +254,12 @@ json ResultJson(const BatchItem& item, const ItemState& st) {
                   {"ttft_ms", st.metrics.ttft_s * 1e3},
                   {"tpot_ms", st.metrics.tpot_s * 1e3},
                   {"e2e_ms", st.metrics.e2e_s * 1e3}};
+  if (!st.metrics.itl_s.empty()) {
+    std::vector<double> itl(st.metrics.itl_s);
+    std::sort(itl.begin(), itl.end());
+    j["timings"]["itl_p50_ms"] = itl[itl.size() / 2] * 1e3;
+    j["timings"]["itl_max_ms"] = itl.back() * 1e3;
+  }
   return j;
 }
 
@@ -346,25 +358,34 @@ int RunBatch(int argc, char** argv) {
 
   const SteadyClock::time_point start = SteadyClock::now();
   std::vector<ItemState> states(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    states[i].detok = std::make_unique<IncrementalDetokenizer>(engine.tokenizer(), true);
-    // Prime with the prompt so the output continues it (its leading space
-    // is kept, as in the prompt + output text).
-    for (int32_t id : items[i].request.prompt_token_ids) states[i].detok->Add(id);
-    StatusOr<std::shared_ptr<OutputChannel>> ch = engine.AddRequest(items[i].request);
-    if (!ch.ok()) return Fail("line " + std::to_string(items[i].line) + ": " + ch.status().message());
-    states[i].channel = *ch;
-  }
+  // Submits every request whose arrival time has come.
+  auto submit_due = [&]() -> Status {
+    const double now_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (states[i].submitted || items[i].arrival_ms > now_ms) continue;
+      states[i].detok = std::make_unique<IncrementalDetokenizer>(engine.tokenizer(), true);
+      // Prime with the prompt so the output continues it (its leading space
+      // is kept, as in the prompt + output text).
+      for (int32_t id : items[i].request.prompt_token_ids) states[i].detok->Add(id);
+      StatusOr<std::shared_ptr<OutputChannel>> ch = engine.AddRequest(items[i].request);
+      if (!ch.ok()) return InvalidArgument("line " + std::to_string(items[i].line) + ": " + ch.status().message());
+      states[i].channel = *ch;
+      states[i].submitted = true;
+    }
+    return Status::Ok();
+  };
+  if (Status st = submit_due(); !st.ok()) return Fail(st.message());
 
   const bool tty = isatty(STDERR_FILENO);
   size_t num_done = 0, next_write = 0;
   uint64_t tokens = 0;
   SteadyClock::time_point last_draw{};
   while (num_done < items.size()) {
+    if (Status st = submit_due(); !st.ok()) return Fail(st.message());
     bool progressed = false;
     for (size_t i = 0; i < items.size(); ++i) {
       ItemState& st = states[i];
-      if (st.done) continue;
+      if (st.done || !st.submitted) continue;
       while (std::optional<RequestOutput> o = st.channel->Pop(std::chrono::milliseconds(0))) {
         tokens += o->new_token_ids.size();
         Consume(*o, items[i], st, engine);

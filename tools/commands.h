@@ -15,5 +15,7 @@ int RunKvCalc(int argc, char** argv);       // tools/kv_calc_command.cc
 int RunBatch(int argc, char** argv);        // tools/batch_command.cc
 int RunServe(int argc, char** argv);        // tools/serve_command.cc
 int RunQuantize(int argc, char** argv);     // tools/quantize_command.cc
+int RunImatrix(int argc, char** argv);      // tools/imatrix_command.cc
+int RunEvalQuant(int argc, char** argv);    // tools/eval_quant_command.cc
 
 }  // namespace tern

@@ -25,6 +25,8 @@ const Command kCommands[] = {
     {"model", tern::RunModel, "model tools: 'tern model synth' makes random-weight GGUFs"},
     {"kv-calc", tern::RunKvCalc, "KV-cache capacity planner"},
     {"quantize", tern::RunQuantize, "requantize a GGUF file to another weight format"},
+    {"imatrix", tern::RunImatrix, "importance matrix from calibration text, for tern quantize --imatrix"},
+    {"eval-quant", tern::RunEvalQuant, "regression check of a quantized model against its base"},
 };
 
 void PrintUsage(FILE* out) {

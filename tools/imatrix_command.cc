@@ -1,0 +1,139 @@
+// tern imatrix: an importance matrix from calibration text. Runs the model
+// over the text in windows exactly as `tern perplexity` does (the same
+// PerplexityEvaluator: tokenize, windows of --ctx tokens, BOS first) with a
+// MatMulObserver attached that feeds every weight MatMul's input rows to a
+// quant::ImatrixAccumulator, then saves the per-column mean of x^2 as a GGUF
+// file for `tern quantize --imatrix` (format in quant/imatrix.h).
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "model/perplexity.h"
+#include "quant/imatrix.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/arg_parser.h"
+#include "tools/commands.h"
+
+namespace tern {
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tern imatrix: %s\n", message.c_str());
+  return 1;
+}
+
+// Feeds the model's MatMul inputs to the accumulator; keeps the first error
+// (OnMatMul cannot return one).
+class ImatrixObserver : public MatMulObserver {
+ public:
+  explicit ImatrixObserver(quant::ImatrixAccumulator& acc) : acc_(acc) {}
+  void OnMatMul(const std::string& weight_name, const float* x, int64_t num_tokens,
+                int64_t cols) override {
+    if (!status_.ok()) return;
+    status_ = acc_.Add(weight_name, x, num_tokens, cols);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  quant::ImatrixAccumulator& acc_;
+  Status status_;
+};
+
+struct ImatrixArgs {
+  std::string model;
+  std::string text_file;
+  std::string out;
+  int64_t ctx = 512;
+  int64_t max_chunks = 0;
+  int64_t threads = 0;
+};
+
+StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open calibration text");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const Model& model) {
+  TERN_ASSIGN_OR_RETURN(Vocab vocab, Vocab::FromGguf(model.file()));
+  return Tokenizer::Create(std::move(vocab));
+}
+
+}  // namespace
+
+int RunImatrix(int argc, char** argv) {
+  ImatrixArgs a;
+  ArgParser p("imatrix -m MODEL -f CALIB.txt -o FILE [--ctx N] [--chunks N] [-t N]",
+              "Runs MODEL over the calibration text in windows of --ctx tokens (BOS first, as "
+              "'tern perplexity') and writes, per weight matrix, the mean square of each input "
+              "column as '<weight>.imatrix' F32 tensors of a GGUF FILE, for "
+              "'tern quantize --imatrix FILE'.");
+  p.AddString("-m,--model", "PATH", &a.model, "GGUF model (required)");
+  p.AddString("-f,--file", "PATH", &a.text_file, "calibration text file (required)");
+  p.AddString("-o,--output", "FILE", &a.out, "imatrix GGUF file to write (required)");
+  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
+  p.AddInt("--chunks", "N", &a.max_chunks, "run at most N windows (default: all)");
+  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  if (int rc = ParseOrExit(p, argc, argv, "imatrix"); rc >= 0) return rc;
+  if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
+  if (a.text_file.empty()) return Fail("no calibration text given: pass a file with -f TEXT");
+  if (a.out.empty()) return Fail("no output given: pass the file to write with -o FILE");
+  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
+  if (a.max_chunks < 0) return Fail("--chunks must be >= 0");
+
+  auto text = ReadText(a.text_file);
+  if (!text.ok()) return Fail(text.status().message());
+  auto model_or = Model::Load(a.model);
+  if (!model_or.ok()) return Fail(model_or.status().message());
+  std::unique_ptr<Model> model = std::move(model_or).value();
+  auto tokenizer_or = LoadTokenizer(*model);
+  if (!tokenizer_or.ok()) return Fail(tokenizer_or.status().message());
+  const Tokenizer& tokenizer = **tokenizer_or;
+
+  PerplexityOptions options;
+  options.ctx = (int32_t)a.ctx;
+  options.batch = options.ctx;
+  options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
+  std::vector<int32_t> tokens = tokenizer.Encode(*text, true, false);
+  const size_t num_tokens = tokens.size();
+  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
+  ThreadPool pool(threads);
+  auto ev_or = PerplexityEvaluator::Create(*model, std::move(tokens), options, &pool);
+  if (!ev_or.ok()) return Fail(a.text_file + ": " + ev_or.status().message());
+  PerplexityEvaluator& ev = **ev_or;
+  const int32_t num_chunks =
+      a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, ev.num_chunks()) : ev.num_chunks();
+  std::fprintf(stderr, "imatrix: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
+               num_chunks, options.ctx, threads);
+
+  quant::ImatrixAccumulator acc;
+  ImatrixObserver observer(acc);
+  model->SetMatMulObserver(&observer);
+  while (ev.chunks_done() < num_chunks) {
+    const Status st = ev.RunNextChunk();
+    if (!st.ok()) return Fail(st.message());
+    if (!observer.status().ok()) return Fail(observer.status().message());
+    std::fprintf(stderr, "\r[%d/%d] ppl %.4f, %d weights observed", ev.chunks_done(), num_chunks,
+                 ev.Perplexity(), acc.num_weights());
+    std::fflush(stderr);
+  }
+  model->SetMatMulObserver(nullptr);
+  std::fprintf(stderr, "\n");
+  if (acc.num_weights() == 0) {
+    return Fail("the model reported no weight MatMul to observe; nothing to write");
+  }
+  if (Status st = acc.Save(a.out, a.text_file, num_chunks); !st.ok()) return Fail(st.message());
+  std::fprintf(stdout, "wrote %s: %d weights, %d chunks of %d tokens\n", a.out.c_str(),
+               acc.num_weights(), num_chunks, options.ctx);
+  return 0;
+}
+
+}  // namespace tern
