@@ -1,9 +1,484 @@
-// Placeholder until this command is built; replaced wholesale by its owner.
+// `tern bench`: speed of a model (prefill pp and decode tg, llama-bench
+// style) or of the kernels alone (`tern bench kernels`), each next to the
+// machine's own limits measured in the same run: memory read bandwidth for
+// decode (tokens/s <= bandwidth / bytes read per token) and the fp32 FMA peak
+// for prefill (tokens/s <= peak / (2 x parameters)).
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
+#include "kernels/kernels.h"
+#include "kernels/machine_probe.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
+
 namespace tern {
-int RunBench(int, char**) {
-  std::fprintf(stderr, "tern: this command is not built yet\n");
-  return 2;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+
+Stats Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return {};
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Resident and peak resident memory of this process, bytes.
+void ReadRss(int64_t* rss, int64_t* hwm) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  *rss = *hwm = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) *rss = std::stoll(line.substr(6)) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) *hwm = std::stoll(line.substr(6)) * 1024;
+  }
+}
+
+// Short read-bandwidth probe: medians of a few rounds over 256 MiB.
+double ProbeBandwidth(ThreadPool& pool) {
+  return kernels::MeasureReadBandwidth(pool, 256ll << 20, 5).median;
+}
+
+// ---- model benchmark ------------------------------------------------------------
+
+struct ModelBenchOptions {
+  std::string model_path;
+  int64_t pp = 512;
+  int64_t tg = 128;
+  int threads = 0;
+  int reps = 3;
+  bool json = false;
+};
+
+std::string WeightTypeName(const gguf::GgufFile& file) {
+  // The dtype holding most of the bytes of 2-D weights.
+  std::vector<std::pair<int64_t, DType>> bytes;
+  for (const auto& t : file.tensors()) {
+    if (t.shape.size() < 2) continue;
+    auto it = std::find_if(bytes.begin(), bytes.end(),
+                           [&](const auto& p) { return p.second == t.dtype; });
+    if (it == bytes.end()) bytes.push_back({(int64_t)t.num_bytes, t.dtype});
+    else it->first += (int64_t)t.num_bytes;
+  }
+  if (bytes.empty()) return "?";
+  std::sort(bytes.rbegin(), bytes.rend());
+  return DTypeName(bytes.front().second);
+}
+
+// Multiply-accumulate parameters touched per token by the matmuls, without
+// the output matrix (which prefill applies to the last token only).
+int64_t LayerMatmulParams(const gguf::GgufFile& file) {
+  int64_t n = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.shape.size() < 2 || t.name.rfind("blk.", 0) != 0) continue;
+    n += t.NumElements();
+  }
+  return n;
+}
+
+class ModelBench {
+ public:
+  ModelBench(Model& model, ThreadPool& pool, int32_t max_context)
+      : model_(model), pool_(pool), kv_(MakeShape(model.config(), max_context)) {
+    const int32_t nb = (int32_t)kv_.shape().num_blocks;
+    table_.resize(nb);
+    for (int32_t i = 0; i < nb; ++i) table_[i] = i;
+    logits_.resize(model.config().n_vocab);
+  }
+
+  // One batch of n tokens at positions [start, start + n); logits of the last.
+  void Run(int32_t start, int32_t n, std::mt19937& rng) {
+    ForwardBatch batch;
+    std::uniform_int_distribution<int32_t> tok(0, model_.config().n_vocab - 1);
+    for (int32_t i = 0; i < n; ++i) {
+      batch.token_ids.push_back(tok(rng));
+      batch.positions.push_back(start + i);
+      batch.slots.push_back(start + i);
+    }
+    ForwardSequence seq;
+    seq.first_token = 0;
+    seq.num_tokens = n;
+    seq.context_len = start + n;
+    const int32_t bs = kv_.shape().block_size;
+    seq.block_table.assign(table_.begin(), table_.begin() + (start + n + bs - 1) / bs);
+    batch.sequences.push_back(std::move(seq));
+    batch.logits_rows.push_back(n - 1);
+    model_.Forward(batch, kv_, logits_.data(), &pool_);
+  }
+
+  const KvStorage& kv() const { return kv_; }
+
+ private:
+  static KvShape MakeShape(const ModelConfig& c, int32_t max_context) {
+    KvShape s;
+    s.num_layers = c.n_layer;
+    s.num_kv_heads = c.n_head_kv;
+    s.head_dim = c.head_dim;
+    s.block_size = 16;
+    s.num_blocks = (max_context + 15) / 16;
+    s.dtype = DType::kF16;
+    return s;
+  }
+
+  Model& model_;
+  ThreadPool& pool_;
+  KvStorage kv_;
+  std::vector<int32_t> table_;
+  std::vector<float> logits_;
+};
+
+struct TestResult {
+  std::string test;
+  Stats tps;
+  double bytes_per_token = 0;
+  double bandwidth_gb_s = 0;
+  double fma_peak_gflops = 0;
+  double roofline_fraction = 0;
+};
+
+int RunModelBench(const ModelBenchOptions& o) {
+  auto loaded = Model::Load(o.model_path);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tern bench: %s\n", loaded.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Model> model = std::move(loaded).value();
+  const ModelConfig& cfg = model->config();
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
+  ThreadPool pool(threads);
+  const std::string type = WeightTypeName(model->file());
+  const int32_t max_context = (int32_t)std::max(o.pp, o.tg) + 1;
+  if (max_context > cfg.n_ctx_train && cfg.n_ctx_train > 0) {
+    std::fprintf(stderr, "tern bench: note: %d tokens exceed the training context %d\n",
+                 max_context, cfg.n_ctx_train);
+  }
+  ModelBench bench(*model, pool, max_context);
+  std::mt19937 rng(1234);
+  std::fprintf(stderr, "tern bench: %s (%s, %s), %d threads, isa %s\n", o.model_path.c_str(),
+               cfg.arch.c_str(), type.c_str(), threads, kernels::ActiveIsa());
+
+  // Warm up: pages of the mapping, scratch buffers, the pool.
+  bench.Run(0, (int32_t)std::min<int64_t>(std::max<int64_t>(o.pp, 1), 32), rng);
+  bench.Run(0, 1, rng);
+
+  const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
+  const int64_t layer_params = LayerMatmulParams(model->file());
+  const double kv_bytes_per_pos = (double)cfg.KvBytesPerToken(2.0);
+  std::vector<TestResult> results;
+
+  if (o.pp > 0) {
+    TestResult r;
+    r.test = "pp" + std::to_string(o.pp);
+    std::vector<double> tps;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      const auto t0 = Clock::now();
+      bench.Run(0, (int32_t)o.pp, rng);
+      tps.push_back((double)o.pp / Seconds(t0));
+    }
+    r.tps = Summarize(tps);
+    r.fma_peak_gflops = fma_peak;
+    r.bytes_per_token = (double)model->WeightBytes() / (double)o.pp;
+    r.bandwidth_gb_s = ProbeBandwidth(pool);
+    // Prefill roofline: 2 flops per layer parameter per token.
+    r.roofline_fraction = r.tps.median * 2.0 * (double)layer_params / (fma_peak * 1e9);
+    results.push_back(r);
+  }
+  if (o.tg > 0) {
+    TestResult r;
+    r.test = "tg" + std::to_string(o.tg);
+    std::vector<double> tps, bws;
+    bws.push_back(ProbeBandwidth(pool));
+    for (int rep = 0; rep < o.reps; ++rep) {
+      const auto t0 = Clock::now();
+      for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(i, 1, rng);
+      tps.push_back((double)o.tg / Seconds(t0));
+      bws.push_back(ProbeBandwidth(pool));
+    }
+    r.tps = Summarize(tps);
+    r.bandwidth_gb_s = Summarize(bws).median;
+    r.fma_peak_gflops = fma_peak;
+    // Weights once per token plus the KV read at the mean depth (0 .. tg-1).
+    r.bytes_per_token =
+        (double)model->WeightBytes() + kv_bytes_per_pos * (double)(o.tg - 1) / 2.0 + 0.5;
+    r.roofline_fraction = r.tps.median / (r.bandwidth_gb_s * 1e9 / r.bytes_per_token);
+    results.push_back(r);
+  }
+
+  int64_t rss = 0, hwm = 0;
+  ReadRss(&rss, &hwm);
+  const double file_bytes = (double)model->file().file_size();
+  if (o.json) {
+    for (const TestResult& r : results) {
+      nlohmann::json j;
+      j["test"] = r.test;
+      j["model"] = o.model_path;
+      j["arch"] = cfg.arch;
+      j["type"] = type;
+      j["threads"] = threads;
+      j["isa"] = kernels::ActiveIsa();
+      j["reps"] = o.reps;
+      j["tokens_per_second"] = r.tps.median;
+      j["min"] = r.tps.min;
+      j["max"] = r.tps.max;
+      j["bytes_per_token"] = (int64_t)r.bytes_per_token;
+      j["bandwidth_gb_s"] = r.bandwidth_gb_s;
+      j["fma_peak_gflops"] = r.fma_peak_gflops;
+      j["roofline_fraction"] = r.roofline_fraction;
+      j["file_bytes"] = (int64_t)file_bytes;
+      j["rss_bytes"] = rss;
+      j["peak_rss_bytes"] = hwm;
+      std::printf("%s\n", j.dump().c_str());
+    }
+    return 0;
+  }
+  std::printf("| model | type | size | threads | test | tok/s (min-max) | roofline |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const TestResult& r : results) {
+    const bool pp = r.test.rfind("pp", 0) == 0;
+    char roof[128];
+    if (pp) {
+      std::snprintf(roof, sizeof roof, "%.0f%% of %.0f GFLOP/s FMA peak",
+                    100 * r.roofline_fraction, r.fma_peak_gflops);
+    } else {
+      std::snprintf(roof, sizeof roof, "%.0f%% of %.1f GB/s / %s per token",
+                    100 * r.roofline_fraction, r.bandwidth_gb_s,
+                    FormatBytes(r.bytes_per_token).c_str());
+    }
+    std::printf("| %s | %s | %s | %d | %s | %.2f (%.2f-%.2f) | %s |\n", cfg.arch.c_str(),
+                type.c_str(), FormatBytes(file_bytes).c_str(), threads, r.test.c_str(),
+                r.tps.median, r.tps.min, r.tps.max, roof);
+  }
+  std::printf("resident memory %s (peak %s); file %s + KV %s\n", FormatBytes((double)rss).c_str(),
+              FormatBytes((double)hwm).c_str(), FormatBytes(file_bytes).c_str(),
+              FormatBytes((double)bench.kv().total_bytes()).c_str());
+  return 0;
+}
+
+// ---- kernel benchmark ------------------------------------------------------------
+
+struct KernelBenchOptions {
+  int threads = 0;
+  int64_t tokens = 128;
+  int64_t rows = 5632;
+  int64_t cols = 2048;
+  bool json = false;
+  bool cpu_time = false;
+  std::string types;
+};
+
+std::vector<DType> ParseTypes(const std::string& list) {
+  std::vector<DType> out;
+  if (list.empty()) {
+    return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+            DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  }
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    if (auto t = ParseDType(name)) out.push_back(*t);
+    else std::fprintf(stderr, "tern bench: unknown type '%s' skipped\n", name.c_str());
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Largest |simd - ref| relative to sum |w x| over a small random matmul.
+double ErrorVsReference(DType t, int64_t cols, std::mt19937& rng) {
+  const kernels::KernelTable& active = kernels::ActiveKernelTable();
+  const int64_t rows = 37, tokens = 5;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(rows * cols), x(tokens * cols);
+  for (auto& v : wf) v = nd(rng) * 0.02f;
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> w(rows * RowBytes(t, cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::QuantizeRow(t, wf.data() + r * cols, w.data() + r * RowBytes(t, cols), cols);
+    quant::DequantizeRow(t, w.data() + r * RowBytes(t, cols), wf.data() + r * cols, cols);
+  }
+  std::vector<float> a(rows * tokens), b(rows * tokens);
+  const kernels::WeightView view{t, w.data(), rows, cols};
+  kernels::MatMulWith(kernels::RefKernelTable(), view, x.data(), tokens, a.data(), nullptr);
+  kernels::MatMulWith(active, view, x.data(), tokens, b.data(), nullptr);
+  double worst = 0;
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double abs_sum = 0;
+      for (int64_t k = 0; k < cols; ++k) abs_sum += std::fabs(wf[r * cols + k] * x[i * cols + k]);
+      worst = std::max(worst, std::fabs((double)a[i * rows + r] - b[i * rows + r]) / abs_sum);
+    }
+  }
+  return worst;
+}
+
+int RunKernelBench(const KernelBenchOptions& o) {
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
+  ThreadPool pool(threads);
+  std::fprintf(stderr, "tern bench kernels: isa %s, %d threads, matrix %" PRId64 " x %" PRId64
+               ", prefill %" PRId64 " tokens\n",
+               kernels::ActiveIsa(), threads, o.rows, o.cols, o.tokens);
+  const auto read = kernels::MeasureReadBandwidth(pool, 512ll << 20, 9, o.cpu_time);
+  const auto triad = kernels::MeasureTriadBandwidth(pool, 384ll << 20, 7, o.cpu_time);
+  const auto fma = kernels::MeasureFmaPeak(pool, 7, o.cpu_time);
+  kernels::BenchTimer timer(o.cpu_time, threads);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  if (o.json) {
+    nlohmann::json j;
+    j["test"] = "machine";
+    j["threads"] = threads;
+    j["read_gb_s"] = read.median;
+    j["read_best_gb_s"] = read.best;
+    j["triad_gb_s"] = triad.median;
+    j["fma_peak_gflops"] = fma.median;
+    j["fma_best_gflops"] = fma.best;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("memory read %.1f GB/s (best %.1f), triad %.1f GB/s, FMA peak %.0f GFLOP/s "
+                "(best %.0f), %d threads\n\n",
+                read.median, read.best, triad.median, fma.median, fma.best, threads);
+    std::printf("| type | decode GB/s | of read bw | decode us | prefill GFLOP/s | of FMA peak "
+                "| max err vs ref |\n|---|---|---|---|---|---|---|\n");
+  }
+  std::vector<float> x(o.tokens * o.cols);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> y(o.tokens * o.rows);
+  for (DType t : ParseTypes(o.types)) {
+    if (o.cols % BlockSize(t) != 0 || !quant::CanQuantize(t)) continue;
+    // Quantize 64 distinct rows, tile them; enough copies of the matrix that
+    // decode streams from memory, not from the caches.
+    const int64_t row_bytes = RowBytes(t, o.cols);
+    const int64_t matrix_bytes = row_bytes * o.rows;
+    std::vector<uint8_t> distinct(64 * row_bytes);
+    std::vector<float> src(o.cols);
+    for (int64_t r = 0; r < 64; ++r) {
+      for (auto& v : src) v = nd(rng) * 0.02f;
+      quant::QuantizeRow(t, src.data(), distinct.data() + r * row_bytes, o.cols);
+    }
+    const int64_t copies =
+        std::clamp<int64_t>((768ll << 20) / std::max<int64_t>(matrix_bytes, 1), 1, 64);
+    std::vector<uint8_t> w(copies * matrix_bytes);
+    for (int64_t r = 0; r < copies * o.rows; ++r) {
+      std::memcpy(w.data() + r * row_bytes, distinct.data() + (r % 64) * row_bytes, row_bytes);
+    }
+    auto view = [&](int64_t c) {
+      return kernels::WeightView{t, w.data() + c * matrix_bytes, o.rows, o.cols};
+    };
+    // Decode: one token per matmul, cycling through the copies.
+    kernels::MatMul(view(0), x.data(), 1, y.data(), &pool);
+    std::vector<double> per_call;
+    for (int round = 0; round < 5; ++round) {
+      const int64_t calls = std::max<int64_t>(copies, 8);
+      timer.Start();
+      for (int64_t i = 0; i < calls; ++i) kernels::MatMul(view(i % copies), x.data(), 1, y.data(), &pool);
+      per_call.push_back(timer.Seconds() / (double)calls);
+    }
+    const double decode_s = Summarize(per_call).median;
+    const double decode_gbs = (double)matrix_bytes / decode_s / 1e9;
+    // Prefill: tokens per matmul.
+    std::vector<double> gflops;
+    for (int round = 0; round < 3; ++round) {
+      timer.Start();
+      kernels::MatMul(view(round % copies), x.data(), o.tokens, y.data(), &pool);
+      gflops.push_back(2.0 * o.rows * o.cols * o.tokens / timer.Seconds() / 1e9);
+    }
+    const double prefill = Summarize(gflops).median;
+    const double err = ErrorVsReference(t, std::max<int64_t>(256, BlockSize(t)), rng);
+    if (o.json) {
+      nlohmann::json j;
+      j["test"] = "kernel";
+      j["type"] = DTypeName(t);
+      j["isa"] = kernels::ActiveIsa();
+      j["threads"] = threads;
+      j["rows"] = o.rows;
+      j["cols"] = o.cols;
+      j["decode_gb_s"] = decode_gbs;
+      j["decode_us"] = decode_s * 1e6;
+      j["decode_fraction"] = decode_gbs / read.median;
+      j["prefill_tokens"] = o.tokens;
+      j["prefill_gflops"] = prefill;
+      j["prefill_fraction"] = prefill / fma.median;
+      j["max_rel_err_vs_ref"] = err;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("| %s | %.1f | %.0f%% | %.0f | %.1f | %.0f%% | %.1e |\n", DTypeName(t),
+                  decode_gbs, 100 * decode_gbs / read.median, decode_s * 1e6, prefill,
+                  100 * prefill / fma.median, err);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  if (argc >= 1 && std::strcmp(argv[0], "kernels") == 0) {
+    KernelBenchOptions o;
+    ArgParser p("bench kernels [-t N] [-p TOKENS] [--type LIST] [--json]",
+                "Measures memory bandwidth, the FMA peak and every MatMul kernel on a "
+                "tinyllama-sized matrix (decode GB/s, prefill GFLOP/s, error vs the scalar "
+                "reference).");
+    p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
+    p.AddInt("-p,--tokens", "N", &o.tokens, "prefill tokens per matmul (default 128)");
+    p.AddInt("--rows", "N", &o.rows, "matrix rows (default 5632)");
+    p.AddInt("--cols", "N", &o.cols, "matrix columns (default 2048)");
+    p.AddString("--type", "LIST", &o.types, "comma-separated types (default: all)");
+    p.AddFlag("--json", &o.json, "one JSON object per line");
+    p.AddFlag("--cpu-time", &o.cpu_time,
+              "time by process CPU time / threads (for a busy machine; default wall time)");
+    if (int rc = ParseOrExit(p, argc - 1, argv + 1, "bench kernels"); rc >= 0) return rc;
+    if (o.rows <= 0 || o.cols <= 0 || o.tokens <= 0) {
+      std::fprintf(stderr, "tern bench kernels: --rows, --cols and -p must be positive\n");
+      return 1;
+    }
+    return RunKernelBench(o);
+  }
+  ModelBenchOptions o;
+  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]",
+              "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
+              "of a model, with the roofline measured in the same run. `tern bench kernels` "
+              "benchmarks the kernels alone.");
+  p.AddString("-m,--model", "PATH", &o.model_path, "GGUF model (required)");
+  p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
+  p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");
+  p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
+  p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
+  p.AddFlag("--json", &o.json, "one JSON object per line per test");
+  if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;
+  if (o.model_path.empty()) {
+    std::fprintf(stderr, "tern bench: -m MODEL is required (or `tern bench kernels`)\n");
+    return 1;
+  }
+  if (o.pp < 0 || o.tg < 0 || o.reps < 1) {
+    std::fprintf(stderr, "tern bench: -p and -n must be >= 0 and -r >= 1\n");
+    return 1;
+  }
+  return RunModelBench(o);
+}
+
 }  // namespace tern

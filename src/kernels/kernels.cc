@@ -1,31 +1,204 @@
 #include "kernels/kernels.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "base/fp16.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
+#include "kernels/ref/ref_kernels.h"
+#include "kernels/x86/avx2_kernels.h"
 #include "quant/quant.h"
 
 namespace tern::kernels {
+namespace {
 
-// Reference implementation: dequantize each weight row, dot in f32.
-// (Replaced by the dispatched SIMD kernels; kept as the spec.)
-void MatMul(const WeightView& w, const float* x, int64_t num_tokens, float* y,
-            ThreadPool* pool) {
-  auto body = [&](int64_t r0, int64_t r1, int) {
-    std::vector<float> row(w.cols);
-    const int64_t row_bytes = RowBytes(w.dtype, w.cols);
-    for (int64_t r = r0; r < r1; ++r) {
-      quant::DequantizeRow(w.dtype, (const uint8_t*)w.data + r * row_bytes, row.data(), w.cols);
-      for (int64_t t = 0; t < num_tokens; ++t) {
-        const float* xt = x + t * w.cols;
-        double acc = 0;
-        for (int64_t k = 0; k < w.cols; ++k) acc += (double)row[k] * xt[k];
-        y[t * w.rows + r] = (float)acc;
+// Activation rows of a token chunk should stay in L2 while a tile of weight
+// rows is reused across them.
+constexpr int64_t kActChunkBytes = 192 * 1024;
+// Row split granularity: a multiple of every kernel's row tile.
+constexpr int64_t kRowGrain = 8;
+
+KernelTable MakeRefTable() {
+  KernelTable t;
+  FillRefKernels(&t);
+  return t;
+}
+
+const KernelTable* MakeAvx2Table() {
+  if (!DetectCpuFeatures().HasAvx2Fma()) return nullptr;
+  static KernelTable t = [] {
+    KernelTable table;
+    FillRefKernels(&table);
+    FillAvx2Kernels(&table);
+    return table;
+  }();
+  return &t;
+}
+
+const KernelTable& ChooseTable() {
+  const char* isa = std::getenv("TERN_ISA");
+  if (isa != nullptr && std::strcmp(isa, "scalar") == 0) return RefKernelTable();
+  if (const KernelTable* t = Avx2KernelTable()) return *t;
+  return RefKernelTable();
+}
+
+int64_t ActRowBytes(ActKind kind, int64_t cols) {
+  switch (kind) {
+    case ActKind::kF32: return cols * (int64_t)sizeof(float);
+    case ActKind::kQ8: return cols / 32 * (int64_t)sizeof(ActBlockQ8);
+    case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
+    default: return 0;
+  }
+}
+
+// Per-thread scratch for quantized activations, one per ActKind (grows,
+// never shrinks).
+std::vector<uint8_t>& ActScratch(ActKind kind) {
+  thread_local std::vector<uint8_t> scratch[4];
+  return scratch[(int)kind];
+}
+
+void ForRange(ThreadPool* pool, int64_t n, int64_t grain,
+              const ThreadPool::RangeFn& fn) {
+  if (pool != nullptr && pool->num_threads() > 1) {
+    pool->ParallelFor(n, fn, grain);
+  } else if (n > 0) {
+    fn(0, n, 0);
+  }
+}
+
+// Quantizes (or passes through) the activations; returns the row pointer.
+const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
+                                  const float* x, int64_t num_tokens, int64_t cols,
+                                  ThreadPool* pool) {
+  if (kind == ActKind::kF32) return (const uint8_t*)x;
+  const int64_t row_bytes = ActRowBytes(kind, cols);
+  std::vector<uint8_t>& scratch = ActScratch(kind);
+  if ((int64_t)scratch.size() < row_bytes * num_tokens) {
+    scratch.resize(row_bytes * num_tokens);
+  }
+  uint8_t* act = scratch.data();
+  auto body = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (kind == ActKind::kQ8) {
+        table.quantize_q8(x + t * cols, cols, (ActBlockQ8*)(act + t * row_bytes));
+      } else {
+        table.quantize_q8k(x + t * cols, cols, (ActBlockQ8K*)(act + t * row_bytes));
       }
     }
   };
-  if (pool) pool->ParallelFor(w.rows, body, 16);
-  else body(0, w.rows, 0);
+  if (num_tokens >= 4) ForRange(pool, num_tokens, 1, body);
+  else body(0, num_tokens, 0);
+  return act;
+}
+
+// Weights of a dtype without a kernel: dequantize each row, f32 dot.
+void MatMulFallback(const KernelTable& table, const WeightView& w, const float* x,
+                    int64_t num_tokens, float* y, ThreadPool* pool) {
+  CHECK(quant::CanDequantize(w.dtype));
+  const int64_t row_bytes = RowBytes(w.dtype, w.cols);
+  ForRange(pool, w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
+    std::vector<float> row(w.cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      quant::DequantizeRow(w.dtype, (const uint8_t*)w.data + r * row_bytes, row.data(),
+                           w.cols);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        y[t * w.rows + r] = table.dot_f32(row.data(), x + t * w.cols, w.cols);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const KernelTable& RefKernelTable() {
+  static const KernelTable t = MakeRefTable();
+  return t;
+}
+
+const KernelTable* Avx2KernelTable() {
+  static const KernelTable* t = MakeAvx2Table();
+  return t;
+}
+
+const KernelTable& ActiveKernelTable() {
+  static const KernelTable& t = ChooseTable();
+  return t;
+}
+
+void MatMulWith(const KernelTable& table, const WeightView& w, const float* x,
+                int64_t num_tokens, float* y, ThreadPool* pool) {
+  MatMulManyWith(table, std::span<const WeightView>(&w, 1), x, num_tokens, &y, pool);
+}
+
+void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, const float* x,
+                    int64_t num_tokens, float* const* ys, ThreadPool* pool) {
+  if (ws.empty() || num_tokens <= 0) return;
+  const int64_t cols = ws[0].cols;
+  // Matrices without a kernel go alone; the others share one dispatch.
+  struct Part {
+    const MatMulKernel* k;
+    const WeightView* w;
+    float* y;
+    int64_t first_row;  // in the concatenation of all parts' rows
+  };
+  Part parts[16];
+  int num_parts = 0;
+  int64_t total_rows = 0;
+  const uint8_t* act[4] = {};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    CHECK_EQ(ws[i].cols, cols);
+    const MatMulKernel* k = table.FindMatMul(ws[i].dtype);
+    if (k == nullptr || num_parts == 16) {
+      if (k == nullptr) MatMulFallback(table, ws[i], x, num_tokens, ys[i], pool);
+      else MatMulManyWith(table, ws.subspan(i, 1), x, num_tokens, ys + i, pool);
+      continue;
+    }
+    if (act[(int)k->act] == nullptr) {
+      act[(int)k->act] = PrepareActivations(table, k->act, x, num_tokens, cols, pool);
+    }
+    parts[num_parts++] = {k, &ws[i], ys[i], total_rows};
+    total_rows += ws[i].rows;
+  }
+  if (total_rows == 0) return;
+  ForRange(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int) {
+    for (int p = 0; p < num_parts; ++p) {
+      const Part& part = parts[p];
+      const int64_t r0 = std::max(g0, part.first_row) - part.first_row;
+      const int64_t r1 = std::min(g1, part.first_row + part.w->rows) - part.first_row;
+      if (r0 >= r1) continue;
+      const int64_t act_row_bytes = ActRowBytes(part.k->act, cols);
+      const int64_t w_row_bytes = RowBytes(part.w->dtype, cols);
+      const int64_t chunk_tokens =
+          std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, act_row_bytes));
+      const uint8_t* wdata = (const uint8_t*)part.w->data;
+      const uint8_t* a = act[(int)part.k->act];
+      for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk_tokens) {
+        const int64_t nt = std::min(chunk_tokens, num_tokens - t0);
+        part.k->gemm(wdata + r0 * w_row_bytes, w_row_bytes, r1 - r0, a + t0 * act_row_bytes,
+                     act_row_bytes, nt, cols, part.y + t0 * part.w->rows + r0, part.w->rows);
+      }
+    }
+  });
+}
+
+void MatMul(const WeightView& w, const float* x, int64_t num_tokens, float* y,
+            ThreadPool* pool) {
+  MatMulWith(ActiveKernelTable(), w, x, num_tokens, y, pool);
+}
+
+void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                float* const* ys, ThreadPool* pool) {
+  MatMulManyWith(ActiveKernelTable(), ws, x, num_tokens, ys, pool);
+}
+
+bool HasMatMulKernel(DType dtype) {
+  return ActiveKernelTable().FindMatMul(dtype) != nullptr;
 }
 
 void GetRow(const WeightView& w, int64_t row, float* out) {
@@ -33,6 +206,138 @@ void GetRow(const WeightView& w, int64_t row, float* out) {
   quant::DequantizeRow(w.dtype, (const uint8_t*)w.data + row * row_bytes, out, w.cols);
 }
 
-const char* ActiveIsa() { return "scalar"; }
+const char* ActiveIsa() { return ActiveKernelTable().isa; }
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  ActiveKernelTable().rms_norm(x, weight, n, eps, out);
+}
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  ActiveKernelTable().silu_mul(gate, up, n, out);
+}
+void Softmax(float* x, int64_t n) { ActiveKernelTable().softmax(x, n); }
+
+void RopeCosSin(float position, const float* inv_freq, int64_t rope_dim, float* cos_sin) {
+  for (int64_t i = 0; i < rope_dim / 2; ++i) {
+    const float theta = position * inv_freq[i];
+    cos_sin[2 * i] = std::cos(theta);
+    cos_sin[2 * i + 1] = std::sin(theta);
+  }
+}
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t rope_dim,
+          const float* cos_sin, bool neox) {
+  ActiveKernelTable().rope(x, num_heads, head_dim, rope_dim, cos_sin, neox);
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  return ActiveKernelTable().dot_f32(a, b, n);
+}
+float DotF16(const float* a, const uint16_t* b, int64_t n) {
+  return ActiveKernelTable().dot_f16(a, b, n);
+}
+void Axpy(float alpha, const float* x, int64_t n, float* y) {
+  ActiveKernelTable().axpy_f32(alpha, x, n, y);
+}
+void AxpyF16(float alpha, const uint16_t* x, int64_t n, float* y) {
+  ActiveKernelTable().axpy_f16(alpha, x, n, y);
+}
+void Scale(float alpha, int64_t n, float* y) { ActiveKernelTable().scale_f32(alpha, n, y); }
+
+// ---- attention -------------------------------------------------------------------
+
+namespace {
+
+// Positions are processed in chunks: scores of a chunk for all heads of a
+// KV group, one rescale of the running output per chunk (online softmax).
+constexpr int kAttnChunk = 64;
+
+void AttendGroup(const KernelTable& kt, const float* q, int32_t position,
+                 int32_t group, int32_t kv_head, int32_t head_dim, float scale,
+                 int32_t sliding_window, const KvPagesView& kv, float* out) {
+  const int64_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
+  const int64_t slot_bytes = kv.slot_elems * elem_bytes;
+  const int64_t head_off = (int64_t)kv_head * head_dim * elem_bytes;
+  const int32_t lo = sliding_window > 0 ? std::max(0, position - sliding_window + 1) : 0;
+  float scores[kAttnChunk * 16];  // group <= 16 checked by the caller
+  float running_max[16], running_sum[16];
+  for (int g = 0; g < group; ++g) {
+    running_max[g] = -INFINITY;
+    running_sum[g] = 0.0f;
+    std::memset(out + (int64_t)g * head_dim, 0, sizeof(float) * head_dim);
+  }
+  auto slot_ptr = [&](const uint8_t* base, int32_t p) {
+    const int64_t slot = (int64_t)kv.block_table[p / kv.block_size] * kv.block_size +
+                         p % kv.block_size;
+    return base + slot * slot_bytes + head_off;
+  };
+  for (int32_t p0 = lo; p0 <= position; p0 += kAttnChunk) {
+    const int32_t n = std::min(kAttnChunk, position - p0 + 1);
+    for (int32_t i = 0; i < n; ++i) {
+      const uint8_t* krow = slot_ptr(kv.k, p0 + i);
+      for (int g = 0; g < group; ++g) {
+        const float* qg = q + (int64_t)g * head_dim;
+        const float s = elem_bytes == 4 ? kt.dot_f32(qg, (const float*)krow, head_dim)
+                                        : kt.dot_f16(qg, (const uint16_t*)krow, head_dim);
+        scores[g * kAttnChunk + i] = s * scale;
+      }
+    }
+    for (int g = 0; g < group; ++g) {
+      float* sg = scores + g * kAttnChunk;
+      float mx = running_max[g];
+      for (int32_t i = 0; i < n; ++i) mx = std::max(mx, sg[i]);
+      const float correction = std::exp(running_max[g] - mx);
+      if (correction != 1.0f) {
+        kt.scale_f32(correction, head_dim, out + (int64_t)g * head_dim);
+        running_sum[g] *= correction;
+      }
+      running_max[g] = mx;
+      for (int32_t i = 0; i < n; ++i) {
+        sg[i] = std::exp(sg[i] - mx);
+        running_sum[g] += sg[i];
+      }
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      const uint8_t* vrow = slot_ptr(kv.v, p0 + i);
+      for (int g = 0; g < group; ++g) {
+        float* og = out + (int64_t)g * head_dim;
+        const float a = scores[g * kAttnChunk + i];
+        if (elem_bytes == 4) kt.axpy_f32(a, (const float*)vrow, head_dim, og);
+        else kt.axpy_f16(a, (const uint16_t*)vrow, head_dim, og);
+      }
+    }
+  }
+  for (int g = 0; g < group; ++g) {
+    const float inv = running_sum[g] > 0.0f ? 1.0f / running_sum[g] : 0.0f;
+    kt.scale_f32(inv, head_dim, out + (int64_t)g * head_dim);
+  }
+}
+
+}  // namespace
+
+void Attention(const float* q, int64_t num_queries, const int32_t* positions,
+               int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+               int32_t sliding_window, const KvPagesView& kv, float* out,
+               ThreadPool* pool) {
+  CHECK(n_head_kv > 0 && n_head % n_head_kv == 0);
+  CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16);
+  const int32_t group = n_head / n_head_kv;
+  const KernelTable& kt = ActiveKernelTable();
+  const int64_t row = (int64_t)n_head * head_dim;
+  // Work items: (query, kv head); groups of more than 16 heads are split.
+  const int32_t sub = (group + 15) / 16;
+  const int32_t sub_group = group / sub;
+  CHECK(sub_group * sub == group);
+  const int64_t items = num_queries * n_head_kv * sub;
+  ForRange(pool, items, 1, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t qi = it / (n_head_kv * sub);
+      const int32_t rest = (int32_t)(it % (n_head_kv * sub));
+      const int32_t kv_head = rest / sub;
+      const int32_t first_head = kv_head * group + (rest % sub) * sub_group;
+      AttendGroup(kt, q + qi * row + (int64_t)first_head * head_dim, positions[qi],
+                  sub_group, kv_head, head_dim, scale, sliding_window, kv,
+                  out + qi * row + (int64_t)first_head * head_dim);
+    }
+  });
+}
 
 }  // namespace tern::kernels

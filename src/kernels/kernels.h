@@ -1,14 +1,22 @@
 // kernels: the compute primitives of the forward pass, dispatched through a
-// function table filled once at start-up from CPU feature detection.
-// kernels/ref/ holds the scalar spec of every kernel; kernels/x86/ the AVX2 +
-// FMA + F16C versions. Every SIMD kernel must match its reference within
-// per-format bounds (kernels_test.cc).
+// function table filled once at start-up from CPU feature detection
+// (kernel_table.h). kernels/ref/ holds the scalar spec of every kernel;
+// kernels/x86/ the AVX2 + FMA + F16C versions. Every SIMD kernel must match
+// its reference within per-format bounds (kernels_test.cc). Env
+// TERN_ISA=scalar forces the scalar table.
 //
-// Thread rules: all functions are reentrant; MatMul uses the given pool (which
-// must not be in use by another caller).
+// MatMul for quantized weights quantizes the activations on the fly to 8-bit
+// blocks (32 for the legacy formats, 256 with sums for the K-quants) and uses
+// integer dot products; F32/F16/BF16 weights use f32 FMA. Rows are split
+// across the pool's threads; each output is computed by the same sequence of
+// operations whatever the split, so threaded == unthreaded bitwise.
+//
+// Thread rules: all functions are reentrant; MatMul/Attention use the given
+// pool (which must not be in use by another caller).
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
@@ -31,10 +39,77 @@ struct WeightView {
 void MatMul(const WeightView& w, const float* x, int64_t num_tokens, float* y,
             ThreadPool* pool);
 
+// Several matrices with the same cols applied to the same x in one parallel
+// dispatch (Q/K/V, gate/up): ys[i] = x W_i^T, [num_tokens, ws[i].rows].
+// Activations are quantized once; each output equals MatMul's bitwise.
+void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                float* const* ys, ThreadPool* pool);
+
+// True when MatMul has a fast kernel for dtype (others fall back to
+// dequantize + f32 dot, which needs quant::CanDequantize).
+bool HasMatMulKernel(DType dtype);
+
 // Copies row `row` of w, dequantized to f32, into out[cols] (embedding lookup).
 void GetRow(const WeightView& w, int64_t row, float* out);
 
 // Name of the implementation chosen at start-up ("avx2", "scalar").
 const char* ActiveIsa();
+
+// ---- element-wise ------------------------------------------------------------
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; weight may be null
+// (= 1); out may alias x.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)); out may alias
+// gate or up.
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+// In-place softmax of x[0, n).
+void Softmax(float* x, int64_t n);
+
+// ---- RoPE ---------------------------------------------------------------------
+
+// cos_sin[2i], cos_sin[2i+1] = cos, sin of (position * inv_freq[i]) for
+// i < rope_dim / 2. The caller folds any frequency scaling into inv_freq.
+void RopeCosSin(float position, const float* inv_freq, int64_t rope_dim, float* cos_sin);
+// Rotates the first rope_dim dims of each of num_heads vectors of head_dim
+// (contiguous) in x. neox = false: pairs (2i, 2i+1) (llama); neox = true:
+// pairs (i, i + rope_dim/2) (qwen2, NeoX).
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t rope_dim,
+          const float* cos_sin, bool neox);
+
+// ---- vector helpers (attention) ---------------------------------------------------
+
+float Dot(const float* a, const float* b, int64_t n);
+float DotF16(const float* a, const uint16_t* b, int64_t n);   // b: IEEE half bits
+void Axpy(float alpha, const float* x, int64_t n, float* y);  // y += alpha * x
+void AxpyF16(float alpha, const uint16_t* x, int64_t n, float* y);
+void Scale(float alpha, int64_t n, float* y);                 // y *= alpha
+
+// ---- attention over paged KV -----------------------------------------------------
+
+// The K and V of one layer in KvStorage's layout: slot s holds slot_elems =
+// n_head_kv * head_dim elements of dtype (F32 or F16) at k + s * slot bytes;
+// the K/V of position p is at slot block_table[p / block_size] * block_size +
+// p % block_size.
+struct KvPagesView {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  DType dtype = DType::kF16;
+  int64_t slot_elems = 0;
+  const int32_t* block_table = nullptr;
+  int32_t block_size = 16;
+};
+
+// Causal attention of num_queries query tokens of one sequence:
+//   q, out: [num_queries, n_head, head_dim]; query i at positions[i] attends
+//   to positions [lo, positions[i]], lo = max(0, positions[i] - window + 1)
+//   when sliding_window > 0, else 0; head h reads KV head h / (n_head /
+//   n_head_kv). out = softmax(scale * q.K^T) V, computed with an online
+//   softmax; the heads sharing a KV head are processed together so each K/V
+//   row is read once per query. pool may be null.
+void Attention(const float* q, int64_t num_queries, const int32_t* positions,
+               int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+               int32_t sliding_window, const KvPagesView& kv, float* out,
+               ThreadPool* pool);
 
 }  // namespace tern::kernels

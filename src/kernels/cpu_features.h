@@ -1,0 +1,18 @@
+// CpuFeatures: the x86 instruction-set extensions the kernels care about,
+// detected once with cpuid (and xgetbv for OS support of the AVX state).
+//
+// Thread rules: DetectCpuFeatures() is pure and thread-safe.
+#pragma once
+
+namespace tern::kernels {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool HasAvx2Fma() const { return avx2 && fma && f16c; }
+};
+
+CpuFeatures DetectCpuFeatures();
+
+}  // namespace tern::kernels

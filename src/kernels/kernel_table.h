@@ -1,0 +1,108 @@
+// KernelTable: the function table behind kernels.h. One table per ISA
+// (RefKernelTable: scalar spec; Avx2KernelTable: AVX2 + FMA + F16C), chosen
+// once at start-up by ActiveKernelTable() from CPU feature detection
+// (env TERN_ISA=scalar forces the scalar table).
+//
+// Matrix multiplication is split in two steps so that every ISA agrees on
+// the activation format:
+//   1. the driver (kernels.cc) prepares the activations of all tokens in the
+//      format the weight kernel wants (ActKind): f32 as given, or quantized on
+//      the fly to ActBlockQ8 (legacy formats) / ActBlockQ8K (K-quants);
+//   2. a GemmFn computes a tile of rows x tokens from weight rows and
+//      prepared activation rows.
+// Activation quantization is bit-identical across ISAs (same float ops), so
+// SIMD and scalar matmuls differ only by float summation order.
+//
+// Thread rules: tables are immutable after start-up; all functions are
+// reentrant.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace tern::kernels {
+
+struct WeightView;
+
+// One activation block of 32 for the legacy formats:
+// x[j] ~= d * qs[j], s = d * sum(qs).
+struct ActBlockQ8 {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+static_assert(sizeof(ActBlockQ8) == 40);
+
+// One activation super-block of 256 for the K-quants: x[j] ~= d * qs[j];
+// sums32[i] = sum of qs in [32i, 32i+32), sums16[i] of [16i, 16i+16).
+struct ActBlockQ8K {
+  float d;
+  int16_t sums32[8];
+  int16_t sums16[16];
+  int8_t qs[256];
+};
+static_assert(sizeof(ActBlockQ8K) == 308);
+
+enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K };
+
+// y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
+// t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
+// kernel's ActKind. Each (r, t) result is computed by the same sequence of
+// operations whatever rows/num_tokens are, so any split is bitwise stable.
+using GemmFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
+                        const uint8_t* act, int64_t act_row_bytes,
+                        int64_t num_tokens, int64_t cols, float* y, int64_t ldy);
+
+struct MatMulKernel {
+  ActKind act = ActKind::kNone;
+  GemmFn gemm = nullptr;
+};
+
+constexpr int kMaxDTypeId = 40;
+
+struct KernelTable {
+  const char* isa = "";
+  MatMulKernel matmul[kMaxDTypeId] = {};
+
+  // n multiple of 32 / 256.
+  void (*quantize_q8)(const float* x, int64_t n, ActBlockQ8* out) = nullptr;
+  void (*quantize_q8k)(const float* x, int64_t n, ActBlockQ8K* out) = nullptr;
+
+  // Element-wise and attention helpers (see kernels.h for the contracts).
+  void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps,
+                   float* out) = nullptr;
+  void (*silu_mul)(const float* gate, const float* up, int64_t n,
+                   float* out) = nullptr;
+  void (*softmax)(float* x, int64_t n) = nullptr;
+  void (*rope)(float* x, int64_t num_heads, int64_t head_dim, int64_t rope_dim,
+               const float* cos_sin, bool neox) = nullptr;
+  float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+  float (*dot_f16)(const float* a, const uint16_t* b, int64_t n) = nullptr;
+  void (*axpy_f32)(float alpha, const float* x, int64_t n, float* y) = nullptr;
+  void (*axpy_f16)(float alpha, const uint16_t* x, int64_t n, float* y) = nullptr;
+  void (*scale_f32)(float alpha, int64_t n, float* y) = nullptr;
+
+  const MatMulKernel* FindMatMul(DType t) const {
+    const uint32_t id = (uint32_t)t;
+    if (id >= (uint32_t)kMaxDTypeId || matmul[id].gemm == nullptr) return nullptr;
+    return &matmul[id];
+  }
+};
+
+// The scalar spec (always available).
+const KernelTable& RefKernelTable();
+// The AVX2 table, or nullptr when the CPU lacks AVX2/FMA/F16C.
+const KernelTable* Avx2KernelTable();
+// The table chosen at start-up.
+const KernelTable& ActiveKernelTable();
+
+// MatMul through a given table (tests compare tables with it).
+void MatMulWith(const KernelTable& table, const WeightView& w, const float* x,
+                int64_t num_tokens, float* y, ThreadPool* pool);
+void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, const float* x,
+                    int64_t num_tokens, float* const* ys, ThreadPool* pool);
+
+}  // namespace tern::kernels

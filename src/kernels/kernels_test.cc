@@ -1,0 +1,491 @@
+#include "kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernel_table.h"
+#include "quant/quant.h"
+
+namespace tern::kernels {
+namespace {
+
+constexpr DType kFormats[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                              DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                              DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+bool IsKQuant(DType t) { return BlockSize(t) == 256; }
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = Fp32ToFp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Random but valid weight rows: random quant bytes, scales of a realistic size.
+std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::uniform_real_distribution<float> unif(0.0005f, 0.01f);
+  const int64_t row_bytes = RowBytes(t, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) {
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = normal(rng);
+      quant::QuantizeRow(t, row.data(), w.data() + r * row_bytes, cols);
+    }
+    return w;
+  }
+  for (auto& b : w) b = (uint8_t)(rng() & 0xFF);
+  const int64_t bb = BlockBytes(t);
+  for (int64_t off = 0; off < (int64_t)w.size(); off += bb) {
+    uint8_t* blk = w.data() + off;
+    switch (t) {
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+        PutHalf(blk, unif(rng));
+        PutHalf(blk + 2, -8 * unif(rng));
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        PutHalf(blk, unif(rng) * 0.1f);
+        PutHalf(blk + 2, unif(rng) * 0.1f);
+        break;
+      case DType::kQ6_K:
+        PutHalf(blk + 208, unif(rng) * 0.05f);
+        break;
+      default:
+        PutHalf(blk, unif(rng));
+    }
+  }
+  return w;
+}
+
+std::vector<float> RandomActivations(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = normal(rng);
+  // A few outliers, as real activations have.
+  for (int64_t i = 0; i < n; i += 97) x[i] *= 8.0f;
+  return x;
+}
+
+std::vector<float> Dequantize(DType t, const std::vector<uint8_t>& w, int64_t rows,
+                              int64_t cols) {
+  std::vector<float> out(rows * cols);
+  const int64_t row_bytes = RowBytes(t, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::DequantizeRow(t, w.data() + r * row_bytes, out.data() + r * cols, cols);
+  }
+  return out;
+}
+
+struct Case {
+  int64_t rows, cols, tokens;
+};
+
+std::vector<Case> CasesFor(DType t) {
+  std::vector<Case> cases;
+  const std::vector<int64_t> cols =
+      IsKQuant(t) ? std::vector<int64_t>{256, 512, 4096} : std::vector<int64_t>{32, 64, 256, 4096};
+  const int64_t rows[] = {1, 31, 32, 33, 255, 257};
+  const int64_t tokens[] = {1, 3, 7, 16, 33};
+  for (int64_t c : cols) {
+    for (int64_t r : rows) {
+      for (int64_t n : tokens) {
+        // Keep the test fast: skip the largest products.
+        if (c * r * n > 4096 * 64 * 8 && !(r == 257 && n == 1)) continue;
+        cases.push_back({r, c, n});
+      }
+    }
+  }
+  return cases;
+}
+
+class MatMulFormatTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatMulFormatTest, SimdMatchesReference) {
+  const DType t = GetParam();
+  const KernelTable* simd = Avx2KernelTable();
+  if (simd == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  uint32_t seed = 1;
+  for (const Case& c : CasesFor(t)) {
+    const auto w = RandomWeights(t, c.rows, c.cols, seed++);
+    const auto x = RandomActivations(c.tokens * c.cols, seed++);
+    const auto wf = Dequantize(t, w, c.rows, c.cols);
+    std::vector<float> y_ref(c.tokens * c.rows), y_simd(c.tokens * c.rows);
+    const WeightView view{t, w.data(), c.rows, c.cols};
+    MatMulWith(RefKernelTable(), view, x.data(), c.tokens, y_ref.data(), nullptr);
+    MatMulWith(*simd, view, x.data(), c.tokens, y_simd.data(), nullptr);
+    for (int64_t tok = 0; tok < c.tokens; ++tok) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        double abs_sum = 0;
+        for (int64_t k = 0; k < c.cols; ++k) {
+          abs_sum += std::fabs((double)wf[r * c.cols + k] * x[tok * c.cols + k]);
+        }
+        const double bound = 2e-5 * abs_sum + 1e-6;
+        ASSERT_NEAR(y_simd[tok * c.rows + r], y_ref[tok * c.rows + r], bound)
+            << DTypeName(t) << " rows=" << c.rows << " cols=" << c.cols
+            << " tokens=" << c.tokens << " at token " << tok << " row " << r;
+      }
+    }
+  }
+}
+
+// The scalar spec against dequantize + double dot. Quantized formats also
+// quantize the activations (step amax/127 per block), which bounds the error
+// by sum |w| * step / 2.
+TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
+  const DType t = GetParam();
+  const int64_t act_block = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16
+                                ? 0
+                                : (IsKQuant(t) ? 256 : 32);
+  uint32_t seed = 100;
+  for (const Case& c : {Case{33, IsKQuant(t) ? 512 : 96, 3}, Case{7, 4096, 2}}) {
+    const auto w = RandomWeights(t, c.rows, c.cols, seed++);
+    const auto x = RandomActivations(c.tokens * c.cols, seed++);
+    const auto wf = Dequantize(t, w, c.rows, c.cols);
+    std::vector<float> y(c.tokens * c.rows);
+    MatMulWith(RefKernelTable(), {t, w.data(), c.rows, c.cols}, x.data(), c.tokens, y.data(),
+               nullptr);
+    for (int64_t tok = 0; tok < c.tokens; ++tok) {
+      const float* xt = x.data() + tok * c.cols;
+      for (int64_t r = 0; r < c.rows; ++r) {
+        double exact = 0, abs_sum = 0, quant_err = 0;
+        for (int64_t k = 0; k < c.cols; ++k) {
+          const double wk = wf[r * c.cols + k];
+          exact += wk * xt[k];
+          abs_sum += std::fabs(wk * xt[k]);
+        }
+        if (act_block > 0) {
+          for (int64_t b0 = 0; b0 < c.cols; b0 += act_block) {
+            double amax = 0, wsum = 0;
+            for (int64_t k = b0; k < b0 + act_block; ++k) {
+              amax = std::max(amax, (double)std::fabs(xt[k]));
+              wsum += std::fabs(wf[r * c.cols + k]);
+            }
+            quant_err += wsum * amax / 127.0 * 0.5;
+          }
+        }
+        const double bound = quant_err * 1.01 + 1e-6 * abs_sum + 1e-6;
+        ASSERT_NEAR(y[tok * c.rows + r], exact, bound)
+            << DTypeName(t) << " rows=" << c.rows << " cols=" << c.cols << " token " << tok
+            << " row " << r;
+      }
+    }
+  }
+}
+
+TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
+  const DType t = GetParam();
+  ThreadPool pool(3);
+  const int64_t cols = IsKQuant(t) ? 512 : 256;
+  for (int64_t tokens : {1, 5, 33}) {
+    const int64_t rows = 129;
+    const auto w = RandomWeights(t, rows, cols, 7 + (uint32_t)tokens);
+    const auto x = RandomActivations(tokens * cols, 9);
+    std::vector<float> y1(tokens * rows), y2(tokens * rows);
+    const WeightView view{t, w.data(), rows, cols};
+    MatMul(view, x.data(), tokens, y1.data(), nullptr);
+    MatMul(view, x.data(), tokens, y2.data(), &pool);
+    ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+        << DTypeName(t) << " tokens=" << tokens;
+    // A single token's row of a batch equals that token alone.
+    std::vector<float> y_one(rows);
+    MatMul(view, x.data() + (tokens - 1) * cols, 1, y_one.data(), &pool);
+    ASSERT_EQ(0, std::memcmp(y_one.data(), y1.data() + (tokens - 1) * rows,
+                             rows * sizeof(float)))
+        << DTypeName(t) << " tokens=" << tokens;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, MatMulFormatTest, ::testing::ValuesIn(kFormats),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+TEST(MatMulTest, FallbackFormatsMatchDequantizedDot) {
+  // Q2_K/Q3_K have no fast kernel: dequantize + f32 dot.
+  for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
+    const int64_t rows = 5, cols = 512;
+    std::vector<float> src = RandomActivations(rows * cols, 3);
+    std::vector<uint8_t> w(rows * RowBytes(t, cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      quant::QuantizeRow(t, src.data() + r * cols, w.data() + r * RowBytes(t, cols), cols);
+    }
+    const auto wf = Dequantize(t, w, rows, cols);
+    const auto x = RandomActivations(cols, 4);
+    std::vector<float> y(rows);
+    MatMul({t, w.data(), rows, cols}, x.data(), 1, y.data(), nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      double exact = 0, abs_sum = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        exact += (double)wf[r * cols + k] * x[k];
+        abs_sum += std::fabs((double)wf[r * cols + k] * x[k]);
+      }
+      EXPECT_NEAR(y[r], exact, 1e-5 * abs_sum) << DTypeName(t);
+    }
+  }
+}
+
+TEST(MatMulTest, ManyEqualsSeparateMatMulsBitwise) {
+  const int64_t cols = 512, tokens = 6;
+  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kF16, DType::kQ8_0, DType::kQ2_K};
+  const int64_t rows[] = {64, 33, 17, 8, 5};
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<WeightView> views;
+  for (int i = 0; i < 5; ++i) {
+    const auto src = RandomActivations(rows[i] * cols, 20 + i);
+    std::vector<uint8_t> w(rows[i] * RowBytes(types[i], cols));
+    for (int64_t r = 0; r < rows[i]; ++r) {
+      quant::QuantizeRow(types[i], src.data() + r * cols,
+                         w.data() + r * RowBytes(types[i], cols), cols);
+    }
+    data.push_back(std::move(w));
+    views.push_back({types[i], data.back().data(), rows[i], cols});
+  }
+  const auto x = RandomActivations(tokens * cols, 30);
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> many(5), single(5);
+  std::vector<float*> ys;
+  for (int i = 0; i < 5; ++i) {
+    many[i].resize(tokens * rows[i]);
+    single[i].resize(tokens * rows[i]);
+    ys.push_back(many[i].data());
+    MatMul(views[i], x.data(), tokens, single[i].data(), nullptr);
+  }
+  MatMulMany(views, x.data(), tokens, ys.data(), &pool);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(0, std::memcmp(many[i].data(), single[i].data(), many[i].size() * 4))
+        << DTypeName(types[i]);
+  }
+}
+
+TEST(MatMulTest, F32ColumnsNotMultipleOfEight) {
+  const int64_t rows = 9, cols = 172, tokens = 4;
+  const auto wv = RandomActivations(rows * cols, 5);
+  const auto x = RandomActivations(tokens * cols, 6);
+  std::vector<float> y(tokens * rows);
+  MatMul({DType::kF32, wv.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double exact = 0;
+      for (int64_t k = 0; k < cols; ++k) exact += (double)wv[r * cols + k] * x[t * cols + k];
+      EXPECT_NEAR(y[t * rows + r], exact, 1e-4);
+    }
+}
+
+TEST(ActivationQuantTest, SimdIsBitIdenticalToReference) {
+  const KernelTable* simd = Avx2KernelTable();
+  if (simd == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  const auto x = RandomActivations(4096, 11);
+  std::vector<ActBlockQ8> a(128), b(128);
+  RefKernelTable().quantize_q8(x.data(), 4096, a.data());
+  simd->quantize_q8(x.data(), 4096, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(ActBlockQ8) * a.size()));
+  std::vector<ActBlockQ8K> ak(16), bk(16);
+  RefKernelTable().quantize_q8k(x.data(), 4096, ak.data());
+  simd->quantize_q8k(x.data(), 4096, bk.data());
+  EXPECT_EQ(0, std::memcmp(ak.data(), bk.data(), sizeof(ActBlockQ8K) * ak.size()));
+}
+
+// ---- element-wise kernels: SIMD vs reference ---------------------------------------
+
+class ElementwiseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    simd_ = Avx2KernelTable();
+    if (simd_ == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  }
+  const KernelTable& ref_ = RefKernelTable();
+  const KernelTable* simd_ = nullptr;
+};
+
+TEST_F(ElementwiseTest, RmsNormMatches) {
+  for (int64_t n : {1, 7, 64, 2049}) {
+    const auto x = RandomActivations(n, 1);
+    const auto w = RandomActivations(n, 2);
+    std::vector<float> a(n), b(n);
+    ref_.rms_norm(x.data(), w.data(), n, 1e-5f, a.data());
+    simd_->rms_norm(x.data(), w.data(), n, 1e-5f, b.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i])));
+  }
+}
+
+TEST_F(ElementwiseTest, SiluMulMatches) {
+  const int64_t n = 1003;
+  auto g = RandomActivations(n, 3);
+  g[0] = -100.0f;
+  g[1] = 100.0f;
+  const auto u = RandomActivations(n, 4);
+  std::vector<float> a(n), b(n);
+  ref_.silu_mul(g.data(), u.data(), n, a.data());
+  simd_->silu_mul(g.data(), u.data(), n, b.data());
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6 * (1 + std::fabs(a[i]))) << i;
+}
+
+TEST_F(ElementwiseTest, SoftmaxMatches) {
+  for (int64_t n : {1, 5, 32000}) {
+    auto a = RandomActivations(n, 5);
+    for (auto& v : a) v *= 3.0f;
+    auto b = a;
+    ref_.softmax(a.data(), n);
+    simd_->softmax(b.data(), n);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(a[i], b[i], 1e-6 * std::fabs(a[i]) + 1e-9) << i;
+      sum += b[i];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+TEST_F(ElementwiseTest, RopeMatchesBothLayouts) {
+  const int64_t heads = 3, head_dim = 64;
+  for (int64_t rope_dim : {64, 32, 24}) {
+    std::vector<float> inv_freq(rope_dim / 2), cs(rope_dim);
+    for (int64_t i = 0; i < rope_dim / 2; ++i) {
+      inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+    }
+    RopeCosSin(37.0f, inv_freq.data(), rope_dim, cs.data());
+    for (bool neox : {false, true}) {
+      auto a = RandomActivations(heads * head_dim, 6);
+      auto b = a;
+      const auto orig = a;
+      ref_.rope(a.data(), heads, head_dim, rope_dim, cs.data(), neox);
+      simd_->rope(b.data(), heads, head_dim, rope_dim, cs.data(), neox);
+      for (int64_t i = 0; i < heads * head_dim; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+      // Dims past rope_dim are untouched; rotation keeps the norm.
+      for (int64_t h = 0; h < heads; ++h) {
+        double n0 = 0, n1 = 0;
+        for (int64_t i = 0; i < head_dim; ++i) {
+          const int64_t k = h * head_dim + i;
+          if (i >= rope_dim) ASSERT_EQ(a[k], orig[k]);
+          n0 += (double)orig[k] * orig[k];
+          n1 += (double)a[k] * a[k];
+        }
+        EXPECT_NEAR(n0, n1, 1e-3);
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, DotAndAxpyMatch) {
+  for (int64_t n : {1, 8, 64, 77}) {
+    const auto a = RandomActivations(n, 7);
+    const auto b = RandomActivations(n, 8);
+    std::vector<uint16_t> bh(n);
+    for (int64_t i = 0; i < n; ++i) bh[i] = Fp32ToFp16(b[i]);
+    double abs_sum = 0;
+    for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(a[i] * b[i]);
+    EXPECT_NEAR(ref_.dot_f32(a.data(), b.data(), n), simd_->dot_f32(a.data(), b.data(), n),
+                1e-6 * abs_sum + 1e-7);
+    EXPECT_NEAR(ref_.dot_f16(a.data(), bh.data(), n), simd_->dot_f16(a.data(), bh.data(), n),
+                1e-6 * abs_sum + 1e-7);
+    std::vector<float> y1 = b, y2 = b;
+    ref_.axpy_f16(0.5f, bh.data(), n, y1.data());
+    simd_->axpy_f16(0.5f, bh.data(), n, y2.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y1[i], y2[i]);
+  }
+}
+
+// ---- attention -------------------------------------------------------------------
+
+// Naive attention for one query and head over contiguous positions.
+void NaiveAttention(const float* q, const std::vector<std::vector<float>>& k,
+                    const std::vector<std::vector<float>>& v, int lo, int hi, int kv_off,
+                    int head_dim, float scale, float* out) {
+  std::vector<double> s;
+  double mx = -1e300;
+  for (int p = lo; p <= hi; ++p) {
+    double d = 0;
+    for (int i = 0; i < head_dim; ++i) d += (double)q[i] * k[p][kv_off + i];
+    s.push_back(d * scale);
+    mx = std::max(mx, s.back());
+  }
+  double sum = 0;
+  for (auto& e : s) sum += (e = std::exp(e - mx));
+  for (int i = 0; i < head_dim; ++i) {
+    double acc = 0;
+    for (int p = lo; p <= hi; ++p) acc += s[p - lo] * v[p][kv_off + i];
+    out[i] = (float)(acc / sum);
+  }
+}
+
+TEST(AttentionTest, PagedGqaMatchesNaive) {
+  const int n_head = 8, n_head_kv = 2, head_dim = 16, block_size = 4;
+  const int ctx = 150;
+  const int slot_elems = n_head_kv * head_dim;
+  // Blocks in a scrambled order to exercise the block table.
+  const int num_blocks = (ctx + block_size - 1) / block_size;
+  std::vector<int32_t> table(num_blocks);
+  for (int i = 0; i < num_blocks; ++i) table[i] = (i * 7 + 3) % num_blocks;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<float>> k(ctx, std::vector<float>(slot_elems)),
+      v(ctx, std::vector<float>(slot_elems));
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    const int64_t eb = dtype == DType::kF32 ? 4 : 2;
+    std::vector<uint8_t> kbuf(num_blocks * block_size * slot_elems * eb),
+        vbuf(kbuf.size());
+    for (int p = 0; p < ctx; ++p) {
+      const int64_t slot = (int64_t)table[p / block_size] * block_size + p % block_size;
+      for (int i = 0; i < slot_elems; ++i) {
+        float kv = nd(rng), vv = nd(rng);
+        if (dtype == DType::kF16) {
+          kv = Fp16ToFp32(Fp32ToFp16(kv));
+          vv = Fp16ToFp32(Fp32ToFp16(vv));
+          const uint16_t kh = Fp32ToFp16(kv), vh = Fp32ToFp16(vv);
+          std::memcpy(&kbuf[(slot * slot_elems + i) * 2], &kh, 2);
+          std::memcpy(&vbuf[(slot * slot_elems + i) * 2], &vh, 2);
+        } else {
+          std::memcpy(&kbuf[(slot * slot_elems + i) * 4], &kv, 4);
+          std::memcpy(&vbuf[(slot * slot_elems + i) * 4], &vv, 4);
+        }
+        k[p][i] = kv;
+        v[p][i] = vv;
+      }
+    }
+    const KvPagesView view{kbuf.data(), vbuf.data(), dtype, slot_elems, table.data(),
+                           block_size};
+    const std::vector<int32_t> positions = {0, 1, 63, 64, 65, 149};
+    const int nq = (int)positions.size();
+    std::vector<float> q(nq * n_head * head_dim);
+    for (auto& e : q) e = nd(rng);
+    const float scale = 1.0f / std::sqrt((float)head_dim);
+    ThreadPool pool(2);
+    for (int window : {0, 20}) {
+      std::vector<float> out(q.size());
+      Attention(q.data(), nq, positions.data(), n_head, n_head_kv, head_dim, scale, window,
+                view, out.data(), &pool);
+      for (int i = 0; i < nq; ++i) {
+        for (int h = 0; h < n_head; ++h) {
+          std::vector<float> expect(head_dim);
+          const int hi = positions[i];
+          const int lo = window > 0 ? std::max(0, hi - window + 1) : 0;
+          NaiveAttention(&q[(i * n_head + h) * head_dim], k, v, lo, hi,
+                         (h / (n_head / n_head_kv)) * head_dim, head_dim, scale,
+                         expect.data());
+          for (int d = 0; d < head_dim; ++d) {
+            ASSERT_NEAR(out[(i * n_head + h) * head_dim + d], expect[d], 1e-5)
+                << "query " << i << " head " << h << " window " << window;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, ActiveIsaIsKnown) {
+  const std::string isa = ActiveIsa();
+  EXPECT_TRUE(isa == "avx2" || isa == "scalar") << isa;
+}
+
+}  // namespace
+}  // namespace tern::kernels

@@ -1,0 +1,160 @@
+#include "kernels/machine_probe.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/x86/probe_avx2.h"
+
+namespace tern::kernels {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool HaveAvx2() {
+  static const bool have = DetectCpuFeatures().HasAvx2Fma();
+  return have;
+}
+
+// 64-byte aligned float buffer, pages touched by the thread that reads them.
+struct AlignedBuffer {
+  explicit AlignedBuffer(int64_t n) : n(n) {
+    data = (float*)std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64);
+  }
+  ~AlignedBuffer() { std::free(data); }
+  float* data;
+  int64_t n;
+};
+
+ProbeResult Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.back()};
+}
+
+// Per-thread slice [begin, end) of n elements, in multiples of 32.
+void Slice(int64_t n, int t, int num_threads, int64_t* begin, int64_t* end) {
+  const int64_t chunks = n / 32;
+  *begin = chunks * t / num_threads * 32;
+  *end = chunks * (t + 1) / num_threads * 32;
+}
+
+float ScalarReadSum(const float* d, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (int64_t i = 0; i < n; i += 4) {
+    s0 += d[i];
+    s1 += d[i + 1];
+    s2 += d[i + 2];
+    s3 += d[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
+// Times one parallel pass; returns seconds.
+double TimedPass(ThreadPool& pool, bool cpu_time, const std::function<void(int)>& fn) {
+  BenchTimer timer(cpu_time, pool.num_threads());
+  timer.Start();
+  pool.RunOnAll(fn);
+  return timer.Seconds();
+}
+
+}  // namespace
+
+BenchTimer::BenchTimer(bool cpu_time, int num_threads)
+    : cpu_time_(cpu_time), num_threads_(num_threads < 1 ? 1 : num_threads) {}
+
+double BenchTimer::Now(bool cpu_time) {
+  if (!cpu_time) {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  }
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void BenchTimer::Start() { start_ = Now(cpu_time_); }
+
+double BenchTimer::Seconds() const {
+  const double s = Now(cpu_time_) - start_;
+  return cpu_time_ ? s / num_threads_ : s;
+}
+
+ProbeResult MeasureReadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,
+                                 bool cpu_time) {
+  const int nt = pool.num_threads();
+  AlignedBuffer buf(buffer_bytes / 4 / 32 * 32);
+  pool.RunOnAll([&](int t) {
+    int64_t b, e;
+    Slice(buf.n, t, nt, &b, &e);
+    for (int64_t i = b; i < e; ++i) buf.data[i] = 1.0f;
+  });
+  std::atomic<float> sink{0};
+  std::vector<double> gbs;
+  for (int r = 0; r < rounds + 1; ++r) {
+    const double s = TimedPass(pool, cpu_time, [&](int t) {
+      int64_t b, e;
+      Slice(buf.n, t, nt, &b, &e);
+      const float v = HaveAvx2() ? Avx2ReadSum(buf.data + b, e - b)
+                                 : ScalarReadSum(buf.data + b, e - b);
+      sink.store(v, std::memory_order_relaxed);
+    });
+    if (r > 0) gbs.push_back((double)buf.n * 4 / s / 1e9);  // first round warms up
+  }
+  return Summarize(gbs);
+}
+
+ProbeResult MeasureTriadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,
+                                  bool cpu_time) {
+  const int nt = pool.num_threads();
+  const int64_t n = buffer_bytes / 3 / 4 / 32 * 32;
+  AlignedBuffer a(n), b(n), c(n);
+  pool.RunOnAll([&](int t) {
+    int64_t lo, hi;
+    Slice(n, t, nt, &lo, &hi);
+    for (int64_t i = lo; i < hi; ++i) a.data[i] = 0.0f, b.data[i] = 1.0f, c.data[i] = 2.0f;
+  });
+  std::vector<double> gbs;
+  for (int r = 0; r < rounds + 1; ++r) {
+    const double s = TimedPass(pool, cpu_time, [&](int t) {
+      int64_t lo, hi;
+      Slice(n, t, nt, &lo, &hi);
+      if (HaveAvx2()) {
+        Avx2Triad(a.data + lo, b.data + lo, c.data + lo, 0.5f, hi - lo);
+      } else {
+        for (int64_t i = lo; i < hi; ++i) a.data[i] = b.data[i] + 0.5f * c.data[i];
+      }
+    });
+    if (r > 0) gbs.push_back((double)n * 12 / s / 1e9);
+  }
+  return Summarize(gbs);
+}
+
+ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
+  const int64_t iterations = 20'000'000;
+  std::atomic<float> sink{0};
+  std::vector<double> gflops;
+  for (int r = 0; r < rounds + 1; ++r) {
+    const double s = TimedPass(pool, cpu_time, [&](int) {
+      float v;
+      if (HaveAvx2()) {
+        v = Avx2FmaLoop(iterations);
+      } else {
+        float acc[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        for (int64_t it = 0; it < iterations; ++it)
+          for (float& x : acc) x = x * 0.999999f + 1e-7f;
+        v = acc[0];
+      }
+      sink.store(v, std::memory_order_relaxed);
+    });
+    const double lanes = HaveAvx2() ? 64.0 : 8.0;
+    if (r > 0) gflops.push_back(lanes * 2.0 * iterations * pool.num_threads() / s / 1e9);
+  }
+  return Summarize(gflops);
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,15 @@
+// AVX2 + FMA + F16C kernels. This file's .cc is compiled with -mavx2 -mfma
+// -mf16c: never call into it unless CpuFeatures says the CPU has all three
+// (Avx2KernelTable() checks).
+//
+// Thread rules: pure functions, reentrant.
+#pragma once
+
+#include "kernels/kernel_table.h"
+
+namespace tern::kernels {
+
+// Overwrites the entries of table that have an AVX2 version.
+void FillAvx2Kernels(KernelTable* table);
+
+}  // namespace tern::kernels
