@@ -4,7 +4,9 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 MODEL ?= ../shared/models/stories260K.gguf
 DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
-               nlohmann-json3-dev libpcre2-dev nodejs npm
+               nlohmann-json3-dev libpcre2-dev python3
+# node and npm (end-to-end tests with the OpenAI client) are installed from
+# Debian only when no node/npm is on the PATH already.
 
 .PHONY: all build run test deps configure asan-test clean
 
@@ -13,6 +15,8 @@ all: build
 # Installs only the Debian packages that are missing (needs root or sudo).
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
