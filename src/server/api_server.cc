@@ -1,0 +1,197 @@
+#include "server/api_server.h"
+
+#include <ctime>
+
+#include "server/completion_handler.h"
+#include "server/response_writer.h"
+
+namespace tern {
+namespace {
+
+// Compares without an early exit, so the key's prefix cannot be timed.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || b.empty()) return false;
+  unsigned diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+  return diff == 0;
+}
+
+struct Route {
+  const char* path;
+  const char* method;
+};
+
+const Route kRoutes[] = {
+    {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
+    {"/tokenize", "POST"},       {"/detokenize", "POST"},          {"/health", "GET"},
+    {"/metrics", "GET"},
+};
+
+}  // namespace
+
+void RespondError(HttpExchange& exchange, const ApiError& error) {
+  exchange.Respond(error.http_status, "application/json", ErrorJson(error));
+}
+
+ApiServer::ApiServer(ApiServerOptions options)
+    : options_(std::move(options)), created_((int64_t)std::time(nullptr)) {}
+
+void ApiServer::SetBackend(ServingBackend* backend) { backend_.store(backend); }
+
+void ApiServer::SetLoadError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  load_error_ = message;
+}
+
+void ApiServer::BeginShutdown() { shutting_down_.store(true); }
+
+ApiError ApiServer::NotReadyError() const {
+  if (shutting_down_.load()) return ApiError::Unavailable("the server is shutting down");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!load_error_.empty())
+    return ApiError::Unavailable("the model failed to load: " + load_error_);
+  return ApiError::Unavailable("the model is still loading; retry when GET /health answers 200");
+}
+
+bool ApiServer::Authorized(const HttpRequest& request) const {
+  if (options_.api_key.empty()) return true;
+  std::string_view auth = request.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() < kBearer.size() || auth.substr(0, kBearer.size()) != kBearer) return false;
+  return SameSecret(auth.substr(kBearer.size()), options_.api_key);
+}
+
+bool ApiServer::CheckModel(const std::string& model, HttpExchange& exchange) const {
+  if (model.empty() || model == options_.served_model_name) return true;
+  ApiError e = ApiError::NotFound("The model '" + model + "' does not exist; this server serves '" +
+                                      options_.served_model_name + "'",
+                                  "model_not_found");
+  e.param = "model";
+  RespondError(exchange, e);
+  return false;
+}
+
+void ApiServer::Handle(const HttpRequest& request, HttpExchange& exchange) {
+  const Route* route = nullptr;
+  bool path_known = false;
+  for (const Route& r : kRoutes) {
+    if (request.path != r.path) continue;
+    path_known = true;
+    if (request.method == r.method ||
+        (request.method == "HEAD" && std::string_view(r.method) == "GET")) {
+      route = &r;
+    }
+  }
+  if (!path_known) {
+    RespondError(exchange,
+                 ApiError::NotFound("no route for " + request.method + " " + request.path));
+    return;
+  }
+  if (!route) {
+    RespondError(exchange, ApiError::MethodNotAllowed("method " + request.method +
+                                                      " is not allowed on " + request.path));
+    return;
+  }
+  ServingBackend* backend = shutting_down_.load() ? nullptr : backend_.load();
+  if (request.path == "/health") {
+    if (backend)
+      exchange.Respond(200, "application/json", "{\"status\":\"ok\"}");
+    else
+      RespondError(exchange, NotReadyError());
+    return;
+  }
+  if (request.path == "/metrics") {
+    EngineStats stats;
+    if (backend) stats = backend->GetStats();
+    exchange.Respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                     metrics_.Render(options_.served_model_name, backend ? &stats : nullptr));
+    return;
+  }
+  if (!Authorized(request)) {
+    RespondError(exchange, ApiError::Unauthorized(
+                               "missing or wrong API key; send 'Authorization: Bearer <key>'"));
+    return;
+  }
+  if (request.path == "/v1/models") {
+    exchange.Respond(
+        200, "application/json",
+        ModelsJson(options_.served_model_name, created_, backend ? backend->max_model_len() : 0));
+    return;
+  }
+  if (!backend) {
+    RespondError(exchange, NotReadyError());
+    return;
+  }
+  HandleRoute(request, exchange, backend);
+}
+
+void ApiServer::HandleRoute(const HttpRequest& request, HttpExchange& exchange,
+                            ServingBackend* backend) {
+  if (request.path == "/v1/completions") {
+    HandleCompletion(request, exchange, backend, ApiEndpoint::kCompletions);
+  } else if (request.path == "/v1/chat/completions") {
+    HandleCompletion(request, exchange, backend, ApiEndpoint::kChatCompletions);
+  } else if (request.path == "/tokenize") {
+    HandleTokenize(request, exchange, backend);
+  } else {
+    HandleDetokenize(request, exchange, backend);
+  }
+}
+
+void ApiServer::HandleCompletion(const HttpRequest& request, HttpExchange& exchange,
+                                 ServingBackend* backend, ApiEndpoint endpoint) {
+  RequestLimits limits = options_.limits;
+  limits.vocab_size = backend->vocab_size();
+  CompletionRequest parsed;
+  if (auto e = ParseCompletionRequest(request.body, endpoint, limits, &parsed)) {
+    RespondError(exchange, *e);
+    return;
+  }
+  if (!CheckModel(parsed.model, exchange)) return;
+  CompletionContext ctx{backend,
+                        &metrics_,
+                        &shutting_down_,
+                        &pending_requests_,
+                        options_.max_pending_requests,
+                        options_.served_model_name};
+  CompletionHandler handler(ctx, std::move(parsed), &exchange);
+  if (auto e = handler.Run()) RespondError(exchange, *e);
+}
+
+void ApiServer::HandleTokenize(const HttpRequest& request, HttpExchange& exchange,
+                               ServingBackend* backend) {
+  TokenizeRequest parsed;
+  if (auto e = ParseTokenizeRequest(request.body, &parsed)) {
+    RespondError(exchange, *e);
+    return;
+  }
+  if (!CheckModel(parsed.model, exchange)) return;
+  std::vector<int32_t> ids;
+  if (parsed.has_messages) {
+    StatusOr<std::vector<int32_t>> r =
+        backend->EncodeChat(parsed.messages, parsed.add_special_tokens);
+    if (!r.ok()) {
+      RespondError(exchange, ApiError::Invalid(r.status().message(), "messages"));
+      return;
+    }
+    ids = std::move(r).value();
+  } else {
+    ids = backend->Encode(parsed.prompt, parsed.add_special_tokens, /*parse_special=*/true);
+  }
+  exchange.Respond(200, "application/json", TokenizeJson(ids, backend->max_model_len()));
+}
+
+void ApiServer::HandleDetokenize(const HttpRequest& request, HttpExchange& exchange,
+                                 ServingBackend* backend) {
+  RequestLimits limits = options_.limits;
+  limits.vocab_size = backend->vocab_size();
+  DetokenizeRequest parsed;
+  if (auto e = ParseDetokenizeRequest(request.body, limits, &parsed)) {
+    RespondError(exchange, *e);
+    return;
+  }
+  if (!CheckModel(parsed.model, exchange)) return;
+  exchange.Respond(200, "application/json", DetokenizeJson(backend->Decode(parsed.tokens)));
+}
+
+}  // namespace tern

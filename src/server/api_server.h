@@ -1,0 +1,77 @@
+// ApiServer: the OpenAI-compatible HTTP API on top of a ServingBackend.
+// Routes (all answers JSON; errors {"error": {message, type, param, code}}):
+//   POST /v1/completions, POST /v1/chat/completions  (JSON or SSE stream)
+//   GET  /v1/models, POST /tokenize, POST /detokenize
+//   GET  /health   200 when ready, 503 while loading or shutting down
+//   GET  /metrics  Prometheus text
+// With an API key set, every route but /health and /metrics needs
+// "Authorization: Bearer KEY" (401 otherwise). Unknown route 404, wrong
+// method 405, unknown model 404 (code model_not_found), more than
+// max_pending_requests engine requests in flight 429.
+//
+// Lifecycle: constructed before the model loads (requests get 503), then
+// SetBackend() when it is ready; BeginShutdown() makes new requests 503 and
+// aborts running ones. Thread rules: Handle() runs on many connection
+// threads at once; the setters may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "server/http_exchange.h"
+#include "server/http_parser.h"
+#include "server/request_parser.h"
+#include "server/server_metrics.h"
+#include "server/serving_backend.h"
+
+namespace tern {
+
+struct ApiServerOptions {
+  std::string served_model_name = "model";
+  std::string api_key;  // "" = no authentication
+  RequestLimits limits;
+  int32_t max_pending_requests = 4096;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions options);
+
+  // The backend must outlive every Handle() call that starts after this.
+  void SetBackend(ServingBackend* backend);
+  // Loading failed: /health and model routes answer 503 with this message.
+  void SetLoadError(const std::string& message);
+  void BeginShutdown();
+  bool shutting_down() const { return shutting_down_.load(); }
+  int32_t pending_requests() const { return pending_requests_.load(); }
+
+  void Handle(const HttpRequest& request, HttpExchange& exchange);
+
+ private:
+  void HandleRoute(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
+  void HandleCompletion(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend,
+                        ApiEndpoint endpoint);
+  void HandleTokenize(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
+  void HandleDetokenize(const HttpRequest& request, HttpExchange& exchange,
+                        ServingBackend* backend);
+  bool Authorized(const HttpRequest& request) const;
+  // Empty or equal to the served name; otherwise writes 404 and returns false.
+  bool CheckModel(const std::string& model, HttpExchange& exchange) const;
+  ApiError NotReadyError() const;
+
+  const ApiServerOptions options_;
+  const int64_t created_;
+  std::atomic<ServingBackend*> backend_{nullptr};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int32_t> pending_requests_{0};
+  mutable std::mutex mu_;
+  std::string load_error_;  // guarded by mu_
+  ServerMetrics metrics_;
+};
+
+// Writes an ApiError as a JSON response with its status.
+void RespondError(HttpExchange& exchange, const ApiError& error);
+
+}  // namespace tern

@@ -1,0 +1,473 @@
+#include "server/api_server.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "server/utf8_assembler.h"
+
+namespace tern {
+namespace {
+
+using json = nlohmann::json;
+
+// A byte-level fake: token id = byte + 3, BOS 1, EOS 2. Every request
+// "generates" reply_ (then EOS) up to max_tokens, all at once.
+class FakeBackend : public ServingBackend {
+ public:
+  std::string reply = "Hello world. Bye.";
+  int32_t context = 64;
+  std::vector<std::string> aborted;
+  std::vector<std::string> stopped;
+  std::vector<EngineRequest> requests;
+  bool has_template = true;
+  bool hang = false;  // push a few tokens and never finish (a long request)
+
+  StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request) override {
+    auto ch = std::make_shared<OutputChannel>();
+    int32_t n = 0;
+    if (hang) {
+      for (int i = 0; i < 5; ++i) Push(*ch, request, 'z' + 3);
+      requests.push_back(std::move(request));
+      return ch;
+    }
+    for (unsigned char b : reply) {
+      if (n == request.sampling.max_tokens) break;
+      Push(*ch, request, b + 3);
+      ++n;
+    }
+    if (n < request.sampling.max_tokens) {
+      Push(*ch, request, 2);
+      ++n;
+    }
+    RequestOutput last;
+    last.finished = true;
+    last.finish_reason =
+        n == (int32_t)reply.size() + 1 ? FinishReason::kStop : FinishReason::kLength;
+    last.metrics.prompt_tokens = (int32_t)request.prompt_token_ids.size();
+    last.metrics.generated_tokens = n;
+    last.metrics.ttft_s = 0.01;
+    ch->Push(last);
+    requests.push_back(std::move(request));
+    return ch;
+  }
+  void Abort(const std::string& id) override { aborted.push_back(id); }
+  void FinishWithStop(const std::string& id) override { stopped.push_back(id); }
+  EngineStats GetStats() const override {
+    EngineStats s;
+    s.num_running = 1;
+    return s;
+  }
+  int32_t max_model_len() const override { return context; }
+  int32_t vocab_size() const override { return 259; }
+  std::vector<int32_t> Encode(std::string_view text, bool add_special, bool) const override {
+    std::vector<int32_t> ids;
+    if (add_special) ids.push_back(1);
+    for (unsigned char b : text) ids.push_back(b + 3);
+    return ids;
+  }
+  std::string Decode(std::span<const int32_t> ids) const override {
+    std::string s;
+    for (int32_t id : ids) s += TokenPiece(id);
+    return s;
+  }
+  std::string TokenPiece(int32_t id) const override {
+    return id >= 3 ? std::string(1, (char)(id - 3)) : "";
+  }
+  std::unique_ptr<TokenTextStream> NewTextStream(std::span<const int32_t>) const override {
+    struct Stream : TokenTextStream {
+      const FakeBackend* b;
+      Utf8Assembler utf8;
+      std::string Add(int32_t id) override { return utf8.Push(b->TokenPiece(id)); }
+      std::string Flush() override { return utf8.Flush(); }
+    };
+    auto s = std::make_unique<Stream>();
+    s->b = this;
+    return s;
+  }
+  StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ApiMessage>& messages,
+                                            bool add_special) const override {
+    if (!has_template) return InvalidArgument("this model has no chat template");
+    std::string text;
+    for (const ApiMessage& m : messages) text += "<" + m.role + ">" + m.content;
+    return Encode(text + "<assistant>", add_special, true);
+  }
+
+ private:
+  static void Push(OutputChannel& ch, const EngineRequest& req, int32_t id) {
+    RequestOutput out;
+    out.new_token_ids = {id};
+    if (req.sampling.logprobs >= 0) {
+      TokenLogprob lp{id, -0.5f, {}};
+      for (int k = 0; k < req.sampling.logprobs; ++k) lp.top.emplace_back(id, -0.5f - k);
+      out.logprobs.push_back(lp);
+    }
+    ch.Push(out);
+  }
+};
+
+class FakeExchange : public HttpExchange {
+ public:
+  int status = 0;
+  std::string content_type;
+  std::string body;
+  bool streaming = false;
+  bool ended = false;
+  std::vector<std::string> events;
+  int gone_after_events = -1;  // >= 0: the client disconnects after this many
+
+  void Respond(int s, std::string_view type, std::string_view b) override {
+    EXPECT_EQ(status, 0) << "responded twice";
+    status = s;
+    content_type = type;
+    body = b;
+  }
+  bool BeginEventStream() override {
+    status = 200;
+    streaming = true;
+    return true;
+  }
+  bool SendEvent(std::string_view data) override {
+    if (ClientGone()) return false;
+    events.emplace_back(data);
+    return true;
+  }
+  void EndEventStream() override { ended = true; }
+  bool ClientGone() override {
+    return gone_after_events >= 0 && (int)events.size() >= gone_after_events;
+  }
+  json Json() const { return json::parse(body); }
+};
+
+HttpRequest Post(const std::string& path, const std::string& body) {
+  HttpRequest r;
+  r.method = "POST";
+  r.path = r.target = path;
+  r.version = "HTTP/1.1";
+  r.body = body;
+  return r;
+}
+
+HttpRequest Get(const std::string& path) {
+  HttpRequest r = Post(path, "");
+  r.method = "GET";
+  return r;
+}
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  ApiServerTest() : server_(Options()) { server_.SetBackend(&backend_); }
+  static ApiServerOptions Options() {
+    ApiServerOptions o;
+    o.served_model_name = "stories";
+    return o;
+  }
+  FakeExchange Call(const HttpRequest& r) {
+    FakeExchange ex;
+    server_.Handle(r, ex);
+    return ex;
+  }
+  // Concatenates the text of every stream chunk of choice `index`.
+  static std::string StreamText(const FakeExchange& ex, bool chat, int index = 0) {
+    std::string text;
+    for (const std::string& e : ex.events) {
+      if (e == "[DONE]") continue;
+      json j = json::parse(e);
+      for (const json& c : j["choices"]) {
+        if (c["index"] != index) continue;
+        if (chat)
+          text += c["delta"].value("content", "");
+        else
+          text += c["text"].get<std::string>();
+      }
+    }
+    return text;
+  }
+
+  FakeBackend backend_;
+  ApiServer server_;
+};
+
+TEST_F(ApiServerTest, CompletionReturnsTextFinishReasonAndUsage) {
+  FakeExchange ex = Call(Post("/v1/completions", R"({"model": "stories", "prompt": "Hi"})"));
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  json j = ex.Json();
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(j["model"], "stories");
+  EXPECT_EQ(j["choices"][0]["text"], backend_.reply);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);  // BOS + "Hi"
+  EXPECT_EQ(j["usage"]["completion_tokens"], (int)backend_.reply.size() + 1);
+  ASSERT_EQ(backend_.requests.size(), 1u);
+  EXPECT_EQ(backend_.requests[0].sampling.max_tokens, 64 - 3) << "default fills the context";
+}
+
+TEST_F(ApiServerTest, MaxTokensCutsWithLength) {
+  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 5})"));
+  json j = ex.Json();
+  EXPECT_EQ(j["choices"][0]["text"], "Hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+}
+
+TEST_F(ApiServerTest, StreamedTextEqualsNonStreamedAndEndsWithDone) {
+  FakeExchange plain = Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 10})"));
+  FakeExchange ex = Call(Post("/v1/completions",
+                              R"({"prompt": "Hi", "max_tokens": 10, "stream": true,
+                                  "stream_options": {"include_usage": true}})"));
+  ASSERT_TRUE(ex.streaming);
+  EXPECT_TRUE(ex.ended);
+  ASSERT_GE(ex.events.size(), 3u);
+  EXPECT_EQ(ex.events.back(), "[DONE]");
+  EXPECT_EQ(StreamText(ex, false), plain.Json()["choices"][0]["text"]);
+  json usage_chunk = json::parse(ex.events[ex.events.size() - 2]);
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 10);
+  json last_choice = json::parse(ex.events[ex.events.size() - 3]);
+  EXPECT_EQ(last_choice["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(last_choice["usage"].is_null());
+}
+
+TEST_F(ApiServerTest, StopStringIsCutAndNeverStreamed) {
+  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "Hi", "stop": ["d. B"]})"));
+  json j = ex.Json();
+  EXPECT_EQ(j["choices"][0]["text"], "Hello worl");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(backend_.stopped.size(), 1u);
+
+  FakeExchange s =
+      Call(Post("/v1/completions", R"({"prompt": "Hi", "stop": "d. B", "stream": true})"));
+  EXPECT_EQ(StreamText(s, false), "Hello worl");
+  EXPECT_EQ(s.events.back(), "[DONE]");
+}
+
+TEST_F(ApiServerTest, MultiByteCharactersStreamWhole) {
+  backend_.reply = "a\xC3\xA9\xE2\x82\xAC";  // "aé€", one byte per token
+  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "x", "stream": true})"));
+  for (const std::string& e : ex.events) {
+    if (e == "[DONE]") continue;
+    std::string t = json::parse(e)["choices"][0]["text"];
+    EXPECT_TRUE(t.empty() || t == "a" || t == "\xC3\xA9" || t == "\xE2\x82\xAC") << t;
+  }
+  EXPECT_EQ(StreamText(ex, false), backend_.reply);
+}
+
+TEST_F(ApiServerTest, ChatCompletionAndChatStream) {
+  const char* body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})";
+  FakeExchange ex = Call(Post("/v1/chat/completions", body));
+  json j = ex.Json();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], (int)std::string("<user>Hi<assistant>").size() + 1);
+
+  FakeExchange s = Call(Post("/v1/chat/completions",
+                             R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5,
+                                 "stream": true})"));
+  json first = json::parse(s.events.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(StreamText(s, true), "Hello");
+}
+
+TEST_F(ApiServerTest, ChatWithoutTemplateIs400) {
+  backend_.has_template = false;
+  FakeExchange ex =
+      Call(Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})"));
+  EXPECT_EQ(ex.status, 400);
+  EXPECT_NE(ex.Json()["error"]["message"].get<std::string>().find("chat template"),
+            std::string::npos);
+}
+
+TEST_F(ApiServerTest, SeveralPromptsAndChoicesGetIndexesAndSeeds) {
+  FakeExchange ex = Call(
+      Post("/v1/completions", R"({"prompt": ["a", "bb"], "n": 2, "max_tokens": 3, "seed": 7})"));
+  json j = ex.Json();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(j["choices"][i]["index"], i);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2 + 3) << "each prompt counted once";
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  ASSERT_EQ(backend_.requests.size(), 4u);
+  EXPECT_EQ(backend_.requests[0].sampling.seed, 7u);
+  EXPECT_EQ(backend_.requests[1].sampling.seed, 8u);
+  std::set<std::string> ids;
+  for (const EngineRequest& r : backend_.requests) ids.insert(r.request_id);
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST_F(ApiServerTest, LogprobsAndEcho) {
+  FakeExchange ex = Call(
+      Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2, "logprobs": 2, "echo": true})"));
+  json j = ex.Json();
+  EXPECT_EQ(j["choices"][0]["text"], "HiHe");
+  const json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"H", "e"}));
+  EXPECT_EQ(lp["text_offset"], json({2, 3}));
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 1u);  // both alternatives are "H"
+
+  FakeExchange chat = Call(Post("/v1/chat/completions",
+                                R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2,
+                                    "logprobs": true, "top_logprobs": 2})"));
+  json content = chat.Json()["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "H");
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+}
+
+TEST_F(ApiServerTest, ClientGoneMidStreamAbortsTheRequest) {
+  backend_.hang = true;
+  FakeExchange ex;
+  ex.gone_after_events = 3;
+  server_.Handle(Post("/v1/completions", R"({"prompt": "Hi", "stream": true})"), ex);
+  EXPECT_FALSE(ex.ended);
+  ASSERT_EQ(backend_.aborted.size(), 1u);
+  EXPECT_EQ(backend_.aborted[0], backend_.requests[0].request_id);
+  EXPECT_EQ(server_.pending_requests(), 0);
+  // Non-streaming requests are aborted too when the client goes away.
+  FakeExchange plain;
+  plain.gone_after_events = 0;
+  server_.Handle(Post("/v1/completions", R"({"prompt": "Hi"})"), plain);
+  EXPECT_EQ(plain.status, 0) << "nothing sent to a gone client";
+  EXPECT_EQ(backend_.aborted.size(), 2u);
+}
+
+TEST_F(ApiServerTest, ErrorsHaveStatusAndShape) {
+  struct Case {
+    HttpRequest request;
+    int status;
+    const char* code;
+  };
+  std::vector<Case> cases = {
+      {Post("/v1/completions", "{bad json"), 400, ""},
+      {Post("/v1/completions", R"({"prompt": "Hi", "model": "gpt-4"})"), 404, "model_not_found"},
+      {Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 62})"), 400, ""},
+      {Post("/v1/completions", R"({"prompt": ")" + std::string(70, 'x') + R"("})"), 400, ""},
+      {Post("/v1/completions", R"({"prompt": "Hi", "n": 100})"), 400, ""},
+      {Post("/v1/nothing", "{}"), 404, "not_found"},
+      {Get("/v1/completions"), 405, "method_not_allowed"},
+      {Post("/v1/models", ""), 405, "method_not_allowed"},
+      {Post("/tokenize", R"({"prompt": 3})"), 400, ""},
+      {Post("/detokenize", R"({"tokens": [999]})"), 400, ""},
+  };
+  for (Case& c : cases) {
+    FakeExchange ex = Call(c.request);
+    EXPECT_EQ(ex.status, c.status) << c.request.path << " " << c.request.body;
+    json j = ex.Json();
+    ASSERT_TRUE(j["error"].is_object()) << ex.body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"]["type"].is_string());
+    EXPECT_TRUE(j["error"].contains("param"));
+    if (*c.code) {
+      EXPECT_EQ(j["error"]["code"], c.code) << ex.body;
+    }
+  }
+  FakeExchange over = Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 62})"));
+  EXPECT_NE(
+      over.Json()["error"]["message"].get<std::string>().find("65 tokens (3 in the prompt, 62"),
+      std::string::npos)
+      << over.body;
+  EXPECT_EQ(Call(Get("/health")).status, 200);
+  EXPECT_EQ(server_.pending_requests(), 0);
+}
+
+TEST_F(ApiServerTest, ShutdownEndsRunningStreamsWithAbortAndDone) {
+  backend_.hang = true;
+  std::thread stopper([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server_.BeginShutdown();
+  });
+  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "Hi", "stream": true})"));
+  stopper.join();
+  ASSERT_GE(ex.events.size(), 2u);
+  EXPECT_EQ(ex.events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(ex.events[ex.events.size() - 2])["choices"][0]["finish_reason"], "abort");
+  EXPECT_TRUE(ex.ended);
+  EXPECT_EQ(backend_.aborted.size(), 1u);
+}
+
+TEST(ApiServerLifecycleTest, LoadingThenReadyThenShuttingDown) {
+  ApiServer server(ApiServerOptions{});
+  FakeExchange h1;
+  server.Handle(Get("/health"), h1);
+  EXPECT_EQ(h1.status, 503);
+  FakeExchange c1;
+  server.Handle(Post("/v1/completions", R"({"prompt": "x"})"), c1);
+  EXPECT_EQ(c1.status, 503);
+  FakeExchange m1;
+  server.Handle(Get("/metrics"), m1);
+  EXPECT_EQ(m1.status, 200);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  FakeExchange h2;
+  server.Handle(Get("/health"), h2);
+  EXPECT_EQ(h2.status, 200);
+  server.BeginShutdown();
+  FakeExchange h3;
+  server.Handle(Get("/health"), h3);
+  EXPECT_EQ(h3.status, 503);
+}
+
+TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
+  ApiServerOptions o;
+  o.api_key = "sekret";
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  HttpRequest r = Get("/v1/models");
+  FakeExchange a;
+  server.Handle(r, a);
+  EXPECT_EQ(a.status, 401);
+  EXPECT_EQ(json::parse(a.body)["error"]["code"], "invalid_api_key");
+  r.headers.emplace_back("authorization", "Bearer wrong!");
+  FakeExchange b;
+  server.Handle(r, b);
+  EXPECT_EQ(b.status, 401);
+  r.headers.back().second = "Bearer sekret";
+  FakeExchange c;
+  server.Handle(r, c);
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(json::parse(c.body)["data"][0]["id"], "model");
+  FakeExchange h, m;
+  server.Handle(Get("/health"), h);
+  server.Handle(Get("/metrics"), m);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(m.status, 200);
+}
+
+TEST(ApiServerLimitTest, TooManyPendingRequestsIs429) {
+  ApiServerOptions o;
+  o.max_pending_requests = 2;
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  FakeExchange ex;
+  server.Handle(Post("/v1/completions", R"({"prompt": "x", "n": 3})"), ex);
+  EXPECT_EQ(ex.status, 429);
+  EXPECT_EQ(server.pending_requests(), 0);
+  FakeExchange ok;
+  server.Handle(Post("/v1/completions", R"({"prompt": "x", "n": 2, "max_tokens": 1})"), ok);
+  EXPECT_EQ(ok.status, 200);
+}
+
+TEST_F(ApiServerTest, TokenizeDetokenizeAndModels) {
+  json t = Call(Post("/tokenize", R"({"prompt": "ab"})")).Json();
+  EXPECT_EQ(t["tokens"], json({1, 'a' + 3, 'b' + 3}));
+  EXPECT_EQ(t["count"], 3);
+  EXPECT_EQ(t["max_model_len"], 64);
+  json t2 = Call(Post("/tokenize", R"({"prompt": "ab", "add_special_tokens": false})")).Json();
+  EXPECT_EQ(t2["count"], 2);
+  json d = Call(Post("/detokenize", R"({"tokens": [100, 101]})")).Json();
+  EXPECT_EQ(d["prompt"], "ab");
+  json m = Call(Get("/v1/models")).Json();
+  EXPECT_EQ(m["data"][0]["id"], "stories");
+  FakeExchange metrics = Call(Get("/metrics"));
+  EXPECT_NE(metrics.body.find("tern:num_requests_running{model_name=\"stories\"} 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tern

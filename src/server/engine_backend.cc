@@ -1,0 +1,120 @@
+#include "server/engine_backend.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "gguf/gguf_file.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tern {
+namespace {
+
+class DetokenizerStream : public TokenTextStream {
+ public:
+  DetokenizerStream(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids)
+      : detok_(tokenizer, /*skip_special=*/true) {
+    for (int32_t id : prompt_ids) detok_.Add(id);
+    (void)detok_.Flush();  // a prompt ending inside a character: not ours to print
+  }
+  std::string Add(int32_t id) override { return detok_.Add(id); }
+  std::string Flush() override { return detok_.Flush(); }
+
+ private:
+  IncrementalDetokenizer detok_;
+};
+
+}  // namespace
+
+StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
+                                          const std::string& model_path) {
+  if (override_value.empty()) {
+    StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(model_path);
+    if (!file.ok()) return file.status();
+    return (*file)->GetString("tokenizer.chat_template").value_or("");
+  }
+  if (std::optional<std::string> builtin = BuiltinChatTemplate(override_value)) return *builtin;
+  std::ifstream in(override_value, std::ios::binary);
+  if (!in) {
+    std::string names;
+    for (const std::string& n : BuiltinChatTemplateNames())
+      names += (names.empty() ? "" : ", ") + n;
+    return NotFound("--chat-template: '" + override_value +
+                    "' is neither a readable file nor a built-in template (" + names + ")");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(
+    std::unique_ptr<Engine> engine, const std::string& chat_template_source) {
+  std::unique_ptr<EngineBackend> b(new EngineBackend(std::move(engine)));
+  const Tokenizer& tok = b->engine_->tokenizer();
+  if (tok.bos_id() >= 0) b->bos_text_ = tok.TokenText(tok.bos_id());
+  if (tok.eos_id() >= 0) b->eos_text_ = tok.TokenText(tok.eos_id());
+  if (!chat_template_source.empty()) {
+    StatusOr<Template> t = ParseChatTemplate(chat_template_source);
+    if (!t.ok()) return t.status().WithContext("chat template");
+    b->chat_template_ = std::move(t).value();
+  }
+  return b;
+}
+
+StatusOr<std::shared_ptr<OutputChannel>> EngineBackend::AddRequest(EngineRequest request) {
+  return engine_->AddRequest(std::move(request));
+}
+
+void EngineBackend::Abort(const std::string& request_id) { engine_->Abort(request_id); }
+
+void EngineBackend::FinishWithStop(const std::string& request_id) {
+  engine_->FinishWithStop(request_id);
+}
+
+EngineStats EngineBackend::GetStats() const { return engine_->GetStats(); }
+
+int32_t EngineBackend::max_model_len() const { return engine_->max_model_len(); }
+
+int32_t EngineBackend::vocab_size() const { return engine_->tokenizer().vocab_size(); }
+
+std::vector<int32_t> EngineBackend::Encode(std::string_view text, bool add_special,
+                                           bool parse_special) const {
+  return engine_->tokenizer().Encode(text, add_special, parse_special);
+}
+
+std::string EngineBackend::Decode(std::span<const int32_t> ids) const {
+  return engine_->tokenizer().Decode(ids);
+}
+
+std::string EngineBackend::TokenPiece(int32_t id) const {
+  const Tokenizer& tok = engine_->tokenizer();
+  if (!tok.IsValid(id) || tok.IsEog(id)) return "";
+  return tok.TokenToPiece(id, /*skip_special=*/true);
+}
+
+std::unique_ptr<TokenTextStream> EngineBackend::NewTextStream(
+    std::span<const int32_t> prompt_ids) const {
+  return std::make_unique<DetokenizerStream>(engine_->tokenizer(), prompt_ids);
+}
+
+StatusOr<std::vector<int32_t>> EngineBackend::EncodeChat(const std::vector<ApiMessage>& messages,
+                                                         bool add_special) const {
+  if (!chat_template_) {
+    return InvalidArgument(
+        "this model has no chat template (no tokenizer.chat_template in its GGUF); start the "
+        "server with --chat-template NAME|FILE, or use /v1/completions");
+  }
+  std::vector<ChatMessage> chat;
+  chat.reserve(messages.size());
+  for (const ApiMessage& m : messages) chat.push_back({m.role, m.content});
+  StatusOr<std::string> text =
+      RenderChatTemplate(*chat_template_, chat,
+                         /*add_generation_prompt=*/true, bos_text_, eos_text_);
+  if (!text.ok()) return InvalidArgument("chat template: " + text.status().message());
+  // The template usually writes BOS itself; add it only when it did not.
+  const bool starts_with_bos = !bos_text_.empty() && text->rfind(bos_text_, 0) == 0;
+  return engine_->tokenizer().Encode(*text, add_special && !starts_with_bos,
+                                     /*parse_special=*/true);
+}
+
+}  // namespace tern

@@ -1,0 +1,59 @@
+// EngineBackend: the ServingBackend of `tern serve`, wrapping the real Engine
+// (requests, stats) and its Tokenizer (text <-> ids, incremental
+// detokenizing), plus the chat template: the model's tokenizer.chat_template
+// unless --chat-template names a built-in format or a file.
+//
+// Thread rules: immutable after Create(); every method is safe from any
+// thread (Engine and Tokenizer are).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "jinja/chat_template.h"
+#include "server/serving_backend.h"
+
+namespace tern {
+
+// The template source for a model: override_value is "" (use the GGUF's
+// tokenizer.chat_template, "" when it has none), a built-in name
+// (BuiltinChatTemplateNames()), or a file path. Errors name the file.
+StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
+                                          const std::string& model_path);
+
+class EngineBackend : public ServingBackend {
+ public:
+  // chat_template_source "" = none: chat requests get a 400 that says so.
+  static StatusOr<std::unique_ptr<EngineBackend>> Create(std::unique_ptr<Engine> engine,
+                                                         const std::string& chat_template_source);
+
+  Engine& engine() { return *engine_; }
+  bool has_chat_template() const { return chat_template_.has_value(); }
+
+  StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request) override;
+  void Abort(const std::string& request_id) override;
+  void FinishWithStop(const std::string& request_id) override;
+  EngineStats GetStats() const override;
+  int32_t max_model_len() const override;
+  int32_t vocab_size() const override;
+  std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                              bool parse_special) const override;
+  std::string Decode(std::span<const int32_t> ids) const override;
+  std::string TokenPiece(int32_t id) const override;
+  std::unique_ptr<TokenTextStream> NewTextStream(
+      std::span<const int32_t> prompt_ids) const override;
+  StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ApiMessage>& messages,
+                                            bool add_special) const override;
+
+ private:
+  explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+
+  std::unique_ptr<Engine> engine_;
+  std::optional<Template> chat_template_;
+  std::string bos_text_;
+  std::string eos_text_;
+};
+
+}  // namespace tern

@@ -1,0 +1,337 @@
+#include "server/request_parser.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace tern {
+namespace {
+
+using json = nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+std::string TypeName(const json& v) { return v.type_name(); }
+
+MaybeError WrongType(const std::string& key, const char* want, const json& v) {
+  return ApiError::Invalid("'" + key + "' must be " + want + ", got " + TypeName(v), key);
+}
+
+// A field that is absent or null keeps its default.
+const json* Field(const json& obj, const std::string& key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+MaybeError GetInt(const json& obj, const std::string& key, int64_t lo, int64_t hi, int64_t* out) {
+  const json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > (uint64_t)std::numeric_limits<int64_t>::max()) {
+    return ApiError::Invalid("'" + key + "' is out of range", key);
+  }
+  int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) {
+    return ApiError::Invalid("'" + key + "' must be between " + std::to_string(lo) + " and " +
+                                 std::to_string(hi) + ", got " + std::to_string(x),
+                             key);
+  }
+  *out = x;
+  return std::nullopt;
+}
+
+MaybeError GetFloat(const json& obj, const std::string& key, double lo, double hi, float* out) {
+  const json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return WrongType(key, "a number", *v);
+  double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "'%s' must be between %g and %g, got %g", key.c_str(), lo, hi,
+                  x);
+    return ApiError::Invalid(buf, key);
+  }
+  *out = (float)x;
+  return std::nullopt;
+}
+
+MaybeError GetBool(const json& obj, const std::string& key, bool* out) {
+  const json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+MaybeError GetString(const json& obj, const std::string& key, std::string* out) {
+  const json* v = Field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return WrongType(key, "a string", *v);
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError ParseBody(std::string_view body, json* out) {
+  *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return ApiError::Invalid("request body is not valid JSON");
+  if (!out->is_object()) return ApiError::Invalid("request body must be a JSON object");
+  return std::nullopt;
+}
+
+bool IsTokenArray(const json& v) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const json& x : v) {
+    if (!x.is_number_integer()) return false;
+  }
+  return true;
+}
+
+MaybeError ToTokenIds(const json& v, const std::string& key, const RequestLimits& limits,
+                      std::vector<int32_t>* out) {
+  out->clear();
+  for (const json& x : v) {
+    int64_t id =
+        x.is_number_unsigned() && x.get<uint64_t>() > (uint64_t)INT64_MAX ? -1 : x.get<int64_t>();
+    if (id < 0 || id > INT32_MAX || (limits.vocab_size > 0 && id >= limits.vocab_size)) {
+      return ApiError::Invalid(
+          "token id " + x.dump() + " in '" + key + "' is out of range" +
+              (limits.vocab_size > 0
+                   ? " (vocabulary size " + std::to_string(limits.vocab_size) + ")"
+                   : ""),
+          key);
+    }
+    out->push_back((int32_t)id);
+  }
+  return std::nullopt;
+}
+
+// prompt: "text" | [ids] | ["text", ...] | [[ids], ...]
+MaybeError ParsePrompts(const json& obj, const RequestLimits& limits,
+                        std::vector<PromptInput>* out) {
+  const json* v = Field(obj, "prompt");
+  if (!v) return ApiError::Invalid("'prompt' is required", "prompt");
+  if (v->is_string()) {
+    out->push_back({false, v->get<std::string>(), {}});
+    return std::nullopt;
+  }
+  const char* kShape = "a string, an array of token ids, or an array of those";
+  if (!v->is_array() || v->empty()) return WrongType("prompt", kShape, *v);
+  if (IsTokenArray(*v)) {
+    PromptInput p{true, "", {}};
+    if (auto e = ToTokenIds(*v, "prompt", limits, &p.token_ids)) return e;
+    out->push_back(std::move(p));
+    return std::nullopt;
+  }
+  if ((int64_t)v->size() > limits.max_prompts) {
+    return ApiError::Invalid(
+        "at most " + std::to_string(limits.max_prompts) + " prompts per request", "prompt");
+  }
+  for (const json& item : *v) {
+    if (item.is_string()) {
+      out->push_back({false, item.get<std::string>(), {}});
+    } else if (IsTokenArray(item)) {
+      PromptInput p{true, "", {}};
+      if (auto e = ToTokenIds(item, "prompt", limits, &p.token_ids)) return e;
+      out->push_back(std::move(p));
+    } else {
+      return WrongType("prompt", kShape, *v);
+    }
+  }
+  return std::nullopt;
+}
+
+// content: "text" | [{"type": "text", "text": "..."}, ...] | null
+MaybeError ParseContent(const json& msg, size_t index, std::string* out) {
+  const std::string key = "messages[" + std::to_string(index) + "].content";
+  const json* c = Field(msg, "content");
+  if (!c) return std::nullopt;
+  if (c->is_string()) {
+    *out = c->get<std::string>();
+    return std::nullopt;
+  }
+  if (!c->is_array()) return WrongType(key, "a string or an array of content parts", *c);
+  for (const json& part : *c) {
+    if (!part.is_object()) return WrongType(key, "an array of content parts", part);
+    const json* type = Field(part, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "text") {
+      return ApiError::Invalid("only content parts of type \"text\" are supported in " + key, key);
+    }
+    const json* text = Field(part, "text");
+    if (!text || !text->is_string()) {
+      return ApiError::Invalid("a text content part needs a string 'text' in " + key, key);
+    }
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseMessages(const json& obj, std::vector<ApiMessage>* out) {
+  const json* v = Field(obj, "messages");
+  if (!v) return ApiError::Invalid("'messages' is required", "messages");
+  if (!v->is_array()) return WrongType("messages", "an array", *v);
+  if (v->empty()) return ApiError::Invalid("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string key = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return WrongType(key, "an object", m);
+    const json* role = Field(m, "role");
+    if (!role || !role->is_string() || role->get<std::string>().empty()) {
+      return ApiError::Invalid(key + " needs a string 'role'", key + ".role");
+    }
+    ApiMessage msg{role->get<std::string>(), ""};
+    if (auto e = ParseContent(m, i, &msg.content)) return e;
+    out->push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseStop(const json& obj, const RequestLimits& limits, std::vector<std::string>* out) {
+  const json* v = Field(obj, "stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    if (!v->get<std::string>().empty()) out->push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return WrongType("stop", "a string or an array of strings", *v);
+  if ((int64_t)v->size() > limits.max_stop) {
+    return ApiError::Invalid("'stop' may hold at most " + std::to_string(limits.max_stop) +
+                                 " strings, got " + std::to_string(v->size()),
+                             "stop");
+  }
+  for (const json& s : *v) {
+    if (!s.is_string()) return WrongType("stop", "a string or an array of strings", s);
+    if (s.get<std::string>().empty())
+      return ApiError::Invalid("'stop' strings must not be empty", "stop");
+    out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseSampling(const json& obj, SamplingParams* s) {
+  if (auto e = GetFloat(obj, "temperature", 0.0, 100.0, &s->temperature)) return e;
+  if (auto e = GetFloat(obj, "top_p", 0.0, 1.0, &s->top_p)) return e;
+  if (s->top_p <= 0.0f) return ApiError::Invalid("'top_p' must be in (0, 1]", "top_p");
+  int64_t top_k = 0;
+  if (auto e = GetInt(obj, "top_k", -1, 1 << 30, &top_k)) return e;
+  s->top_k = top_k < 0 ? 0 : (int32_t)top_k;
+  if (auto e = GetFloat(obj, "min_p", 0.0, 1.0, &s->min_p)) return e;
+  if (auto e = GetFloat(obj, "presence_penalty", -2.0, 2.0, &s->presence_penalty)) return e;
+  if (auto e = GetFloat(obj, "frequency_penalty", -2.0, 2.0, &s->frequency_penalty)) return e;
+  if (auto e = GetFloat(obj, "repetition_penalty", 0.0, 100.0, &s->repetition_penalty)) return e;
+  if (s->repetition_penalty <= 0.0f) {
+    return ApiError::Invalid("'repetition_penalty' must be greater than 0", "repetition_penalty");
+  }
+  if (const json* seed = Field(obj, "seed")) {
+    if (!seed->is_number_integer()) return WrongType("seed", "an integer", *seed);
+    s->seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : (uint64_t)seed->get<int64_t>();
+    s->has_seed = true;
+  }
+  return GetBool(obj, "ignore_eos", &s->ignore_eos);
+}
+
+MaybeError ParseMaxTokens(const json& obj, int32_t* out) {
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    int64_t x = -1;
+    if (auto e = GetInt(obj, key, 1, INT32_MAX, &x)) {
+      if (e->message.find("between") != std::string::npos) {
+        e->message =
+            std::string("'") + key + "' must be a positive integer, got " + Field(obj, key)->dump();
+      }
+      return e;
+    }
+    if (x > 0) {
+      *out = (int32_t)x;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseLogprobs(const json& obj, ApiEndpoint endpoint, const RequestLimits& limits,
+                         int32_t* out) {
+  int64_t k = -1;
+  if (endpoint == ApiEndpoint::kCompletions) {
+    if (auto e = GetInt(obj, "logprobs", 0, limits.max_logprobs, &k)) return e;
+    *out = (int32_t)k;
+    return std::nullopt;
+  }
+  bool want = false;
+  if (auto e = GetBool(obj, "logprobs", &want)) return e;
+  if (auto e = GetInt(obj, "top_logprobs", 0, limits.max_logprobs, &k)) return e;
+  if (k >= 0 && !want) {
+    return ApiError::Invalid("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+  }
+  *out = want ? (int32_t)std::max<int64_t>(k, 0) : -1;
+  return std::nullopt;
+}
+
+MaybeError ParseStreamOptions(const json& obj, CompletionRequest* out) {
+  if (auto e = GetBool(obj, "stream", &out->stream)) return e;
+  const json* opts = Field(obj, "stream_options");
+  if (!opts) return std::nullopt;
+  if (!opts->is_object()) return WrongType("stream_options", "an object", *opts);
+  return GetBool(*opts, "include_usage", &out->include_usage);
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoint endpoint,
+                                               const RequestLimits& limits,
+                                               CompletionRequest* out) {
+  json obj;
+  if (auto e = ParseBody(body, &obj)) return e;
+  *out = CompletionRequest{};
+  out->endpoint = endpoint;
+  if (auto e = GetString(obj, "model", &out->model)) return e;
+  if (endpoint == ApiEndpoint::kCompletions) {
+    if (auto e = ParsePrompts(obj, limits, &out->prompts)) return e;
+    if (auto e = GetBool(obj, "echo", &out->echo)) return e;
+  } else {
+    if (auto e = ParseMessages(obj, &out->messages)) return e;
+  }
+  if (auto e = ParseMaxTokens(obj, &out->max_tokens)) return e;
+  if (auto e = ParseSampling(obj, &out->sampling)) return e;
+  if (auto e = ParseStop(obj, limits, &out->stop)) return e;
+  int64_t n = 1;
+  if (auto e = GetInt(obj, "n", 1, limits.max_n, &n)) return e;
+  out->n = (int32_t)n;
+  if (auto e = ParseStreamOptions(obj, out)) return e;
+  if (auto e = ParseLogprobs(obj, endpoint, limits, &out->logprobs)) return e;
+  if (auto e = GetString(obj, "user", &out->user)) return e;
+  if (auto e = GetString(obj, "cache_salt", &out->cache_salt)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out) {
+  json obj;
+  if (auto e = ParseBody(body, &obj)) return e;
+  *out = TokenizeRequest{};
+  if (auto e = GetString(obj, "model", &out->model)) return e;
+  if (auto e = GetBool(obj, "add_special_tokens", &out->add_special_tokens)) return e;
+  if (Field(obj, "messages")) {
+    out->has_messages = true;
+    return ParseMessages(obj, &out->messages);
+  }
+  const json* p = Field(obj, "prompt");
+  if (!p) return ApiError::Invalid("'prompt' or 'messages' is required", "prompt");
+  if (!p->is_string()) return WrongType("prompt", "a string", *p);
+  out->prompt = p->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                               DetokenizeRequest* out) {
+  json obj;
+  if (auto e = ParseBody(body, &obj)) return e;
+  *out = DetokenizeRequest{};
+  if (auto e = GetString(obj, "model", &out->model)) return e;
+  const json* t = Field(obj, "tokens");
+  if (!t) return ApiError::Invalid("'tokens' is required", "tokens");
+  if (!t->is_array() || !(t->empty() || IsTokenArray(*t))) {
+    return WrongType("tokens", "an array of token ids", *t);
+  }
+  return ToTokenIds(*t, "tokens", limits, &out->tokens);
+}
+
+}  // namespace tern

@@ -1,0 +1,29 @@
+// Request parsing and validation: JSON request bodies -> the plain records of
+// completion_request.h, or an ApiError (400 invalid_request_error naming the
+// offending field in `param`). Unknown fields are ignored, as OpenAI clients
+// send many. Pure functions; safe from any thread.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/completion_request.h"
+
+namespace tern {
+
+struct RequestLimits {
+  int32_t max_n = 16;         // choices per request
+  int32_t max_stop = 4;       // stop strings
+  int32_t max_logprobs = 20;  // top alternatives per token
+  int32_t max_prompts = 64;   // prompts in one completions request
+  int32_t vocab_size = 0;     // > 0: token ids must be below it
+};
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoint endpoint,
+                                               const RequestLimits& limits, CompletionRequest* out);
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out);
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                               DetokenizeRequest* out);
+
+}  // namespace tern

@@ -1,0 +1,189 @@
+#include "server/request_parser.h"
+
+#include <gtest/gtest.h>
+
+namespace tern {
+namespace {
+
+struct BadCase {
+  ApiEndpoint endpoint;
+  const char* body;
+  const char* param;  // expected "param" ("" = none)
+};
+
+constexpr ApiEndpoint kCmpl = ApiEndpoint::kCompletions;
+constexpr ApiEndpoint kChat = ApiEndpoint::kChatCompletions;
+
+TEST(RequestParserTest, RejectsTableOfBadRequestsWith400) {
+  const BadCase cases[] = {
+      {kCmpl, "", ""},
+      {kCmpl, "{", ""},
+      {kCmpl, "[1,2]", ""},
+      {kCmpl, "\"prompt\"", ""},
+      {kCmpl, "{}", "prompt"},
+      {kCmpl, R"({"prompt": null})", "prompt"},
+      {kCmpl, R"({"prompt": 5})", "prompt"},
+      {kCmpl, R"({"prompt": []})", "prompt"},
+      {kCmpl, R"({"prompt": [1, "a"]})", "prompt"},
+      {kCmpl, R"({"prompt": [[1], 2.5]})", "prompt"},
+      {kCmpl, R"({"prompt": [-1]})", "prompt"},
+      {kCmpl, R"({"prompt": [600]})", "prompt"},  // vocab 512
+      {kCmpl, R"({"prompt": "a", "model": 3})", "model"},
+      {kCmpl, R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {kCmpl, R"({"prompt": "a", "max_tokens": -5})", "max_tokens"},
+      {kCmpl, R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens"},
+      {kCmpl, R"({"prompt": "a", "max_tokens": "10"})", "max_tokens"},
+      {kCmpl, R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
+      {kCmpl, R"({"prompt": "a", "max_completion_tokens": 0})", "max_completion_tokens"},
+      {kCmpl, R"({"prompt": "a", "temperature": -1})", "temperature"},
+      {kCmpl, R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+      {kCmpl, R"({"prompt": "a", "top_p": 0})", "top_p"},
+      {kCmpl, R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      {kCmpl, R"({"prompt": "a", "top_k": -2})", "top_k"},
+      {kCmpl, R"({"prompt": "a", "min_p": 2})", "min_p"},
+      {kCmpl, R"({"prompt": "a", "presence_penalty": 3})", "presence_penalty"},
+      {kCmpl, R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
+      {kCmpl, R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
+      {kCmpl, R"({"prompt": "a", "seed": "x"})", "seed"},
+      {kCmpl, R"({"prompt": "a", "stop": 5})", "stop"},
+      {kCmpl, R"({"prompt": "a", "stop": ["a", 1]})", "stop"},
+      {kCmpl, R"({"prompt": "a", "stop": ["a","b","c","d","e"]})", "stop"},
+      {kCmpl, R"({"prompt": "a", "stop": [""]})", "stop"},
+      {kCmpl, R"({"prompt": "a", "n": 0})", "n"},
+      {kCmpl, R"({"prompt": "a", "n": 17})", "n"},
+      {kCmpl, R"({"prompt": "a", "stream": "yes"})", "stream"},
+      {kCmpl, R"({"prompt": "a", "stream": true, "stream_options": 1})", "stream_options"},
+      {kCmpl, R"({"prompt": "a", "stream_options": {"include_usage": 1}})", "include_usage"},
+      {kCmpl, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
+      {kCmpl, R"({"prompt": "a", "logprobs": true})", "logprobs"},
+      {kCmpl, R"({"prompt": "a", "echo": 1})", "echo"},
+      {kCmpl, R"({"prompt": "a", "ignore_eos": "no"})", "ignore_eos"},
+      {kCmpl, R"({"prompt": "a", "user": 1})", "user"},
+      {kCmpl, R"({"prompt": "a", "cache_salt": []})", "cache_salt"},
+      {kChat, "{}", "messages"},
+      {kChat, R"({"messages": []})", "messages"},
+      {kChat, R"({"messages": "hi"})", "messages"},
+      {kChat, R"({"messages": [1]})", "messages[0]"},
+      {kChat, R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content"},
+      {kChat, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+       "messages[0].content"},
+      {kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       "top_logprobs"},
+      {kChat,
+       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 99})",
+       "top_logprobs"},
+  };
+  RequestLimits limits;
+  limits.vocab_size = 512;
+  for (const BadCase& c : cases) {
+    CompletionRequest req;
+    std::optional<ApiError> err = ParseCompletionRequest(c.body, c.endpoint, limits, &req);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->http_status, 400) << c.body;
+    EXPECT_EQ(err->type, "invalid_request_error") << c.body;
+    EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    EXPECT_FALSE(err->message.empty());
+  }
+}
+
+TEST(RequestParserTest, ParsesFullCompletionRequest) {
+  const char* body = R"({"model": "m", "prompt": "Once", "max_tokens": 7, "temperature": 0,
+      "top_p": 0.9, "top_k": 40, "min_p": 0.05, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+      "repetition_penalty": 1.1, "seed": 42, "stop": "\n", "n": 3, "stream": true,
+      "stream_options": {"include_usage": true}, "logprobs": 2, "echo": true,
+      "ignore_eos": true, "user": "u", "cache_salt": "s", "unknown_field": {"x": 1}})";
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(body, kCmpl, RequestLimits{}, &r).has_value());
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_TRUE(r.sampling.has_seed);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.logprobs, 2);
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.cache_salt, "s");
+}
+
+TEST(RequestParserTest, AcceptsEveryPromptShape) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt": [1, 2, 3]})", kCmpl, {}, &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt": ["a", [4, 5], "b"]})", kCmpl, {}, &r));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[0].text, "a");
+  EXPECT_EQ(r.prompts[1].token_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(r.prompts[2].text, "b");
+  EXPECT_EQ(r.max_tokens, -1) << "default: up to the context length";
+  EXPECT_EQ(r.n, 1);
+}
+
+TEST(RequestParserTest, JoinsTextContentPartsAndTakesChatLogprobs) {
+  const char* body = R"({"messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null}],
+      "max_completion_tokens": 5, "max_tokens": 9, "logprobs": true, "top_logprobs": 3})";
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(body, kChat, {}, &r));
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 5) << "max_completion_tokens wins";
+  EXPECT_EQ(r.logprobs, 3);
+}
+
+TEST(RequestParserTest, NullFieldsKeepDefaults) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(
+      R"({"prompt": "a", "max_tokens": null, "stop": null, "temperature": null, "n": null})", kCmpl,
+      {}, &r));
+  EXPECT_EQ(r.max_tokens, -1);
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+}
+
+TEST(RequestParserTest, ParsesTokenizeAndDetokenize) {
+  TokenizeRequest t;
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"prompt": "hi", "add_special_tokens": false})", &t));
+  EXPECT_FALSE(t.has_messages);
+  EXPECT_EQ(t.prompt, "hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "x"}]})", &t));
+  EXPECT_TRUE(t.has_messages);
+  EXPECT_TRUE(t.add_special_tokens);
+  EXPECT_TRUE(ParseTokenizeRequest(R"({})", &t).has_value());
+  EXPECT_TRUE(ParseTokenizeRequest(R"({"prompt": 1})", &t).has_value());
+
+  RequestLimits limits;
+  limits.vocab_size = 10;
+  DetokenizeRequest d;
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens": [1, 2]})", limits, &d));
+  EXPECT_EQ(d.tokens, (std::vector<int32_t>{1, 2}));
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens": []})", limits, &d));
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({"tokens": [10]})", limits, &d).has_value());
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({"tokens": "1"})", limits, &d).has_value());
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({})", limits, &d).has_value());
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,158 @@
+#include "server/response_writer.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tern {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json NullOr(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+// Bytes of a token text as a JSON array of integers (chat logprobs).
+json Bytes(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back((int)c);
+  return out;
+}
+
+// A valid-UTF-8 copy of s for use as an object key (invalid bytes replaced).
+std::string SafeKey(const std::string& s) {
+  json tmp = s;
+  std::string quoted = tmp.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json::parse(quoted).get<std::string>();
+}
+
+json CompletionLogprobs(const ChoiceResult& c) {
+  if (!c.has_logprobs) return nullptr;
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const LogprobEntry& e : c.logprobs) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob);
+    json top = json::object();
+    for (const auto& [tok, lp] : e.top) top[SafeKey(tok)] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+json ChatLogprobs(const ChoiceResult& c) {
+  if (!c.has_logprobs) return nullptr;
+  json content = json::array();
+  for (const LogprobEntry& e : c.logprobs) {
+    json top = json::array();
+    for (const auto& [tok, lp] : e.top) {
+      top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", Bytes(tok)}});
+    }
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", Bytes(e.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json Usage(const UsageInfo& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json Head(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+}  // namespace
+
+std::string ErrorJson(const ApiError& e) {
+  json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", NullOr(e.param)},
+              {"code", NullOr(e.code)}};
+  return Dump({{"error", std::move(err)}});
+}
+
+std::string CompletionJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                           const UsageInfo& usage) {
+  json j = Head(meta, "text_completion");
+  json arr = json::array();
+  for (const ChoiceResult& c : choices) {
+    arr.push_back({{"index", c.index},
+                   {"text", c.text},
+                   {"logprobs", CompletionLogprobs(c)},
+                   {"finish_reason", NullOr(c.finish_reason)}});
+  }
+  j["choices"] = std::move(arr);
+  j["usage"] = Usage(usage);
+  return Dump(j);
+}
+
+std::string ChatCompletionJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                               const UsageInfo& usage) {
+  json j = Head(meta, "chat.completion");
+  json arr = json::array();
+  for (const ChoiceResult& c : choices) {
+    arr.push_back({{"index", c.index},
+                   {"message", {{"role", "assistant"}, {"content", c.text}}},
+                   {"logprobs", ChatLogprobs(c)},
+                   {"finish_reason", NullOr(c.finish_reason)}});
+  }
+  j["choices"] = std::move(arr);
+  j["usage"] = Usage(usage);
+  return Dump(j);
+}
+
+std::string CompletionChunkJson(const ResponseMeta& meta, const ChoiceResult& c, bool usage_null) {
+  json j = Head(meta, "text_completion");
+  j["choices"] = json::array({{{"index", c.index},
+                               {"text", c.text},
+                               {"logprobs", CompletionLogprobs(c)},
+                               {"finish_reason", NullOr(c.finish_reason)}}});
+  if (usage_null) j["usage"] = nullptr;
+  return Dump(j);
+}
+
+std::string ChatChunkJson(const ResponseMeta& meta, const ChoiceResult& c, bool with_role,
+                          bool usage_null) {
+  json j = Head(meta, "chat.completion.chunk");
+  json delta = json::object();
+  if (with_role) delta["role"] = "assistant";
+  if (!c.text.empty() || (with_role && c.finish_reason.empty())) delta["content"] = c.text;
+  j["choices"] = json::array({{{"index", c.index},
+                               {"delta", std::move(delta)},
+                               {"logprobs", ChatLogprobs(c)},
+                               {"finish_reason", NullOr(c.finish_reason)}}});
+  if (usage_null) j["usage"] = nullptr;
+  return Dump(j);
+}
+
+std::string UsageChunkJson(const ResponseMeta& meta, bool chat, const UsageInfo& usage) {
+  json j = Head(meta, chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["usage"] = Usage(usage);
+  return Dump(j);
+}
+
+std::string ModelsJson(const std::string& model, int64_t created, int32_t max_model_len) {
+  json m = {{"id", model},
+            {"object", "model"},
+            {"created", created},
+            {"owned_by", "tern"},
+            {"max_model_len", max_model_len}};
+  return Dump({{"object", "list"}, {"data", json::array({std::move(m)})}});
+}
+
+std::string TokenizeJson(const std::vector<int32_t>& tokens, int32_t max_model_len) {
+  return Dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", max_model_len}});
+}
+
+std::string DetokenizeJson(const std::string& text) { return Dump({{"prompt", text}}); }
+
+}  // namespace tern

@@ -1,0 +1,129 @@
+#include "server/server_metrics.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace tern {
+namespace {
+
+// Bucket bounds after vLLM's, with finer low buckets for small models.
+const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                         0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                         20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kTokenBounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                          0.15,  0.2,   0.3,  0.4,   0.5,  0.75,  1.0,
+                                          2.5,   5.0,   7.5,  10.0,  20.0, 40.0,  80.0};
+const std::vector<double> kRequestBounds = {0.01, 0.05, 0.1,   0.3,   0.5,   0.8,   1.0,    1.5,
+                                            2.0,  2.5,  5.0,   10.0,  15.0,  20.0,  30.0,   40.0,
+                                            50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+std::string EscapeLabel(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  // The shortest of 15..17 significant digits that reads back exactly.
+  char buf[64];
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+class Writer {
+ public:
+  explicit Writer(const std::string& model) : label_("model_name=\"" + EscapeLabel(model) + "\"") {}
+
+  void Header(const std::string& name, const char* type, const char* help) {
+    out_ += "# HELP tern:" + name + " " + help + "\n# TYPE tern:" + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, double value, const std::string& extra_label = "") {
+    out_ += "tern:" + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
+            Number(value) + "\n";
+  }
+  void WriteHistogram(const std::string& name, const char* help, const Histogram& h) {
+    Header(name, "histogram", help);
+    const std::vector<uint64_t> cumulative = h.CumulativeCounts();
+    for (size_t i = 0; i < cumulative.size(); ++i) {
+      std::string le = i < h.bounds().size() ? Number(h.bounds()[i]) : "+Inf";
+      Sample(name + "_bucket", (double)cumulative[i], "le=\"" + le + "\"");
+    }
+    Sample(name + "_sum", h.sum());
+    Sample(name + "_count", (double)h.count());
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string label_;
+  std::string out_;
+};
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : ttft_(kTtftBounds),
+      tpot_(kTokenBounds),
+      itl_(kTokenBounds),
+      e2e_(kRequestBounds),
+      queue_(kRequestBounds) {}
+
+void ServerMetrics::Observe(const RequestMetrics& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (m.generated_tokens > 0) ttft_.Observe(m.ttft_s);
+  if (m.generated_tokens > 1) tpot_.Observe(m.tpot_s);
+  for (double gap : m.itl_s) itl_.Observe(gap);
+  e2e_.Observe(m.e2e_s);
+  queue_.Observe(m.queue_s);
+}
+
+std::string ServerMetrics::Render(const std::string& model_name, const EngineStats* stats) const {
+  EngineStats s = stats ? *stats : EngineStats{};
+  Writer w(model_name);
+  w.Header("num_requests_running", "gauge", "Number of requests in the running batch.");
+  w.Sample("num_requests_running", s.num_running);
+  w.Header("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.");
+  w.Sample("num_requests_waiting", s.num_waiting);
+  w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
+  w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
+  w.Header("prompt_tokens_total", "counter", "Number of prompt tokens computed.");
+  w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
+  w.Header("generation_tokens_total", "counter", "Number of generated tokens.");
+  w.Sample("generation_tokens_total", (double)s.generation_tokens_total);
+  w.Header("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+  w.Sample("prefix_cache_queries_total", (double)s.prefix_cache_queries_total);
+  w.Header("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
+  w.Sample("prefix_cache_hits_total", (double)s.prefix_cache_hits_total);
+  w.Header("num_preemptions_total", "counter", "Number of request preemptions.");
+  w.Sample("num_preemptions_total", (double)s.num_preemptions_total);
+  w.Header("request_success_total", "counter", "Number of finished requests by finish reason.");
+  for (const char* reason : {"stop", "length", "abort"}) {
+    auto it = s.request_success_total.find(reason);
+    uint64_t v = it == s.request_success_total.end() ? 0 : it->second;
+    w.Sample("request_success_total", (double)v, std::string("finished_reason=\"") + reason + "\"");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  w.WriteHistogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                   ttft_);
+  w.WriteHistogram("time_per_output_token_seconds",
+                   "Histogram of mean time per output token after the first, in seconds.", tpot_);
+  w.WriteHistogram("inter_token_latency_seconds", "Histogram of gaps between tokens in seconds.",
+                   itl_);
+  w.WriteHistogram("e2e_request_latency_seconds", "Histogram of request latency in seconds.", e2e_);
+  w.WriteHistogram("request_queue_time_seconds",
+                   "Histogram of time from arrival to first scheduling in seconds.", queue_);
+  return w.Take();
+}
+
+}  // namespace tern

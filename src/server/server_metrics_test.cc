@@ -1,0 +1,66 @@
+#include "server/server_metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace tern {
+namespace {
+
+bool Contains(const std::string& text, const std::string& line) {
+  return text.find(line) != std::string::npos;
+}
+
+TEST(ServerMetricsTest, RendersHistogramBucketsCumulatively) {
+  ServerMetrics m;
+  RequestMetrics r;
+  r.ttft_s = 0.003;
+  r.tpot_s = 0.02;
+  r.itl_s = {0.02, 0.03};
+  r.e2e_s = 0.07;
+  r.queue_s = 0.0005;
+  r.generated_tokens = 3;
+  m.Observe(r);
+  r.ttft_s = 3.0;
+  m.Observe(r);
+  std::string text = m.Render("stories", nullptr);
+  EXPECT_TRUE(Contains(text, "# TYPE tern:time_to_first_token_seconds histogram\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"stories\"} 0\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"stories\"} 1\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:time_to_first_token_seconds_bucket{le=\"5\",model_name=\"stories\"} 2\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"stories\"} 2\n"));
+  EXPECT_TRUE(Contains(text, "tern:time_to_first_token_seconds_count{model_name=\"stories\"} 2\n"));
+  EXPECT_TRUE(Contains(text, "tern:inter_token_latency_seconds_count{model_name=\"stories\"} 4\n"));
+  EXPECT_TRUE(Contains(text, "# HELP tern:e2e_request_latency_seconds "));
+  EXPECT_TRUE(Contains(text, "tern:request_queue_time_seconds_sum{model_name=\"stories\"} 0.001"));
+}
+
+TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
+  ServerMetrics m;
+  EngineStats s;
+  s.num_running = 3;
+  s.num_waiting = 1;
+  s.kv_cache_usage = 0.25;
+  s.prompt_tokens_total = 100;
+  s.generation_tokens_total = 50;
+  s.prefix_cache_queries_total = 80;
+  s.prefix_cache_hits_total = 16;
+  s.num_preemptions_total = 2;
+  s.request_success_total = {{"stop", 4}, {"length", 5}};
+  std::string text = m.Render("a\"b", &s);
+  EXPECT_TRUE(Contains(text, "# TYPE tern:num_requests_running gauge\n"));
+  EXPECT_TRUE(Contains(text, "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n"));
+  EXPECT_TRUE(Contains(text, "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE tern:prompt_tokens_total counter\n"));
+  EXPECT_TRUE(Contains(text, "tern:generation_tokens_total{model_name=\"a\\\"b\"} 50\n"));
+  EXPECT_TRUE(Contains(text, "tern:prefix_cache_hits_total{model_name=\"a\\\"b\"} 16\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:request_success_total{finished_reason=\"length\",model_name=\"a\\\"b\"} 5\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:request_success_total{finished_reason=\"abort\",model_name=\"a\\\"b\"} 0\n"));
+}
+
+}  // namespace
+}  // namespace tern
