@@ -31,8 +31,15 @@ configure: $(BUILD)/build.ninja
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target tern
 
+# The main job: a short generation, then the OpenAI-compatible server on the
+# default model (Ctrl-C stops it). stories260K has no chat template of its
+# own, so chat requests use the built-in ChatML one.
+PORT ?= 8080
 run: build
-	./$(BUILD)/tern generate -m $(MODEL) -p "Once upon a time" -n 128
+	./$(BUILD)/tern generate -m $(MODEL) -p "Once upon a time" -n 64 --temp 0
+	@echo
+	@echo "Starting tern serve (it prints a curl line to try; Ctrl-C stops it)"
+	./$(BUILD)/tern serve -m $(MODEL) --port $(PORT) --chat-template chatml
 
 test: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
