@@ -1,12 +1,10 @@
 #include "model/llama_model.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <span>
 #include <string>
 
 #include "base/check.h"
-#include "base/fp16.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -21,19 +19,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// out[t] = x[t] / rms(x[t]) * w, over num_tokens rows of n.
-void RmsNorm(const float* x, const float* w, int64_t num_tokens, int64_t n, float eps,
-             float* out) {
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const float* xt = x + t * n;
-    float* ot = out + t * n;
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += (double)xt[i] * xt[i];
-    const float scale = (float)(1.0 / std::sqrt(ss / n + eps));
-    for (int64_t i = 0; i < n; ++i) ot[i] = xt[i] * scale * w[i];
-  }
-}
-
 void AddBias(float* x, const float* b, int64_t num_tokens, int64_t n) {
   if (!b) return;
   for (int64_t t = 0; t < num_tokens; ++t)
@@ -42,14 +27,6 @@ void AddBias(float* x, const float* b, int64_t num_tokens, int64_t n) {
 
 void AddInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-// gate[i] = silu(gate[i]) * up[i]
-void SwiGlu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
 }
 
 }  // namespace
@@ -168,6 +145,19 @@ void LlamaModel::MatMul(const Weight& w, const float* x, int64_t num_tokens, flo
   kernels::MatMul(w.view, x, num_tokens, y, pool);
 }
 
+void LlamaModel::MatMulMany(std::initializer_list<const Weight*> ws, const float* x,
+                            int64_t num_tokens, float* const* ys, ThreadPool* pool) const {
+  kernels::WeightView views[4];
+  size_t n = 0;
+  CHECK(ws.size() <= 4);
+  for (const Weight* w : ws) {
+    if (observer_) observer_->OnMatMul(w->name, x, num_tokens, w->view.cols);
+    views[n++] = w->view;
+  }
+  kernels::MatMulMany(std::span<const kernels::WeightView>(views, n), x, num_tokens, ys,
+                      pool);
+}
+
 void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
   const ModelConfig& c = config_;
   const size_t T = batch.num_tokens();
@@ -183,49 +173,32 @@ void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
   grow(hb_, T * c.n_ff);
   grow(hb2_, T * c.n_ff);
   grow(xl_, batch.logits_rows.size() * c.n_embd);
-  grow(rope_cos_, T * c.rope_dim / 2);
-  grow(rope_sin_, T * c.rope_dim / 2);
-  int32_t max_context = 1;
-  for (const ForwardSequence& s : batch.sequences) max_context = std::max(max_context, s.context_len);
-  if ((int)att_scores_.size() < num_threads) att_scores_.resize(num_threads);
-  if ((int)att_kv_row_.size() < num_threads) att_kv_row_.resize(num_threads);
-  for (int i = 0; i < num_threads; ++i) {
-    grow(att_scores_[i], max_context);
-    grow(att_kv_row_[i], 2 * c.head_dim);
-  }
+  grow(rope_cos_sin_, T * (c.rope_dim / 2) * 2);
 }
 
-// cos/sin of every (token, frequency) once per step, shared by all layers.
+// cos/sin of every (token, frequency) once per step, shared by all layers,
+// interleaved as kernels::Rope wants them. The angle is formed in double so
+// long positions keep their precision.
 void LlamaModel::ComputeRope(const ForwardBatch& batch) {
   const int half = config_.rope_dim / 2;
   for (int t = 0; t < batch.num_tokens(); ++t) {
+    float* cs = &rope_cos_sin_[(size_t)t * 2 * half];
     for (int i = 0; i < half; ++i) {
       const double theta = (double)batch.positions[t] * rope_inv_freq_[i];
-      rope_cos_[(size_t)t * half + i] = (float)std::cos(theta);
-      rope_sin_[(size_t)t * half + i] = (float)std::sin(theta);
+      cs[2 * i] = (float)std::cos(theta);
+      cs[2 * i + 1] = (float)std::sin(theta);
     }
   }
 }
 
 // x: [num_tokens, num_heads, head_dim]; rotates the first rope_dim dims of
 // every head by its token's angles.
-//   normal: pairs (2i, 2i+1)          neox: pairs (i, i + rope_dim/2)
 void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens) const {
-  const int hd = config_.head_dim;
-  const int half = config_.rope_dim / 2;
+  const int64_t hd = config_.head_dim;
+  const int64_t half = config_.rope_dim / 2;
   for (int64_t t = 0; t < num_tokens; ++t) {
-    const float* cs = &rope_cos_[t * half];
-    const float* sn = &rope_sin_[t * half];
-    for (int h = 0; h < num_heads; ++h) {
-      float* v = x + (t * num_heads + h) * hd;
-      for (int i = 0; i < half; ++i) {
-        const int i0 = config_.rope_neox ? i : 2 * i;
-        const int i1 = config_.rope_neox ? i + half : 2 * i + 1;
-        const float x0 = v[i0], x1 = v[i1];
-        v[i0] = x0 * cs[i] - x1 * sn[i];
-        v[i1] = x0 * sn[i] + x1 * cs[i];
-      }
-    }
+    kernels::Rope(x + t * num_heads * hd, num_heads, hd, config_.rope_dim,
+                  &rope_cos_sin_[t * 2 * half], config_.rope_neox);
   }
 }
 
@@ -236,72 +209,28 @@ void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) co
   }
 }
 
-// att[t, h] = sum_q softmax_q(q[t,h] . K[q, h/group] / sqrt(hd)) V[q, h/group]
-// over the positions q the token at position p may see: [0, p], or
-// (p - window, p] with a sliding window. K/V are read through the block table.
+// att[t, h] = softmax(q[t,h] . K[:, h/group] / sqrt(hd)) V[:, h/group] over
+// the positions the token may see ([0, p], or (p - window, p] with a sliding
+// window), per sequence through its block table (kernels::Attention).
 void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage& kv,
                            ThreadPool* pool) {
   const ModelConfig& c = config_;
-  const int hd = c.head_dim;
-  const int group = c.n_head / c.n_head_kv;
-  const int64_t q_stride = (int64_t)c.n_head * hd;
-  const int64_t slot_elems = kv.slot_elems();
-  const int block_size = kv.shape().block_size;
-  const bool f16 = kv.shape().dtype == DType::kF16;
-  const uint8_t* k_base = kv.KeyData(layer);
-  const uint8_t* v_base = kv.ValueData(layer);
-  const float scale = 1.0f / std::sqrt((float)hd);
-  const int64_t num_units = (int64_t)batch.sequences.size() * c.n_head;
-
-  auto body = [&](int64_t u0, int64_t u1, int thread) {
-    float* scores = att_scores_[thread].data();
-    float* krow = att_kv_row_[thread].data();
-    float* vrow = krow + hd;
-    for (int64_t u = u0; u < u1; ++u) {
-      const ForwardSequence& seq = batch.sequences[u / c.n_head];
-      const int h = (int)(u % c.n_head);
-      const int64_t head_off = (int64_t)(h / group) * hd;
-      // Pointer to K or V of position pos (converted to f32 for f16 KV).
-      auto kv_row = [&](const uint8_t* base, int32_t pos, float* tmp) -> const float* {
-        const int64_t slot = (int64_t)seq.block_table[pos / block_size] * block_size +
-                             pos % block_size;
-        const int64_t elem = slot * slot_elems + head_off;
-        if (!f16) return reinterpret_cast<const float*>(base) + elem;
-        const uint16_t* src = reinterpret_cast<const uint16_t*>(base) + elem;
-        for (int d = 0; d < hd; ++d) tmp[d] = Fp16ToFp32(src[d]);
-        return tmp;
-      };
-      for (int j = 0; j < seq.num_tokens; ++j) {
-        const int t = seq.first_token + j;
-        const int32_t p = batch.positions[t];
-        const int32_t lo = c.sliding_window > 0 ? std::max(0, p - c.sliding_window + 1) : 0;
-        const float* q = &q_[t * q_stride + (int64_t)h * hd];
-        float max_score = -INFINITY;
-        for (int32_t pos = lo; pos <= p; ++pos) {
-          const float* k = kv_row(k_base, pos, krow);
-          float dot = 0;
-          for (int d = 0; d < hd; ++d) dot += q[d] * k[d];
-          scores[pos - lo] = dot * scale;
-          max_score = std::max(max_score, scores[pos - lo]);
-        }
-        float sum = 0;
-        for (int32_t pos = lo; pos <= p; ++pos) {
-          scores[pos - lo] = std::exp(scores[pos - lo] - max_score);
-          sum += scores[pos - lo];
-        }
-        float* out = &att_[t * q_stride + (int64_t)h * hd];
-        std::fill(out, out + hd, 0.0f);
-        const float inv_sum = 1.0f / sum;
-        for (int32_t pos = lo; pos <= p; ++pos) {
-          const float* v = kv_row(v_base, pos, vrow);
-          const float w = scores[pos - lo] * inv_sum;
-          for (int d = 0; d < hd; ++d) out[d] += w * v[d];
-        }
-      }
-    }
-  };
-  if (pool) pool->ParallelFor(num_units, body);
-  else body(0, num_units, 0);
+  const int64_t q_stride = (int64_t)c.n_head * c.head_dim;
+  const float scale = 1.0f / std::sqrt((float)c.head_dim);
+  kernels::KvPagesView view;
+  view.k = kv.KeyData(layer);
+  view.v = kv.ValueData(layer);
+  view.dtype = kv.shape().dtype;
+  view.slot_elems = kv.slot_elems();
+  view.block_size = kv.shape().block_size;
+  for (const ForwardSequence& seq : batch.sequences) {
+    if (seq.num_tokens == 0) continue;
+    view.block_table = seq.block_table.data();
+    const int64_t t0 = seq.first_token;
+    kernels::Attention(&q_[t0 * q_stride], seq.num_tokens, &batch.positions[t0], c.n_head,
+                       c.n_head_kv, c.head_dim, scale, c.sliding_window, view,
+                       &att_[t0 * q_stride], pool);
+  }
 }
 
 void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
@@ -321,6 +250,11 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
   const int64_t kv_dim = (int64_t)c.n_head_kv * c.head_dim;
   float* x = x_.data();
   float* xb = xb_.data();
+  auto RmsNormRows = [&](const float* in, const float* w, int64_t rows, float* out) {
+    for (int64_t t = 0; t < rows; ++t) {
+      kernels::RmsNorm(in + t * n_embd, w, n_embd, c.rms_eps, out + t * n_embd);
+    }
+  };
 
   // x = token_embd[token_ids]                          // [T, n_embd]
   for (int64_t t = 0; t < T; ++t) {
@@ -332,10 +266,10 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[l];
     // Attention block.
-    RmsNorm(x, L.attn_norm, T, n_embd, c.rms_eps, xb);  // [T, n_embd]
-    MatMul(L.wq, xb, T, q_.data(), pool);      // [T, n_head * hd]
-    MatMul(L.wk, xb, T, k_.data(), pool);      // [T, n_head_kv * hd]
-    MatMul(L.wv, xb, T, v_.data(), pool);      // [T, n_head_kv * hd]
+    RmsNormRows(x, L.attn_norm, T, xb);                 // [T, n_embd]
+    // q: [T, n_head * hd], k, v: [T, n_head_kv * hd]
+    float* const qkv[3] = {q_.data(), k_.data(), v_.data()};
+    MatMulMany({&L.wq, &L.wk, &L.wv}, xb, T, qkv, pool);
     AddBias(q_.data(), L.bq, T, q_dim);
     AddBias(k_.data(), L.bk, T, kv_dim);
     AddBias(v_.data(), L.bv, T, kv_dim);
@@ -347,10 +281,10 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     AddInPlace(x, xb, T * n_embd);
 
     // Feed-forward block: down(silu(gate(h)) * up(h)).
-    RmsNorm(x, L.ffn_norm, T, n_embd, c.rms_eps, xb);   // [T, n_embd]
-    MatMul(L.w_gate, xb, T, hb_.data(), pool); // [T, n_ff]
-    MatMul(L.w_up, xb, T, hb2_.data(), pool);  // [T, n_ff]
-    SwiGlu(hb_.data(), hb2_.data(), T * c.n_ff);
+    RmsNormRows(x, L.ffn_norm, T, xb);                  // [T, n_embd]
+    float* const gate_up[2] = {hb_.data(), hb2_.data()};  // [T, n_ff] each
+    MatMulMany({&L.w_gate, &L.w_up}, xb, T, gate_up, pool);
+    kernels::SiluMul(hb_.data(), hb2_.data(), T * c.n_ff, hb_.data());
     MatMul(L.w_down, hb_.data(), T, xb, pool); // [T, n_embd]
     AddInPlace(x, xb, T * n_embd);
   }
@@ -361,7 +295,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
   for (int64_t r = 0; r < R; ++r) {
     const int32_t t = batch.logits_rows[r];
     CHECK(t >= 0 && t < T);
-    RmsNorm(x + t * n_embd, output_norm_, 1, n_embd, c.rms_eps, xl_.data() + r * n_embd);
+    kernels::RmsNorm(x + t * n_embd, output_norm_, n_embd, c.rms_eps,
+                     xl_.data() + r * n_embd);
   }
   MatMul(output_, xl_.data(), R, logits, pool);  // [R, n_vocab]
 }

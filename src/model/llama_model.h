@@ -18,6 +18,7 @@
 // reused across Forward calls.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,9 @@ class LlamaModel : public Model {
   // y = x W^T for num_tokens rows of x, reported to the observer first.
   void MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
               ThreadPool* pool) const;
+  // ys[i] = x ws[i]^T in one dispatch (same cols), each reported first.
+  void MatMulMany(std::initializer_list<const Weight*> ws, const float* x,
+                  int64_t num_tokens, float* const* ys, ThreadPool* pool) const;
   Status BindVector(const std::string& name, int64_t n, bool optional, const float** out);
 
   void ComputeRope(const ForwardBatch& batch);
@@ -78,9 +82,7 @@ class LlamaModel : public Model {
 
   // Scratch, [num_tokens, width] row-major unless noted.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
-  std::vector<float> rope_cos_, rope_sin_;          // [num_tokens, rope_dim / 2]
-  std::vector<std::vector<float>> att_scores_;      // per thread [context]
-  std::vector<std::vector<float>> att_kv_row_;      // per thread [head_dim] (f16 KV)
+  std::vector<float> rope_cos_sin_;  // [num_tokens, rope_dim / 2, {cos, sin}]
 };
 
 }  // namespace tern
