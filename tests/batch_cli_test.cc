@@ -148,5 +148,20 @@ TEST_F(BatchCliTest, SeededSamplingIsReproducibleAndTinyKvStillCompletes) {
   EXPECT_GT(summary["num_preemptions"].get<uint64_t>(), 0u);
 }
 
+TEST_F(BatchCliTest, InvalidUtf8TextIsWrittenNotACrash) {
+  // A prompt ending in the lone byte token <0xE2> (id 3 + 0xE2 in the
+  // stories260K vocab): the output text starts with an incomplete UTF-8
+  // sequence, which must come out as U+FFFD, with the exact ids kept.
+  ASSERT_TRUE(WriteFileBytes(dir.File("u.jsonl"),
+                             "{\"prompt\": [1, 229], \"max_tokens\": 3, \"temperature\": 0, "
+                             "\"ignore_eos\": true}\n"));
+  auto r = RunTern(Args("u.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> out = Output();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]["token_ids"].size(), 3u);
+  EXPECT_EQ(out[0]["finish_reason"], "length");
+}
+
 }  // namespace
 }  // namespace tern

@@ -397,7 +397,11 @@ int RunBatch(int argc, char** argv) {
       }
     }
     while (next_write < items.size() && states[next_write].done) {
-      out << ResultJson(items[next_write], states[next_write]).dump() << "\n";
+      // Text may hold invalid UTF-8 (byte tokens): written as U+FFFD; the
+      // exact bytes are in token_ids.
+      out << ResultJson(items[next_write], states[next_write])
+                 .dump(-1, ' ', false, json::error_handler_t::replace)
+          << "\n";
       states[next_write].channel.reset();
       ++next_write;
     }
