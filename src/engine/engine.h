@@ -103,7 +103,7 @@ struct EngineStats {
   int num_waiting = 0;
   double kv_cache_usage = 0;        // 0..1, blocks held by requests
   double peak_kv_cache_usage = 0;   // max over steps
-  uint64_t prompt_tokens_total = 0;      // prompt tokens computed (not cached)
+  uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;  // tokens sampled
   uint64_t prefix_cache_queries_total = 0;  // tokens looked up
   uint64_t prefix_cache_hits_total = 0;     // tokens found

@@ -129,7 +129,8 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::ti
     }
     if (r.num_cached_tokens < 0) {
       r.num_cached_tokens = hit.num_tokens;
-      stats_.prompt_tokens_total += r.num_prompt_tokens() - hit.num_tokens;
+      // All prompt tokens, cached or not (as the usage the client sees).
+      stats_.prompt_tokens_total += r.num_prompt_tokens();
     }
     if (!r.scheduled_once) {
       r.scheduled_once = true;

@@ -53,7 +53,7 @@ struct SchedulerConfig {
 
 // Counters since start.
 struct SchedulerStats {
-  uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests, less cache hits
+  uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;
   uint64_t prefix_cache_queries_total = 0;  // tokens
   uint64_t prefix_cache_hits_total = 0;     // tokens

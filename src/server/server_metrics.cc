@@ -97,7 +97,7 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
   w.Sample("num_requests_waiting", s.num_waiting);
   w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
   w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
-  w.Header("prompt_tokens_total", "counter", "Number of prompt tokens computed.");
+  w.Header("prompt_tokens_total", "counter", "Number of prompt tokens of the requests served (prefix-cache hits included).");
   w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
   w.Header("generation_tokens_total", "counter", "Number of generated tokens.");
   w.Sample("generation_tokens_total", (double)s.generation_tokens_total);
