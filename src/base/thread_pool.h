@@ -2,6 +2,9 @@
 // ParallelFor(n, fn) calls fn(begin, end, thread_index) over a static split of
 // [0, n) and returns when all parts are done. The calling thread takes part
 // (as thread_index 0), so a pool of N threads starts N-1 workers.
+// Between jobs the workers spin briefly on an atomic generation counter
+// before they block on a condition variable, so the many short dispatches of
+// a forward pass do not pay a sleep/wake-up each; an idle pool sleeps.
 //
 // Thread rules: ParallelFor may be called from one thread at a time per pool.
 #pragma once
@@ -43,10 +46,11 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<const std::function<void(int)>*> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;  // guarded by mu_
 };
 
 }  // namespace tern

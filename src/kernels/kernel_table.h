@@ -46,7 +46,21 @@ struct ActBlockQ8K {
 };
 static_assert(sizeof(ActBlockQ8K) == 308);
 
-enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K };
+// Two ActBlockQ8 of 32 (blocks 2i and 2i+1) rearranged for the AVX2 nibble
+// kernels (Q4_0/Q4_1/Q5_0/Q5_1), which unpack two weight blocks into one
+// 256-bit register: lo = [x_2i[0..16) | x_2i+1[0..16)], hi = the same for
+// [16..32); d and s (= d * sum(qs) / 4) broadcast over each 128-bit half.
+// Same d and qs as ActBlockQ8. An odd last block has a zero partner.
+struct ActBlockQ8Pair {
+  float d[8];
+  float s[8];
+  int8_t lo[32];
+  int8_t hi[32];
+};
+static_assert(sizeof(ActBlockQ8Pair) == 128);
+
+enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair };
+constexpr int kNumActKinds = 5;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -70,6 +84,8 @@ struct KernelTable {
   // n multiple of 32 / 256.
   void (*quantize_q8)(const float* x, int64_t n, ActBlockQ8* out) = nullptr;
   void (*quantize_q8k)(const float* x, int64_t n, ActBlockQ8K* out) = nullptr;
+  // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8Pair).
+  void (*quantize_q8pair)(const float* x, int64_t n, ActBlockQ8Pair* out) = nullptr;
 
   // Element-wise and attention helpers (see kernels.h for the contracts).
   void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps,

@@ -52,6 +52,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kF32: return cols * (int64_t)sizeof(float);
     case ActKind::kQ8: return cols / 32 * (int64_t)sizeof(ActBlockQ8);
     case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
+    case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
     default: return 0;
   }
 }
@@ -59,7 +60,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
 // Per-thread scratch for quantized activations, one per ActKind (grows,
 // never shrinks).
 std::vector<uint8_t>& ActScratch(ActKind kind) {
-  thread_local std::vector<uint8_t> scratch[4];
+  thread_local std::vector<uint8_t> scratch[kNumActKinds];
   return scratch[(int)kind];
 }
 
@@ -87,6 +88,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
     for (int64_t t = t0; t < t1; ++t) {
       if (kind == ActKind::kQ8) {
         table.quantize_q8(x + t * cols, cols, (ActBlockQ8*)(act + t * row_bytes));
+      } else if (kind == ActKind::kQ8Pair) {
+        table.quantize_q8pair(x + t * cols, cols, (ActBlockQ8Pair*)(act + t * row_bytes));
       } else {
         table.quantize_q8k(x + t * cols, cols, (ActBlockQ8K*)(act + t * row_bytes));
       }
@@ -150,7 +153,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
   Part parts[16];
   int num_parts = 0;
   int64_t total_rows = 0;
-  const uint8_t* act[4] = {};
+  const uint8_t* act[kNumActKinds] = {};
   for (size_t i = 0; i < ws.size(); ++i) {
     CHECK_EQ(ws[i].cols, cols);
     const MatMulKernel* k = table.FindMatMul(ws[i].dtype);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/fp16.h"
 #include "quant/blocks.h"
@@ -118,6 +119,51 @@ struct FloatKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 3;
   static constexpr int kDecodeRows = 8;
+  // Prefill walks K in blocks of kKBlock columns so that the weight rows of
+  // a tile and the activation block of every token stay in L1; the 8-lane
+  // accumulators are parked in memory between blocks, which leaves the
+  // operation sequence of each (r, t) unchanged (bitwise equal to Tile).
+  static constexpr int64_t kKBlock = 1024;
+
+  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
+  // multiple of 8.
+  template <int R, int T>
+  static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
+                                int64_t k0, int64_t k1, __m256 (&acc)[R][T]) {
+    for (int64_t k = k0; k < k1; k += 8) {
+      if constexpr (T == 1) {
+        // Decode streams the weights once: prefetch ahead on every row.
+        if ((k & 31) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb) + (k + kPrefetchElems) * WBytes(),
+                         _MM_HINT_T0);
+          }
+        }
+      }
+      __m256 xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = LoadW8<kType>(w + r * wrb, k);
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+      }
+    }
+  }
+
+  static constexpr int64_t WBytes() { return kType == DType::kF32 ? 4 : 2; }
+  static constexpr int64_t kPrefetchElems = 512;
+
+  template <int R, int T>
+  static inline void Finish(const uint8_t* w, int64_t wrb, const float* const* x,
+                            int64_t cols, const __m256 (&acc)[R][T], float* y, int64_t ldy) {
+    const int64_t cols8 = cols & ~(int64_t)7;
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        float s = Hsum(acc[r][t]);
+        for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(w + r * wrb, k) * x[t][k];
+        y[t * ldy + r] = s;
+      }
+    }
+  }
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
@@ -127,24 +173,94 @@ struct FloatKernel {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    Accumulate<R, T>(w, wrb, x, 0, cols & ~(int64_t)7, acc);
+    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+  }
+
+  // R rows x num_tokens tokens, K-blocked; tokens in tiles of T.
+  template <int R>
+  static void BlockedRows(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                          __m256* park) {
+    constexpr int T = kTokens;
     const int64_t cols8 = cols & ~(int64_t)7;
-    for (int64_t k = 0; k < cols8; k += 8) {
-      __m256 xv[T];
-      for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
-      for (int r = 0; r < R; ++r) {
-        const __m256 wv = LoadW8<kType>(w + r * wrb, k);
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    const int64_t tiles = (num_tokens + T - 1) / T;
+    for (int64_t i = 0; i < tiles * R * T; ++i) park[i] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < cols8; k0 += kKBlock) {
+      const int64_t k1 = std::min(cols8, k0 + kKBlock);
+      int64_t t = 0;
+      for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
+        __m256* p = park + tile * R * T;
+        if (t + T <= num_tokens) {
+          Step<R, T>(w, wrb, act + t * arb, arb, k0, k1, p);
+        } else {
+          for (int64_t u = t; u < num_tokens; ++u) {
+            Step<R, 1>(w, wrb, act + u * arb, arb, k0, k1, p + (u - t) * R);
+          }
+        }
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        float s = Hsum(acc[r][t]);
-        for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(w + r * wrb, k) * x[t][k];
-        y[t * ldy + r] = s;
+    int64_t t = 0;
+    for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
+      const __m256* p = park + tile * R * T;
+      if (t + T <= num_tokens) {
+        Done<R, T>(w, wrb, act + t * arb, arb, cols, p, y + t * ldy, ldy);
+      } else {
+        for (int64_t u = t; u < num_tokens; ++u) {
+          Done<R, 1>(w, wrb, act + u * arb, arb, cols, p + (u - t) * R, y + u * ldy, ldy);
+        }
       }
     }
   }
+
+  template <int R, int T>
+  static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t k0, int64_t k1, __m256* park) {
+    __m256 acc[R][T];
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
+    Accumulate<R, T>(w, wrb, x, k0, k1, acc);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) park[t * R + r] = acc[r][t];
+  }
+
+  template <int R, int T>
+  static inline void Done(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t cols, const __m256* park, float* y, int64_t ldy) {
+    __m256 acc[R][T];
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
+    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+  }
 };
+
+// Float weights: decode as TiledGemm; prefill K-blocked (FloatKernel).
+template <DType kType>
+void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+  using K = FloatKernel<kType>;
+  if (num_tokens == 1) {
+    TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
+    return;
+  }
+  constexpr int R = K::kRows;
+  thread_local std::vector<float> park_storage;
+  const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
+  if ((int64_t)park_storage.size() < 8 * need + 8) park_storage.resize(8 * need + 8);
+  // 32-byte aligned view of the storage.
+  __m256* park = (__m256*)(((uintptr_t)park_storage.data() + 31) & ~(uintptr_t)31);
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) {
+    K::template BlockedRows<R>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
+  }
+  for (; r < rows; ++r) {
+    K::template BlockedRows<1>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
+  }
+}
 
 // ---- legacy formats x ActBlockQ8 ----------------------------------------------------
 
@@ -231,6 +347,13 @@ struct LegacyKernel {
     const ActBlockQ8* a[T];
     for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8*)(act + t * arb);
     for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (T == 1) {
+        if ((b & 1) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 16) * bb), _MM_HINT_T0);
+          }
+        }
+      }
       LegacyUnpacked u[R];
       __m256i uq[R];
       for (int r = 0; r < R; ++r) {
@@ -251,6 +374,101 @@ struct LegacyKernel {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]) + macc[r][t];
+  }
+};
+
+// ---- nibble formats x ActBlockQ8Pair ---------------------------------------------------
+
+// Q4_0/Q4_1/Q5_0/Q5_1 two blocks at a time: one 256-bit register holds the low
+// halves (elements 0..15) of blocks b and b+1, another the high halves, so a
+// pair costs about what one block did. Per (row, token) and pair:
+//   acc += cvt(sum q * a) * (d_w * d_a) + m_w * s_a / 4    (4 lanes per block)
+// with m_w = -8 d_w (Q4_0), -16 d_w (Q5_0) or the block's min (Q4_1, Q5_1).
+template <DType kType>
+struct NibblePairKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+  static constexpr int kDecodeRows = 4;
+  static constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  static constexpr bool kFive = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  // Byte offsets inside a block.
+  static constexpr int kQhOffset = kHasMin ? 4 : 2;
+  static constexpr int kQsOffset = (kHasMin ? 4 : 2) + (kFive ? 4 : 0);
+
+  struct Unpacked {
+    __m256i lo, hi;  // quants 0..15 (or 0..31) of both blocks
+    __m256 d, m;     // [d_b x4 | d_b1 x4], [m_b x4 | m_b1 x4]
+  };
+
+  // Unpacks blocks b (at p) and b + 1 (at p + bb, unless single).
+  static inline Unpacked Unpack(const uint8_t* p, int64_t bb, bool single) {
+    Unpacked u;
+    const __m128i q0 = _mm_loadu_si128((const __m128i*)(p + kQsOffset));
+    const __m128i q1 =
+        single ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i*)(p + bb + kQsOffset));
+    const __m256i raw = _mm256_set_m128i(q1, q0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    u.lo = _mm256_and_si256(raw, m4);
+    u.hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {
+      const uint32_t h0 = LoadU32(p + kQhOffset);
+      const uint32_t h1 = single ? 0u : LoadU32(p + bb + kQhOffset);
+      const __m256i b5 = _mm256_set1_epi8(0x10);
+      u.lo = _mm256_or_si256(
+          u.lo, _mm256_and_si256(BytesFromBits((h0 & 0xFFFFu) | (h1 << 16)), b5));
+      u.hi = _mm256_or_si256(
+          u.hi, _mm256_and_si256(BytesFromBits((h0 >> 16) | (h1 & 0xFFFF0000u)), b5));
+    }
+    // [d0 m0 d1 m1] as halves (m only meaningful with kHasMin).
+    const uint32_t s0 = LoadU32(p);
+    const uint32_t s1 = single ? 0u : LoadU32(p + bb);
+    const __m128 dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)s1, (int)s0));
+    const __m256 dm8 = _mm256_castps128_ps256(dm);
+    u.d = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    if constexpr (kHasMin) {
+      u.m = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+    } else {
+      u.m = _mm256_mul_ps(u.d, _mm256_set1_ps(kFive ? -16.0f : -8.0f));
+    }
+    return u;
+  }
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 32;
+    const int64_t bb = BlockBytes(kType);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    const ActBlockQ8Pair* a[T];
+    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8Pair*)(act + t * arb);
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool single = b + 1 == nb;
+      const ActBlockQ8Pair* ap[T];
+      for (int t = 0; t < T; ++t) ap[t] = a[t] + b / 2;
+      if constexpr (T == 1) {
+        if ((b & 3) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 24) * bb), _MM_HINT_T0);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const Unpacked u = Unpack(w + r * wrb + b * bb, bb, single);
+        for (int t = 0; t < T; ++t) {
+          const __m256i plo = _mm256_maddubs_epi16(u.lo, _mm256_loadu_si256((const __m256i*)ap[t]->lo));
+          const __m256i phi = _mm256_maddubs_epi16(u.hi, _mm256_loadu_si256((const __m256i*)ap[t]->hi));
+          const __m256i p = _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones16);
+          const __m256 scale = _mm256_mul_ps(u.d, _mm256_loadu_ps(ap[t]->d));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(u.m, _mm256_loadu_ps(ap[t]->s), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
   }
 };
 
@@ -295,6 +513,13 @@ struct KQuantKernel {
     for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb);
 
     for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (T == 1) {
+        for (int r = 0; r < R; ++r) {
+          for (int64_t off = 0; off < bb; off += 64) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 3) * bb + off), _MM_HINT_T0);
+          }
+        }
+      }
       __m256i isum[R][T];
       for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
@@ -463,6 +688,31 @@ void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
     const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
     out[b].d = d;
     out[b].s = d * (float)sum;
+  }
+}
+
+void Avx2QuantizeQ8Pair(const float* x, int64_t n, ActBlockQ8Pair* out) {
+  const int64_t nb = n / 32;
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    ActBlockQ8Pair& o = out[p];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b = 2 * p + h;
+      float d = 0.0f, s = 0.0f;
+      alignas(32) int8_t qs[32] = {};
+      if (b < nb) {
+        const float* xb = x + b * 32;
+        d = BlockMaxAbs(xb, 32) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int sum = Quantize32(xb, _mm256_set1_ps(id), qs);
+        s = d * (float)sum * 0.25f;
+      }
+      for (int i = 0; i < 4; ++i) {
+        o.d[4 * h + i] = d;
+        o.s[4 * h + i] = s;
+      }
+      std::memcpy(o.lo + 16 * h, qs, 16);
+      std::memcpy(o.hi + 16 * h, qs + 16, 16);
+    }
   }
 }
 
@@ -678,19 +928,20 @@ void Avx2ScaleF32(float alpha, int64_t n, float* y) {
 void FillAvx2Kernels(KernelTable* t) {
   t->isa = "avx2";
   auto set = [&](DType d, ActKind a, GemmFn f) { t->matmul[(int)d] = {a, f}; };
-  set(DType::kF32, ActKind::kF32, TiledGemm<FloatKernel<DType::kF32>>);
-  set(DType::kF16, ActKind::kF32, TiledGemm<FloatKernel<DType::kF16>>);
-  set(DType::kBF16, ActKind::kF32, TiledGemm<FloatKernel<DType::kBF16>>);
-  set(DType::kQ4_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ4_0>>);
-  set(DType::kQ4_1, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ4_1>>);
-  set(DType::kQ5_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ5_0>>);
-  set(DType::kQ5_1, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ5_1>>);
+  set(DType::kF32, ActKind::kF32, FloatGemm<DType::kF32>);
+  set(DType::kF16, ActKind::kF32, FloatGemm<DType::kF16>);
+  set(DType::kBF16, ActKind::kF32, FloatGemm<DType::kBF16>);
+  set(DType::kQ4_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
+  set(DType::kQ4_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
+  set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
+  set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
   set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
   set(DType::kQ4_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ4_K>>);
   set(DType::kQ5_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ5_K>>);
   set(DType::kQ6_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ6_K>>);
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
+  t->quantize_q8pair = Avx2QuantizeQ8Pair;
   t->rms_norm = Avx2RmsNorm;
   t->silu_mul = Avx2SiluMul;
   t->softmax = Avx2Softmax;
