@@ -1,7 +1,8 @@
 // KernelTable: the function table behind kernels.h. One table per ISA
-// (RefKernelTable: scalar spec; Avx2KernelTable: AVX2 + FMA + F16C), chosen
-// once at start-up by ActiveKernelTable() from CPU feature detection
-// (env TERN_ISA=scalar forces the scalar table).
+// (RefKernelTable: scalar spec; Avx2KernelTable: AVX2 + FMA + F16C;
+// Avx512VnniKernelTable: the same with vpdpbusd), chosen once at start-up by
+// ActiveKernelTable() from CPU feature detection (env TERN_ISA=scalar or
+// TERN_ISA=avx2 caps the choice).
 //
 // Matrix multiplication is split in two steps so that every ISA agrees on
 // the activation format:
@@ -112,6 +113,9 @@ struct KernelTable {
 const KernelTable& RefKernelTable();
 // The AVX2 table, or nullptr when the CPU lacks AVX2/FMA/F16C.
 const KernelTable* Avx2KernelTable();
+// AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
+// table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
+const KernelTable* Avx512VnniKernelTable();
 // The table chosen at start-up.
 const KernelTable& ActiveKernelTable();
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "base/check.h"
@@ -40,9 +41,25 @@ const KernelTable* MakeAvx2Table() {
   return &t;
 }
 
+const KernelTable* MakeAvx512VnniTable() {
+  if (!DetectCpuFeatures().HasAvx512Vnni()) return nullptr;
+  static KernelTable t = [] {
+    KernelTable table;
+    FillRefKernels(&table);
+    FillAvx512VnniKernels(&table);
+    return table;
+  }();
+  return &t;
+}
+
+// TERN_ISA: "scalar" or "avx2" caps the choice; default the best the CPU has.
 const KernelTable& ChooseTable() {
   const char* isa = std::getenv("TERN_ISA");
-  if (isa != nullptr && std::strcmp(isa, "scalar") == 0) return RefKernelTable();
+  const std::string cap = isa != nullptr ? isa : "";
+  if (cap == "scalar") return RefKernelTable();
+  if (cap != "avx2") {
+    if (const KernelTable* t = Avx512VnniKernelTable()) return *t;
+  }
   if (const KernelTable* t = Avx2KernelTable()) return *t;
   return RefKernelTable();
 }
@@ -126,6 +143,11 @@ const KernelTable& RefKernelTable() {
 
 const KernelTable* Avx2KernelTable() {
   static const KernelTable* t = MakeAvx2Table();
+  return t;
+}
+
+const KernelTable* Avx512VnniKernelTable() {
+  static const KernelTable* t = MakeAvx512VnniTable();
   return t;
 }
 

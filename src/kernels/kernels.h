@@ -3,7 +3,7 @@
 // (kernel_table.h). kernels/ref/ holds the scalar spec of every kernel;
 // kernels/x86/ the AVX2 + FMA + F16C versions. Every SIMD kernel must match
 // its reference within per-format bounds (kernels_test.cc). Env
-// TERN_ISA=scalar forces the scalar table.
+// TERN_ISA=scalar forces the scalar table, TERN_ISA=avx2 the AVX2 one (no AVX-512).
 //
 // MatMul for quantized weights quantizes the activations on the fly to 8-bit
 // blocks (32 for the legacy formats, 256 with sums for the K-quants) and uses

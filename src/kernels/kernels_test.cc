@@ -138,6 +138,26 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
   }
 }
 
+// The AVX-512 VNNI build differs from the AVX2 build only in how the exact
+// 8-bit integer dot products are formed, so its outputs are bitwise equal.
+TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
+  const DType t = GetParam();
+  const KernelTable* avx2 = Avx2KernelTable();
+  const KernelTable* vnni = Avx512VnniKernelTable();
+  if (avx2 == nullptr || vnni == nullptr) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  uint32_t seed = 7;
+  for (const Case& c : CasesFor(t)) {
+    const auto w = RandomWeights(t, c.rows, c.cols, seed++);
+    const auto x = RandomActivations(c.tokens * c.cols, seed++);
+    std::vector<float> y_avx2(c.tokens * c.rows), y_vnni(c.tokens * c.rows);
+    const WeightView view{t, w.data(), c.rows, c.cols};
+    MatMulWith(*avx2, view, x.data(), c.tokens, y_avx2.data(), nullptr);
+    MatMulWith(*vnni, view, x.data(), c.tokens, y_vnni.data(), nullptr);
+    ASSERT_EQ(0, std::memcmp(y_avx2.data(), y_vnni.data(), y_avx2.size() * sizeof(float)))
+        << DTypeName(t) << " rows=" << c.rows << " cols=" << c.cols << " tokens=" << c.tokens;
+  }
+}
+
 // The scalar spec against dequantize + double dot. Quantized formats also
 // quantize the activations (step amax/127 per block), which bounds the error
 // by sum |w| * step / 2.
@@ -484,7 +504,7 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
 
 TEST(KernelsTest, ActiveIsaIsKnown) {
   const std::string isa = ActiveIsa();
-  EXPECT_TRUE(isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_TRUE(isa == "avx512vnni" || isa == "avx2" || isa == "scalar") << isa;
 }
 
 }  // namespace

@@ -12,4 +12,8 @@ namespace tern::kernels {
 // Overwrites the entries of table that have an AVX2 version.
 void FillAvx2Kernels(KernelTable* table);
 
+// The same with AVX-512 VL/BW/VNNI 8-bit dot products (avx512_vnni_kernels.cc,
+// compiled with those flags: call only when CpuFeatures::HasAvx512Vnni()).
+void FillAvx512VnniKernels(KernelTable* table);
+
 }  // namespace tern::kernels

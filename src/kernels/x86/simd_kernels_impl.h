@@ -1,0 +1,985 @@
+// The x86 SIMD kernels, included by one translation unit per ISA level:
+// avx2_kernels.cc (-mavx2 -mfma -mf16c) and avx512_vnni_kernels.cc (the same
+// plus AVX-512 VL/BW/VNNI, with TERN_AVX512_VNNI defined: the 8-bit dot
+// products use vpdpbusd on 256-bit registers; the integer results, and so the
+// outputs, are bitwise the same as the AVX2 build's). Everything here has
+// internal linkage (anonymous namespace), so the two builds never mix.
+// Include from nowhere else.
+//
+// Register tiles:
+//
+//            tokens t .. t+T-1
+//          +-----------------+
+//  rows r  | acc[r][t] 8-lane |   each weight block is unpacked once per
+//  ..r+R-1 |  partial sums    |   tile and serves T tokens; each activation
+//          +-----------------+   block is loaded once and serves R rows.
+//
+// Every (r, t) accumulator sees the same operations in the same order in
+// every tile shape, so results do not depend on how rows/tokens are split.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernel_table.h"
+#include "quant/blocks.h"
+
+namespace tern::kernels {
+namespace {
+
+// ---- 8-bit dot products ---------------------------------------------------------------
+
+// Lane k: sum over bytes 4k..4k+3 of u * s (u unsigned, s signed), for inputs
+// whose pairwise int16 sums cannot saturate (|u| <= 127 or u <= 31 here).
+inline __m256i DotU8S8(__m256i u, __m256i s) {
+#ifdef TERN_AVX512_VNNI
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// DotU8S8(u0, s0) + DotU8S8(u1, s1) for u <= 31 (the int16 sums of the AVX2
+// path stay below 2^15).
+inline __m256i DotU8S8x2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+#ifdef TERN_AVX512_VNNI
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+#else
+  return _mm256_madd_epi16(
+      _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1)),
+      _mm256_set1_epi16(1));
+#endif
+}
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_1;
+using quant::BlockQ4_K;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+
+inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+inline uint32_t LoadU32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ---- tiling driver -------------------------------------------------------------
+
+// K::Tile<R, T>(w, w_row_bytes, act, act_row_bytes, cols, y, ldy) computes an
+// R x T tile.
+template <class K, int R, int T>
+inline void RunTokens(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                      int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + T <= num_tokens; t += T) {
+    K::template Tile<R, T>(w, wrb, act + t * arb, arb, cols, y + t * ldy, ldy);
+  }
+  for (; t < num_tokens; ++t) {
+    K::template Tile<R, 1>(w, wrb, act + t * arb, arb, cols, y + t * ldy, ldy);
+  }
+}
+
+template <class K>
+void TiledGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+  constexpr int R = K::kRows;
+  constexpr int T = K::kTokens;
+  int64_t r = 0;
+  if (num_tokens == 1) {
+    // Decode: a taller tile of rows, one token.
+    constexpr int RD = K::kDecodeRows;
+    for (; r + RD <= rows; r += RD) {
+      K::template Tile<RD, 1>(w + r * wrb, wrb, act, arb, cols, y + r, ldy);
+    }
+    for (; r < rows; ++r) K::template Tile<1, 1>(w + r * wrb, wrb, act, arb, cols, y + r, ldy);
+    return;
+  }
+  for (; r + R <= rows; r += R) {
+    RunTokens<K, R, T>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy);
+  }
+  for (; r < rows; ++r) {
+    RunTokens<K, 1, T>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy);
+  }
+}
+
+// ---- float weights x f32 activations ------------------------------------------------
+
+template <DType kType>
+inline __m256 LoadW8(const uint8_t* row, int64_t k) {
+  if constexpr (kType == DType::kF32) {
+    return _mm256_loadu_ps((const float*)row + k);
+  } else if constexpr (kType == DType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
+  } else {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+}
+
+template <DType kType>
+inline float LoadW1(const uint8_t* row, int64_t k) {
+  if constexpr (kType == DType::kF32) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    if constexpr (kType == DType::kF16) return Fp16ToFp32(h);
+    return Bf16ToFp32(h);
+  }
+}
+
+template <DType kType>
+struct FloatKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 3;
+  static constexpr int kDecodeRows = 8;
+  // Prefill walks K in blocks of kKBlock columns so that the weight rows of
+  // a tile and the activation block of every token stay in L1; the 8-lane
+  // accumulators are parked in memory between blocks, which leaves the
+  // operation sequence of each (r, t) unchanged (bitwise equal to Tile).
+  static constexpr int64_t kKBlock = 1024;
+
+  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
+  // multiple of 8.
+  template <int R, int T>
+  static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
+                                int64_t k0, int64_t k1, __m256 (&acc)[R][T]) {
+    for (int64_t k = k0; k < k1; k += 8) {
+      if constexpr (T == 1) {
+        // Decode streams the weights once: prefetch ahead on every row.
+        if ((k & 31) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb) + (k + kPrefetchElems) * WBytes(),
+                         _MM_HINT_T0);
+          }
+        }
+      }
+      __m256 xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = LoadW8<kType>(w + r * wrb, k);
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+      }
+    }
+  }
+
+  static constexpr int64_t WBytes() { return kType == DType::kF32 ? 4 : 2; }
+  static constexpr int64_t kPrefetchElems = 512;
+
+  template <int R, int T>
+  static inline void Finish(const uint8_t* w, int64_t wrb, const float* const* x,
+                            int64_t cols, const __m256 (&acc)[R][T], float* y, int64_t ldy) {
+    const int64_t cols8 = cols & ~(int64_t)7;
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        float s = Hsum(acc[r][t]);
+        for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(w + r * wrb, k) * x[t][k];
+        y[t * ldy + r] = s;
+      }
+    }
+  }
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    Accumulate<R, T>(w, wrb, x, 0, cols & ~(int64_t)7, acc);
+    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+  }
+
+  // R rows x num_tokens tokens, K-blocked; tokens in tiles of T.
+  template <int R>
+  static void BlockedRows(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                          __m256* park) {
+    constexpr int T = kTokens;
+    const int64_t cols8 = cols & ~(int64_t)7;
+    const int64_t tiles = (num_tokens + T - 1) / T;
+    for (int64_t i = 0; i < tiles * R * T; ++i) park[i] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < cols8; k0 += kKBlock) {
+      const int64_t k1 = std::min(cols8, k0 + kKBlock);
+      int64_t t = 0;
+      for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
+        __m256* p = park + tile * R * T;
+        if (t + T <= num_tokens) {
+          Step<R, T>(w, wrb, act + t * arb, arb, k0, k1, p);
+        } else {
+          for (int64_t u = t; u < num_tokens; ++u) {
+            Step<R, 1>(w, wrb, act + u * arb, arb, k0, k1, p + (u - t) * R);
+          }
+        }
+      }
+    }
+    int64_t t = 0;
+    for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
+      const __m256* p = park + tile * R * T;
+      if (t + T <= num_tokens) {
+        Done<R, T>(w, wrb, act + t * arb, arb, cols, p, y + t * ldy, ldy);
+      } else {
+        for (int64_t u = t; u < num_tokens; ++u) {
+          Done<R, 1>(w, wrb, act + u * arb, arb, cols, p + (u - t) * R, y + u * ldy, ldy);
+        }
+      }
+    }
+  }
+
+  template <int R, int T>
+  static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t k0, int64_t k1, __m256* park) {
+    __m256 acc[R][T];
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
+    Accumulate<R, T>(w, wrb, x, k0, k1, acc);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) park[t * R + r] = acc[r][t];
+  }
+
+  template <int R, int T>
+  static inline void Done(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                          int64_t cols, const __m256* park, float* y, int64_t ldy) {
+    __m256 acc[R][T];
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
+    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+  }
+};
+
+// Float weights: decode as TiledGemm; prefill K-blocked (FloatKernel).
+template <DType kType>
+void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+  using K = FloatKernel<kType>;
+  if (num_tokens == 1) {
+    TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
+    return;
+  }
+  constexpr int R = K::kRows;
+  thread_local std::vector<float> park_storage;
+  const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
+  if ((int64_t)park_storage.size() < 8 * need + 8) park_storage.resize(8 * need + 8);
+  // 32-byte aligned view of the storage.
+  __m256* park = (__m256*)(((uintptr_t)park_storage.data() + 31) & ~(uintptr_t)31);
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) {
+    K::template BlockedRows<R>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
+  }
+  for (; r < rows; ++r) {
+    K::template BlockedRows<1>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
+  }
+}
+
+// ---- legacy formats x ActBlockQ8 ----------------------------------------------------
+
+// byte i of the result is 0xFF when bit i of bits is set.
+inline __m256i BytesFromBits(uint32_t bits) {
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                         0x0101010101010101, 0x0000000000000000);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+  v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+inline __m256i Nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128((const __m128i*)qs);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(raw, m4);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Unpacked block: quants q (unsigned 0..31, or signed for Q8_0) with
+// x = d * q + m_over_s-term; the min term enters as m * s (s = d_a * sum a).
+struct LegacyUnpacked {
+  __m256i q;
+  float d;
+  float m;
+};
+
+template <DType kType>
+inline LegacyUnpacked UnpackLegacy(const uint8_t* p) {
+  LegacyUnpacked u;
+  if constexpr (kType == DType::kQ4_0) {
+    const BlockQ4_0* b = (const BlockQ4_0*)p;
+    u.q = Nibbles(b->qs);
+    u.d = HalfToFloat(b->d);
+    u.m = -8.0f * u.d;
+  } else if constexpr (kType == DType::kQ4_1) {
+    const BlockQ4_1* b = (const BlockQ4_1*)p;
+    u.q = Nibbles(b->qs);
+    u.d = HalfToFloat(b->d);
+    u.m = HalfToFloat(b->m);
+  } else if constexpr (kType == DType::kQ5_0) {
+    const BlockQ5_0* b = (const BlockQ5_0*)p;
+    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
+    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
+    u.d = HalfToFloat(b->d);
+    u.m = -16.0f * u.d;
+  } else if constexpr (kType == DType::kQ5_1) {
+    const BlockQ5_1* b = (const BlockQ5_1*)p;
+    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
+    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
+    u.d = HalfToFloat(b->d);
+    u.m = HalfToFloat(b->m);
+  } else {
+    const BlockQ8_0* b = (const BlockQ8_0*)p;
+    u.q = _mm256_loadu_si256((const __m256i*)b->qs);
+    u.d = HalfToFloat(b->d);
+    u.m = 0.0f;
+  }
+  return u;
+}
+
+template <DType kType>
+struct LegacyKernel {
+  static constexpr bool kSigned = kType == DType::kQ8_0;
+  static constexpr bool kHasMin = !kSigned;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+  static constexpr int kDecodeRows = 4;
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 32;
+    const int64_t bb = BlockBytes(kType);
+    __m256 acc[R][T];
+    float macc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = _mm256_setzero_ps();
+        macc[r][t] = 0.0f;
+      }
+    const ActBlockQ8* a[T];
+    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8*)(act + t * arb);
+    for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (T == 1) {
+        if ((b & 1) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 16) * bb), _MM_HINT_T0);
+          }
+        }
+      }
+      LegacyUnpacked u[R];
+      __m256i uq[R];
+      for (int r = 0; r < R; ++r) {
+        u[r] = UnpackLegacy<kType>(w + r * wrb + b * bb);
+        uq[r] = kSigned ? _mm256_sign_epi8(u[r].q, u[r].q) : u[r].q;
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i av = _mm256_loadu_si256((const __m256i*)a[t][b].qs);
+        const float da = a[t][b].d;
+        for (int r = 0; r < R; ++r) {
+          const __m256i sa = kSigned ? _mm256_sign_epi8(av, u[r].q) : av;
+          const __m256i p = DotU8S8(uq[r], sa);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(u[r].d * da),
+                                      acc[r][t]);
+          if constexpr (kHasMin) macc[r][t] += u[r].m * a[t][b].s;
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]) + macc[r][t];
+  }
+};
+
+// ---- nibble formats x ActBlockQ8Pair ---------------------------------------------------
+
+// Q4_0/Q4_1/Q5_0/Q5_1 two blocks at a time: one 256-bit register holds the low
+// halves (elements 0..15) of blocks b and b+1, another the high halves, so a
+// pair costs about what one block did. Per (row, token) and pair:
+//   acc += cvt(sum q * a) * (d_w * d_a) + m_w * s_a / 4    (4 lanes per block)
+// with m_w = -8 d_w (Q4_0), -16 d_w (Q5_0) or the block's min (Q4_1, Q5_1).
+template <DType kType>
+struct NibblePairKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+  static constexpr int kDecodeRows = 4;
+  static constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  static constexpr bool kFive = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  // Byte offsets inside a block.
+  static constexpr int kQhOffset = kHasMin ? 4 : 2;
+  static constexpr int kQsOffset = (kHasMin ? 4 : 2) + (kFive ? 4 : 0);
+
+  struct Unpacked {
+    __m256i lo, hi;  // quants 0..15 (or 0..31) of both blocks
+    __m256 d, m;     // [d_b x4 | d_b1 x4], [m_b x4 | m_b1 x4]
+  };
+
+  // Unpacks blocks b (at p) and b + 1 (at p + bb, unless single).
+  static inline Unpacked Unpack(const uint8_t* p, int64_t bb, bool single) {
+    Unpacked u;
+    const __m128i q0 = _mm_loadu_si128((const __m128i*)(p + kQsOffset));
+    const __m128i q1 =
+        single ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i*)(p + bb + kQsOffset));
+    const __m256i raw = _mm256_set_m128i(q1, q0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    u.lo = _mm256_and_si256(raw, m4);
+    u.hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {
+      const uint32_t h0 = LoadU32(p + kQhOffset);
+      const uint32_t h1 = single ? 0u : LoadU32(p + bb + kQhOffset);
+      const __m256i b5 = _mm256_set1_epi8(0x10);
+      u.lo = _mm256_or_si256(
+          u.lo, _mm256_and_si256(BytesFromBits((h0 & 0xFFFFu) | (h1 << 16)), b5));
+      u.hi = _mm256_or_si256(
+          u.hi, _mm256_and_si256(BytesFromBits((h0 >> 16) | (h1 & 0xFFFF0000u)), b5));
+    }
+    // [d0 m0 d1 m1] as halves (m only meaningful with kHasMin).
+    const uint32_t s0 = LoadU32(p);
+    const uint32_t s1 = single ? 0u : LoadU32(p + bb);
+    const __m128 dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)s1, (int)s0));
+    const __m256 dm8 = _mm256_castps128_ps256(dm);
+    u.d = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    if constexpr (kHasMin) {
+      u.m = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+    } else {
+      u.m = _mm256_mul_ps(u.d, _mm256_set1_ps(kFive ? -16.0f : -8.0f));
+    }
+    return u;
+  }
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 32;
+    const int64_t bb = BlockBytes(kType);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    const ActBlockQ8Pair* a[T];
+    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8Pair*)(act + t * arb);
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool single = b + 1 == nb;
+      const ActBlockQ8Pair* ap[T];
+      for (int t = 0; t < T; ++t) ap[t] = a[t] + b / 2;
+      if constexpr (T == 1) {
+        if ((b & 3) == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 24) * bb), _MM_HINT_T0);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const Unpacked u = Unpack(w + r * wrb + b * bb, bb, single);
+        for (int t = 0; t < T; ++t) {
+          const __m256i p =
+              DotU8S8x2(u.lo, _mm256_loadu_si256((const __m256i*)ap[t]->lo), u.hi,
+                        _mm256_loadu_si256((const __m256i*)ap[t]->hi));
+          const __m256 scale = _mm256_mul_ps(u.d, _mm256_loadu_ps(ap[t]->d));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(u.m, _mm256_loadu_ps(ap[t]->s), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
+  }
+};
+
+// ---- K-quants x ActBlockQ8K --------------------------------------------------------
+
+// 6-bit scales and mins of Q4_K/Q5_K: bytes 0..7 scales, 8..15 mins.
+inline __m256i KScalesMins16(const uint8_t* scales) {
+  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  u[3] = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
+  const uint32_t aux = u[1] & kMask1;
+  u[1] = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
+  u[2] = aux;
+  u[0] &= kMask1;
+  return _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+}
+
+// Shuffle selecting int16 lane j of each 128-bit lane, broadcast.
+inline __m256i ScaleShuffle(int j) {
+  const char lo = (char)(2 * j), hi = (char)(2 * j + 1);
+  return _mm256_set_epi8(hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo,
+                         hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo);
+}
+
+template <DType kType>
+struct KQuantKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+  static constexpr int kDecodeRows = 2;
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 256;
+    const int64_t bb = BlockBytes(kType);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    const ActBlockQ8K* a[T];
+    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb);
+
+    for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (T == 1) {
+        for (int r = 0; r < R; ++r) {
+          for (int64_t off = 0; off < bb; off += 64) {
+            _mm_prefetch((const char*)(w + r * wrb + (b + 3) * bb + off), _MM_HINT_T0);
+          }
+        }
+      }
+      __m256i isum[R][T];
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+      float d[R], dmin[R];
+      if constexpr (kType == DType::kQ6_K) {
+        __m128i sc8[R];
+        for (int r = 0; r < R; ++r) {
+          const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+          d[r] = HalfToFloat(blk->d);
+          sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
+          // Offset of the 6-bit quants: q - 32.
+          const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
+          for (int t = 0; t < T; ++t) {
+            const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
+            isum[r][t] = _mm256_sub_epi32(
+                isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
+          }
+        }
+        for (int half = 0; half < 2; ++half) {
+          for (int i = 0; i < 4; ++i) {
+            const int g = 4 * half + i;
+            const __m128i shuf = _mm_set_epi8(
+                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+                (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
+                (char)(2 * g), (char)(2 * g), (char)(2 * g));
+            __m256i av[T];
+            for (int t = 0; t < T; ++t) {
+              av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
+            }
+            for (int r = 0; r < R; ++r) {
+              const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+              const __m256i ql = _mm256_loadu_si256(
+                  (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
+              const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
+              const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
+                                         : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+              const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
+              __m256i hb;
+              if (shift <= 4) {
+                hb = _mm256_slli_epi16(qh, 4 - shift);
+              } else {
+                hb = _mm256_srli_epi16(qh, shift - 4);
+              }
+              hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+              const __m256i q = _mm256_or_si256(lo, hb);
+              const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
+              for (int t = 0; t < T; ++t) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, av[t]), scv);
+                isum[r][t] = _mm256_add_epi32(isum[r][t], p);
+              }
+            }
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          for (int t = 0; t < T; ++t) {
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
+                                        _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
+          }
+        }
+      } else {
+        __m256i sc[R];
+        __m128i mins[R];
+        const uint8_t* qs[R];
+        __m256i qh[R];
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* blk = w + r * wrb + b * bb;
+          const __m256i sm = KScalesMins16(blk + 4);
+          sc[r] = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+          mins[r] = _mm256_extracti128_si256(sm, 1);
+          d[r] = HalfToFloat(LoadU32(blk) & 0xFFFF);
+          dmin[r] = HalfToFloat(LoadU32(blk) >> 16);
+          if constexpr (kType == DType::kQ4_K) {
+            qs[r] = ((const BlockQ4_K*)blk)->qs;
+          } else {
+            qs[r] = ((const BlockQ5_K*)blk)->qs;
+            qh[r] = _mm256_loadu_si256((const __m256i*)((const BlockQ5_K*)blk)->qh);
+          }
+        }
+        for (int c = 0; c < 4; ++c) {
+          __m256i alo[T], ahi[T];
+          for (int t = 0; t < T; ++t) {
+            alo[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c));
+            ahi[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c + 32));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if constexpr (kType == DType::kQ5_K) {
+              const __m256i one = _mm256_set1_epi8(1);
+              const __m256i hlo = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c), one);
+              const __m256i hhi = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c + 1), one);
+              lo = _mm256_or_si256(lo, _mm256_slli_epi16(hlo, 4));
+              hi = _mm256_or_si256(hi, _mm256_slli_epi16(hhi, 4));
+            }
+            const __m256i s_lo = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c + 1));
+            for (int t = 0; t < T; ++t) {
+              const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo[t]), s_lo);
+              const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi[t]), s_hi);
+              isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(p_lo, p_hi));
+            }
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          for (int t = 0; t < T; ++t) {
+            const __m128i s32 = _mm_loadu_si128((const __m128i*)a[t][b].sums32);
+            const __m128i msum = _mm_madd_epi16(mins[r], s32);
+            const __m256 mf =
+                _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), msum, 0));
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
+                                        _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
+            acc[r][t] = _mm256_fnmadd_ps(mf, _mm256_set1_ps(dmin[r] * a[t][b].d), acc[r][t]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
+  }
+};
+
+// ---- activation quantization (bit-identical to the reference) -----------------------
+
+inline float MaxAbs8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Quantizes 32 floats with inverse scale id into out[32]; returns sum of q.
+inline int Quantize32(const float* x, __m256 id, int8_t* out) {
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), id);
+    const __m256 rv = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(rv), lo), hi);
+  }
+  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+  const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+  __m256i p = _mm256_packs_epi16(p01, p23);
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256((__m256i*)out, p);
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  return _mm_cvtsi128_si32(s4);
+}
+
+inline float BlockMaxAbs(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  return MaxAbs8(m);
+}
+
+void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    const float d = BlockMaxAbs(xb, 32) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
+    out[b].d = d;
+    out[b].s = d * (float)sum;
+  }
+}
+
+void Avx2QuantizeQ8Pair(const float* x, int64_t n, ActBlockQ8Pair* out) {
+  const int64_t nb = n / 32;
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    ActBlockQ8Pair& o = out[p];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b = 2 * p + h;
+      float d = 0.0f, s = 0.0f;
+      alignas(32) int8_t qs[32] = {};
+      if (b < nb) {
+        const float* xb = x + b * 32;
+        d = BlockMaxAbs(xb, 32) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int sum = Quantize32(xb, _mm256_set1_ps(id), qs);
+        s = d * (float)sum * 0.25f;
+      }
+      for (int i = 0; i < 4; ++i) {
+        o.d[4 * h + i] = d;
+        o.s[4 * h + i] = s;
+      }
+      std::memcpy(o.lo + 16 * h, qs, 16);
+      std::memcpy(o.hi + 16 * h, qs + 16, 16);
+    }
+  }
+}
+
+void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const float* xb = x + b * 256;
+    const float d = BlockMaxAbs(xb, 256) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    for (int i = 0; i < 8; ++i) {
+      out[b].sums32[i] = (int16_t)Quantize32(xb + 32 * i, idv, out[b].qs + 32 * i);
+    }
+    for (int i = 0; i < 16; ++i) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += out[b].qs[16 * i + j];
+      out[b].sums16[i] = (int16_t)s;
+    }
+    out[b].d = d;
+  }
+}
+
+// ---- element-wise ------------------------------------------------------------------
+
+// exp(x) for x in [-87, 88]; relative error ~2e-7.
+inline __m256 Exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+void Avx2RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    s0 = _mm256_fmadd_ps(a, a, s0);
+    s1 = _mm256_fmadd_ps(b, b, s1);
+  }
+  double ss = Hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) ss += (double)x[i] * x[i];
+  const float scale = (float)(1.0 / std::sqrt(ss / (double)n + (double)eps));
+  const __m256 sv = _mm256_set1_ps(scale);
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), sv);
+    if (weight) v = _mm256_mul_ps(v, _mm256_loadu_ps(weight + i));
+    _mm256_storeu_ps(out + i, v);
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
+}
+
+void Avx2SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Avx2Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  int64_t i = 0;
+  __m256 mv = _mm256_set1_ps(x[0]);
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, mv);
+    for (float v : tmp) mx = std::max(mx, v);
+  }
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  const __m256 mxv = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mxv));
+    _mm256_storeu_ps(x + i, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  double sum = Hsum(sv);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = (float)(1.0 / sum);
+  const __m256 iv = _mm256_set1_ps(inv);
+  i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void Avx2Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t rope_dim,
+              const float* cos_sin, bool neox) {
+  const int64_t half = rope_dim / 2;
+  const __m256 sign_even = _mm256_setr_ps(-0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f);
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* v = x + h * head_dim;
+    int64_t i = 0;
+    if (!neox) {
+      // 4 pairs per vector: out = x * [c c] + swap(x) * [-s s].
+      for (; 2 * i + 8 <= rope_dim; i += 4) {
+        const __m256 cs = _mm256_loadu_ps(cos_sin + 2 * i);
+        const __m256 c = _mm256_moveldup_ps(cs);
+        const __m256 s = _mm256_xor_ps(_mm256_movehdup_ps(cs), sign_even);
+        const __m256 xv = _mm256_loadu_ps(v + 2 * i);
+        const __m256 sw = _mm256_permute_ps(xv, 0xB1);
+        _mm256_storeu_ps(v + 2 * i, _mm256_fmadd_ps(sw, s, _mm256_mul_ps(xv, c)));
+      }
+      for (; i < half; ++i) {
+        const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    } else {
+      for (; i + 8 <= half; i += 8) {
+        const __m256 cs0 = _mm256_loadu_ps(cos_sin + 2 * i);
+        const __m256 cs1 = _mm256_loadu_ps(cos_sin + 2 * i + 8);
+        const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(cs0, cs1, 0x88)), 0xD8));
+        const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(cs0, cs1, 0xDD)), 0xD8));
+        const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+        _mm256_storeu_ps(v + i, _mm256_fnmadd_ps(b, s, _mm256_mul_ps(a, c)));
+        _mm256_storeu_ps(v + i + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+      }
+      for (; i < half; ++i) {
+        const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+float Avx2DotF32(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float s = Hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+float Avx2DotF16(const float* a, const uint16_t* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + i))), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + i + 8))), s1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + i))), s0);
+  }
+  float s = Hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += a[i] * Fp16ToFp32(b[i]);
+  return s;
+}
+
+void Avx2AxpyF32(float alpha, const float* x, int64_t n, float* y) {
+  const __m256 av = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void Avx2AxpyF16(float alpha, const uint16_t* x, int64_t n, float* y) {
+  const __m256 av = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, xv, _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * Fp16ToFp32(x[i]);
+}
+
+void Avx2ScaleF32(float alpha, int64_t n, float* y) {
+  const __m256 av = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] *= alpha;
+}
+
+// Fills every entry this ISA has.
+inline void FillSimdTable(KernelTable* t, const char* isa) {
+  t->isa = isa;
+  auto set = [&](DType d, ActKind a, GemmFn f) { t->matmul[(int)d] = {a, f}; };
+  set(DType::kF32, ActKind::kF32, FloatGemm<DType::kF32>);
+  set(DType::kF16, ActKind::kF32, FloatGemm<DType::kF16>);
+  set(DType::kBF16, ActKind::kF32, FloatGemm<DType::kBF16>);
+  set(DType::kQ4_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
+  set(DType::kQ4_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
+  set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
+  set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
+  set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
+  set(DType::kQ4_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ4_K>>);
+  set(DType::kQ5_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ5_K>>);
+  set(DType::kQ6_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ6_K>>);
+  t->quantize_q8 = Avx2QuantizeQ8;
+  t->quantize_q8k = Avx2QuantizeQ8K;
+  t->quantize_q8pair = Avx2QuantizeQ8Pair;
+  t->rms_norm = Avx2RmsNorm;
+  t->silu_mul = Avx2SiluMul;
+  t->softmax = Avx2Softmax;
+  t->rope = Avx2Rope;
+  t->dot_f32 = Avx2DotF32;
+  t->dot_f16 = Avx2DotF16;
+  t->axpy_f32 = Avx2AxpyF32;
+  t->axpy_f16 = Avx2AxpyF16;
+  t->scale_f32 = Avx2ScaleF32;
+}
+
+}  // namespace
+}  // namespace tern::kernels
