@@ -25,9 +25,9 @@ CpuFeatures DetectCpuFeatures() {
   f.fma = fma;
   f.f16c = f16c;
   const bool avx512f = (ebx >> 16) & 1, avx512bw = (ebx >> 30) & 1, avx512vl = (ebx >> 31) & 1;
-  const bool vnni = (ecx >> 11) & 1;
+  const bool vnni = (ecx >> 11) & 1, vbmi = (ecx >> 1) & 1;
   const bool zmm_state = (xcr0_lo & 0xE0) == 0xE0;  // opmask, ZMM0-15 upper, ZMM16-31
-  f.avx512_vnni = avx512f && avx512bw && avx512vl && vnni && zmm_state;
+  f.avx512_vnni = avx512f && avx512bw && avx512vl && vnni && vbmi && zmm_state;
 #endif
   return f;
 }

@@ -10,7 +10,7 @@ struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
-  // AVX-512 F/VL/BW/VNNI with the OS saving the opmask and ZMM state.
+  // AVX-512 F/VL/BW/VNNI/VBMI with the OS saving the opmask and ZMM state.
   bool avx512_vnni = false;
   bool HasAvx2Fma() const { return avx2 && fma && f16c; }
   bool HasAvx512Vnni() const { return HasAvx2Fma() && avx512_vnni; }

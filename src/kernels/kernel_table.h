@@ -60,8 +60,20 @@ struct ActBlockQ8Pair {
 };
 static_assert(sizeof(ActBlockQ8Pair) == 128);
 
-enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair };
-constexpr int kNumActKinds = 5;
+// Four ActBlockQ8 (blocks 4i..4i+3) for the 512-bit nibble kernels (AVX-512
+// VNNI table, Q4_0/Q4_1): lo = the four [0..16) halves, hi = the [16..32)
+// halves; d and s (= d * sum(qs) / 4) broadcast over each 128-bit quarter.
+// Missing blocks of a short last group are zero.
+struct ActBlockQ8Quad {
+  float d[16];
+  float s[16];
+  int8_t lo[64];
+  int8_t hi[64];
+};
+static_assert(sizeof(ActBlockQ8Quad) == 256);
+
+enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kQ8Quad };
+constexpr int kNumActKinds = 6;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -87,6 +99,8 @@ struct KernelTable {
   void (*quantize_q8k)(const float* x, int64_t n, ActBlockQ8K* out) = nullptr;
   // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8Pair).
   void (*quantize_q8pair)(const float* x, int64_t n, ActBlockQ8Pair* out) = nullptr;
+  // n multiple of 32; (n / 32 + 3) / 4 groups (only tables that use kQ8Quad).
+  void (*quantize_q8quad)(const float* x, int64_t n, ActBlockQ8Quad* out) = nullptr;
 
   // Element-wise and attention helpers (see kernels.h for the contracts).
   void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps,

@@ -70,6 +70,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kQ8: return cols / 32 * (int64_t)sizeof(ActBlockQ8);
     case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
     case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
+    case ActKind::kQ8Quad: return (cols / 32 + 3) / 4 * (int64_t)sizeof(ActBlockQ8Quad);
     default: return 0;
   }
 }
@@ -105,6 +106,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
     for (int64_t t = t0; t < t1; ++t) {
       if (kind == ActKind::kQ8) {
         table.quantize_q8(x + t * cols, cols, (ActBlockQ8*)(act + t * row_bytes));
+      } else if (kind == ActKind::kQ8Quad) {
+        table.quantize_q8quad(x + t * cols, cols, (ActBlockQ8Quad*)(act + t * row_bytes));
       } else if (kind == ActKind::kQ8Pair) {
         table.quantize_q8pair(x + t * cols, cols, (ActBlockQ8Pair*)(act + t * row_bytes));
       } else {

@@ -17,7 +17,7 @@
 #include "quant/blocks.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni")
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi")
 #define TERN_AVX512_VNNI 1
 #include "kernels/x86/simd_kernels_impl.h"
 

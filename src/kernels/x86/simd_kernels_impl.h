@@ -501,6 +501,104 @@ struct NibblePairKernel {
   }
 };
 
+#ifdef TERN_AVX512_VNNI
+// ---- Q4_0 / Q4_1 x ActBlockQ8Quad, 512-bit (AVX-512 VNNI build only) -----------------
+
+// Four blocks per register: one vpermt2b gathers the 64 quant bytes of blocks
+// b..b+3 out of their 72 (Q4_0) or 80 (Q4_1) bytes, one vpermw their scales
+// (and mins), broadcast over each block's four lanes. Per (row, token):
+//   acc += cvt(dpbusd(lo) + dpbusd(hi)) * (d_w * d_a) + m_w * s_a / 4.
+template <DType kType>
+struct NibbleQuadKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 4;
+  static constexpr int kDecodeRows = 4;
+  static constexpr bool kHasMin = kType == DType::kQ4_1;
+  static constexpr int kBlockBytes = kHasMin ? 20 : 18;
+  static constexpr int kQsOffset = kHasMin ? 4 : 2;
+
+  struct Unpacked {
+    __m512i lo, hi;
+    __m512 d, m;
+  };
+
+  static inline __m512i QsIndex() {
+    alignas(64) int8_t idx[64];
+    for (int j = 0; j < 64; ++j) idx[j] = (int8_t)((j / 16) * kBlockBytes + kQsOffset + j % 16);
+    return _mm512_load_si512((const void*)idx);
+  }
+  static inline __m512i ScaleIndex() {
+    alignas(64) int16_t idx[32];
+    for (int j = 0; j < 16; ++j) idx[j] = (int16_t)((j / 4) * kBlockBytes / 2);
+    for (int j = 0; j < 16; ++j) idx[16 + j] = (int16_t)((j / 4) * kBlockBytes / 2 + 1);
+    return _mm512_load_si512((const void*)idx);
+  }
+
+  // Blocks [b, b + valid) at p (valid <= 4; missing ones read as zero).
+  static inline Unpacked Unpack(const uint8_t* p, int valid, __m512i qs_idx, __m512i sc_idx) {
+    const int bytes = valid * kBlockBytes;
+    const __m512i a = bytes >= 64 ? _mm512_loadu_si512((const void*)p)
+                                  : _mm512_maskz_loadu_epi8(((__mmask64)1 << bytes) - 1, p);
+    const int rest = bytes - 64;
+    const __m512i b = rest > 0 ? _mm512_maskz_loadu_epi8(((__mmask64)1 << rest) - 1, p + 64)
+                               : _mm512_setzero_si512();
+    const __m512i qs = _mm512_permutex2var_epi8(a, qs_idx, b);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    Unpacked u;
+    u.lo = _mm512_and_si512(qs, m4);
+    u.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+    const __m512i sc = _mm512_permutexvar_epi16(sc_idx, a);
+    u.d = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
+    if constexpr (kHasMin) {
+      u.m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
+    } else {
+      u.m = _mm512_mul_ps(u.d, _mm512_set1_ps(-8.0f));
+    }
+    return u;
+  }
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 32;
+    const __m512i qs_idx = QsIndex();
+    const __m512i sc_idx = ScaleIndex();
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 4) {
+      const int valid = (int)std::min<int64_t>(4, nb - b);
+      const ActBlockQ8Quad* aq[T];
+      for (int t = 0; t < T; ++t) aq[t] = (const ActBlockQ8Quad*)(act + t * arb) + b / 4;
+      if constexpr (T == 1) {
+        for (int r = 0; r < R; ++r) {
+          _mm_prefetch((const char*)(w + r * wrb + (b + 48) * kBlockBytes), _MM_HINT_T0);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const Unpacked u = Unpack(w + r * wrb + b * kBlockBytes, valid, qs_idx, sc_idx);
+        for (int t = 0; t < T; ++t) {
+          __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.lo,
+                                          _mm512_loadu_si512((const void*)aq[t]->lo));
+          p = _mm512_dpbusd_epi32(p, u.hi, _mm512_loadu_si512((const void*)aq[t]->hi));
+          const __m512 scale = _mm512_mul_ps(u.d, _mm512_loadu_ps(aq[t]->d));
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[r][t]);
+          acc[r][t] = _mm512_fmadd_ps(u.m, _mm512_loadu_ps(aq[t]->s), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                           _mm512_castps_pd(acc[r][t]), 1)));
+        y[t * ldy + r] = Hsum(h);
+      }
+    }
+  }
+};
+#endif  // TERN_AVX512_VNNI
+
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
 
 // 6-bit scales and mins of Q4_K/Q5_K: bytes 0..7 scales, 8..15 mins.
@@ -717,6 +815,31 @@ void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
     const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
     out[b].d = d;
     out[b].s = d * (float)sum;
+  }
+}
+
+void QuantizeQ8Quad(const float* x, int64_t n, ActBlockQ8Quad* out) {
+  const int64_t nb = n / 32;
+  for (int64_t g = 0; g < (nb + 3) / 4; ++g) {
+    ActBlockQ8Quad& o = out[g];
+    for (int h = 0; h < 4; ++h) {
+      const int64_t b = 4 * g + h;
+      float d = 0.0f, s = 0.0f;
+      alignas(32) int8_t qs[32] = {};
+      if (b < nb) {
+        const float* xb = x + b * 32;
+        d = BlockMaxAbs(xb, 32) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int sum = Quantize32(xb, _mm256_set1_ps(id), qs);
+        s = d * (float)sum * 0.25f;
+      }
+      for (int i = 0; i < 4; ++i) {
+        o.d[4 * h + i] = d;
+        o.s[4 * h + i] = s;
+      }
+      std::memcpy(o.lo + 16 * h, qs, 16);
+      std::memcpy(o.hi + 16 * h, qs + 16, 16);
+    }
   }
 }
 
@@ -959,8 +1082,14 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kF32, ActKind::kF32, FloatGemm<DType::kF32>);
   set(DType::kF16, ActKind::kF32, FloatGemm<DType::kF16>);
   set(DType::kBF16, ActKind::kF32, FloatGemm<DType::kBF16>);
+#ifdef TERN_AVX512_VNNI
+  set(DType::kQ4_0, ActKind::kQ8Quad, TiledGemm<NibbleQuadKernel<DType::kQ4_0>>);
+  set(DType::kQ4_1, ActKind::kQ8Quad, TiledGemm<NibbleQuadKernel<DType::kQ4_1>>);
+  t->quantize_q8quad = QuantizeQ8Quad;
+#else
   set(DType::kQ4_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
   set(DType::kQ4_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
+#endif
   set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
   set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
