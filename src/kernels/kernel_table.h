@@ -72,8 +72,17 @@ struct ActBlockQ8Quad {
 };
 static_assert(sizeof(ActBlockQ8Quad) == 256);
 
-enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kQ8Quad };
-constexpr int kNumActKinds = 6;
+// Two ActBlockQ8 (blocks 2i, 2i+1) for the 512-bit Q8_0 kernel (AVX-512 VNNI
+// table): qs offset to unsigned (q + 128), d broadcast over each block's 8
+// lanes. A missing partner block is zero (qs = 128, d = 0).
+struct ActBlockQ8U2 {
+  float d[16];
+  uint8_t qs[64];
+};
+static_assert(sizeof(ActBlockQ8U2) == 128);
+
+enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kQ8Quad, kQ8U2 };
+constexpr int kNumActKinds = 7;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -101,6 +110,8 @@ struct KernelTable {
   void (*quantize_q8pair)(const float* x, int64_t n, ActBlockQ8Pair* out) = nullptr;
   // n multiple of 32; (n / 32 + 3) / 4 groups (only tables that use kQ8Quad).
   void (*quantize_q8quad)(const float* x, int64_t n, ActBlockQ8Quad* out) = nullptr;
+  // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8U2).
+  void (*quantize_q8u2)(const float* x, int64_t n, ActBlockQ8U2* out) = nullptr;
 
   // Element-wise and attention helpers (see kernels.h for the contracts).
   void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps,

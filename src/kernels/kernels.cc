@@ -71,6 +71,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
     case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
     case ActKind::kQ8Quad: return (cols / 32 + 3) / 4 * (int64_t)sizeof(ActBlockQ8Quad);
+    case ActKind::kQ8U2: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8U2);
     default: return 0;
   }
 }
@@ -106,6 +107,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
     for (int64_t t = t0; t < t1; ++t) {
       if (kind == ActKind::kQ8) {
         table.quantize_q8(x + t * cols, cols, (ActBlockQ8*)(act + t * row_bytes));
+      } else if (kind == ActKind::kQ8U2) {
+        table.quantize_q8u2(x + t * cols, cols, (ActBlockQ8U2*)(act + t * row_bytes));
       } else if (kind == ActKind::kQ8Quad) {
         table.quantize_q8quad(x + t * cols, cols, (ActBlockQ8Quad*)(act + t * row_bytes));
       } else if (kind == ActKind::kQ8Pair) {

@@ -597,6 +597,70 @@ struct NibbleQuadKernel {
     }
   }
 };
+
+// ---- Q8_0 x ActBlockQ8U2, 512-bit (AVX-512 VNNI build only) --------------------------
+
+// Two blocks per register; activations offset to unsigned so that dpbusd
+// takes them as is: sum (a + 128) w - 128 sum w, the correction formed once
+// per weight row and pair.
+struct Q8PairKernel {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 4;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kBlockBytes = 34;
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 32;
+    alignas(64) int8_t qidx[64];
+    for (int j = 0; j < 64; ++j) qidx[j] = (int8_t)((j / 32) * kBlockBytes + 2 + j % 32);
+    alignas(64) int16_t sidx[32] = {};
+    for (int j = 0; j < 16; ++j) sidx[j] = (int16_t)((j / 8) * kBlockBytes / 2);
+    const __m512i qs_idx = _mm512_load_si512((const void*)qidx);
+    const __m512i sc_idx = _mm512_load_si512((const void*)sidx);
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+      const int bytes = (int)std::min<int64_t>(2, nb - b) * kBlockBytes;
+      const ActBlockQ8U2* ap[T];
+      for (int t = 0; t < T; ++t) ap[t] = (const ActBlockQ8U2*)(act + t * arb) + b / 2;
+      if constexpr (T == 1) {
+        for (int r = 0; r < R; ++r) {
+          _mm_prefetch((const char*)(w + r * wrb + (b + 24) * kBlockBytes), _MM_HINT_T0);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = w + r * wrb + b * kBlockBytes;
+        const __m512i a = bytes >= 64 ? _mm512_loadu_si512((const void*)p)
+                                      : _mm512_maskz_loadu_epi8(((__mmask64)1 << bytes) - 1, p);
+        const __m512i hi = bytes > 64
+                               ? _mm512_maskz_loadu_epi8(((__mmask64)1 << (bytes - 64)) - 1, p + 64)
+                               : _mm512_setzero_si512();
+        const __m512i q = _mm512_permutex2var_epi8(a, qs_idx, hi);
+        const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q);
+        const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sc_idx, a)));
+        for (int t = 0; t < T; ++t) {
+          const __m512i s = _mm512_sub_epi32(
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void*)ap[t]->qs), q),
+              corr);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                      _mm512_mul_ps(d, _mm512_loadu_ps(ap[t]->d)), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                           _mm512_castps_pd(acc[r][t]), 1)));
+        y[t * ldy + r] = Hsum(h);
+      }
+    }
+  }
+};
 #endif  // TERN_AVX512_VNNI
 
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
@@ -815,6 +879,26 @@ void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
     const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
     out[b].d = d;
     out[b].s = d * (float)sum;
+  }
+}
+
+void QuantizeQ8U2(const float* x, int64_t n, ActBlockQ8U2* out) {
+  const int64_t nb = n / 32;
+  for (int64_t g = 0; g < (nb + 1) / 2; ++g) {
+    ActBlockQ8U2& o = out[g];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b = 2 * g + h;
+      float d = 0.0f;
+      alignas(32) int8_t qs[32] = {};
+      if (b < nb) {
+        const float* xb = x + b * 32;
+        d = BlockMaxAbs(xb, 32) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        Quantize32(xb, _mm256_set1_ps(id), qs);
+      }
+      for (int i = 0; i < 8; ++i) o.d[8 * h + i] = d;
+      for (int i = 0; i < 32; ++i) o.qs[32 * h + i] = (uint8_t)(qs[i] + 128);
+    }
   }
 }
 
@@ -1086,13 +1170,15 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_0, ActKind::kQ8Quad, TiledGemm<NibbleQuadKernel<DType::kQ4_0>>);
   set(DType::kQ4_1, ActKind::kQ8Quad, TiledGemm<NibbleQuadKernel<DType::kQ4_1>>);
   t->quantize_q8quad = QuantizeQ8Quad;
+  set(DType::kQ8_0, ActKind::kQ8U2, TiledGemm<Q8PairKernel>);
+  t->quantize_q8u2 = QuantizeQ8U2;
 #else
   set(DType::kQ4_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
   set(DType::kQ4_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
+  set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
 #endif
   set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
-  set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
   set(DType::kQ4_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ4_K>>);
   set(DType::kQ5_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ5_K>>);
   set(DType::kQ6_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ6_K>>);
