@@ -522,17 +522,25 @@ struct NibbleQuadKernel {
     __m512 d, m;
   };
 
-  static inline __m512i QsIndex() {
-    alignas(64) int8_t idx[64];
-    for (int j = 0; j < 64; ++j) idx[j] = (int8_t)((j / 16) * kBlockBytes + kQsOffset + j % 16);
-    return _mm512_load_si512((const void*)idx);
+  struct alignas(64) ByteIndex {
+    int8_t v[64];
+  };
+  struct alignas(64) WordIndex {
+    int16_t v[32];
+  };
+  static constexpr ByteIndex MakeQsIndex() {
+    ByteIndex idx{};
+    for (int j = 0; j < 64; ++j) idx.v[j] = (int8_t)((j / 16) * kBlockBytes + kQsOffset + j % 16);
+    return idx;
   }
-  static inline __m512i ScaleIndex() {
-    alignas(64) int16_t idx[32];
-    for (int j = 0; j < 16; ++j) idx[j] = (int16_t)((j / 4) * kBlockBytes / 2);
-    for (int j = 0; j < 16; ++j) idx[16 + j] = (int16_t)((j / 4) * kBlockBytes / 2 + 1);
-    return _mm512_load_si512((const void*)idx);
+  static constexpr WordIndex MakeScaleIndex() {
+    WordIndex idx{};
+    for (int j = 0; j < 16; ++j) idx.v[j] = (int16_t)((j / 4) * kBlockBytes / 2);
+    for (int j = 0; j < 16; ++j) idx.v[16 + j] = (int16_t)((j / 4) * kBlockBytes / 2 + 1);
+    return idx;
   }
+  static constexpr ByteIndex kQsIndex = MakeQsIndex();
+  static constexpr WordIndex kScaleIndex = MakeScaleIndex();
 
   // Blocks [b, b + valid) at p (valid <= 4; missing ones read as zero).
   static inline Unpacked Unpack(const uint8_t* p, int valid, __m512i qs_idx, __m512i sc_idx) {
@@ -557,35 +565,48 @@ struct NibbleQuadKernel {
     return u;
   }
 
+  // One group of four blocks (valid of them) for R rows x T tokens.
+  template <int R, int T, bool kFull>
+  static inline void Group(const uint8_t* w, int64_t wrb, const ActBlockQ8Quad* const* aq,
+                           int valid, __m512i qs_idx, __m512i sc_idx, __m512 (&acc)[R][T]) {
+    for (int r = 0; r < R; ++r) {
+      const Unpacked u = kFull ? Unpack(w + r * wrb, 4, qs_idx, sc_idx)
+                               : Unpack(w + r * wrb, valid, qs_idx, sc_idx);
+      for (int t = 0; t < T; ++t) {
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.lo,
+                                        _mm512_loadu_si512((const void*)aq[t]->lo));
+        p = _mm512_dpbusd_epi32(p, u.hi, _mm512_loadu_si512((const void*)aq[t]->hi));
+        const __m512 scale = _mm512_mul_ps(u.d, _mm512_loadu_ps(aq[t]->d));
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(u.m, _mm512_loadu_ps(aq[t]->s), acc[r][t]);
+      }
+    }
+  }
+
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 32;
-    const __m512i qs_idx = QsIndex();
-    const __m512i sc_idx = ScaleIndex();
+    const __m512i qs_idx = _mm512_load_si512((const void*)kQsIndex.v);
+    const __m512i sc_idx = _mm512_load_si512((const void*)kScaleIndex.v);
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 4) {
-      const int valid = (int)std::min<int64_t>(4, nb - b);
-      const ActBlockQ8Quad* aq[T];
-      for (int t = 0; t < T; ++t) aq[t] = (const ActBlockQ8Quad*)(act + t * arb) + b / 4;
+    const ActBlockQ8Quad* aq[T];
+    for (int t = 0; t < T; ++t) aq[t] = (const ActBlockQ8Quad*)(act + t * arb);
+    const int64_t full = nb / 4;
+    for (int64_t g = 0; g < full; ++g) {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
-          _mm_prefetch((const char*)(w + r * wrb + (b + 48) * kBlockBytes), _MM_HINT_T0);
+          _mm_prefetch((const char*)(w + r * wrb + (4 * g + 48) * kBlockBytes), _MM_HINT_T0);
         }
       }
-      for (int r = 0; r < R; ++r) {
-        const Unpacked u = Unpack(w + r * wrb + b * kBlockBytes, valid, qs_idx, sc_idx);
-        for (int t = 0; t < T; ++t) {
-          __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.lo,
-                                          _mm512_loadu_si512((const void*)aq[t]->lo));
-          p = _mm512_dpbusd_epi32(p, u.hi, _mm512_loadu_si512((const void*)aq[t]->hi));
-          const __m512 scale = _mm512_mul_ps(u.d, _mm512_loadu_ps(aq[t]->d));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[r][t]);
-          acc[r][t] = _mm512_fmadd_ps(u.m, _mm512_loadu_ps(aq[t]->s), acc[r][t]);
-        }
-      }
+      Group<R, T, true>(w + 4 * g * kBlockBytes, wrb, aq, 4, qs_idx, sc_idx, acc);
+      for (int t = 0; t < T; ++t) ++aq[t];
+    }
+    if (nb % 4 != 0) {
+      Group<R, T, false>(w + 4 * full * kBlockBytes, wrb, aq, (int)(nb % 4), qs_idx, sc_idx,
+                         acc);
     }
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) {
