@@ -903,41 +903,43 @@ void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
   }
 }
 
+// Block b of x quantized like Avx2QuantizeQ8 (qs, d; returns sum of qs), or
+// all zero when b >= nb (the missing partner of a short last group).
+inline int QuantizeBlockOrZero(const float* x, int64_t b, int64_t nb, int8_t* qs, float* d) {
+  std::memset(qs, 0, 32);
+  *d = 0.0f;
+  if (b >= nb) return 0;
+  const float* xb = x + b * 32;
+  *d = BlockMaxAbs(xb, 32) / 127.0f;
+  const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+  return Quantize32(xb, _mm256_set1_ps(id), qs);
+}
+
 void QuantizeQ8U2(const float* x, int64_t n, ActBlockQ8U2* out) {
   const int64_t nb = n / 32;
   for (int64_t g = 0; g < (nb + 1) / 2; ++g) {
     ActBlockQ8U2& o = out[g];
     for (int h = 0; h < 2; ++h) {
-      const int64_t b = 2 * g + h;
-      float d = 0.0f;
-      alignas(32) int8_t qs[32] = {};
-      if (b < nb) {
-        const float* xb = x + b * 32;
-        d = BlockMaxAbs(xb, 32) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        Quantize32(xb, _mm256_set1_ps(id), qs);
-      }
+      alignas(32) int8_t qs[32];
+      float d;
+      QuantizeBlockOrZero(x, 2 * g + h, nb, qs, &d);
       for (int i = 0; i < 8; ++i) o.d[8 * h + i] = d;
       for (int i = 0; i < 32; ++i) o.qs[32 * h + i] = (uint8_t)(qs[i] + 128);
     }
   }
 }
 
-void QuantizeQ8Quad(const float* x, int64_t n, ActBlockQ8Quad* out) {
+// ActBlockQ8Pair (G = 2) and ActBlockQ8Quad (G = 4): G blocks per group.
+template <int G, class Group>
+void QuantizeNibbleGroups(const float* x, int64_t n, Group* out) {
   const int64_t nb = n / 32;
-  for (int64_t g = 0; g < (nb + 3) / 4; ++g) {
-    ActBlockQ8Quad& o = out[g];
-    for (int h = 0; h < 4; ++h) {
-      const int64_t b = 4 * g + h;
-      float d = 0.0f, s = 0.0f;
-      alignas(32) int8_t qs[32] = {};
-      if (b < nb) {
-        const float* xb = x + b * 32;
-        d = BlockMaxAbs(xb, 32) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const int sum = Quantize32(xb, _mm256_set1_ps(id), qs);
-        s = d * (float)sum * 0.25f;
-      }
+  for (int64_t g = 0; g < (nb + G - 1) / G; ++g) {
+    Group& o = out[g];
+    for (int h = 0; h < G; ++h) {
+      alignas(32) int8_t qs[32];
+      float d;
+      const int sum = QuantizeBlockOrZero(x, G * g + h, nb, qs, &d);
+      const float s = d * (float)sum * 0.25f;
       for (int i = 0; i < 4; ++i) {
         o.d[4 * h + i] = d;
         o.s[4 * h + i] = s;
@@ -948,29 +950,12 @@ void QuantizeQ8Quad(const float* x, int64_t n, ActBlockQ8Quad* out) {
   }
 }
 
+void QuantizeQ8Quad(const float* x, int64_t n, ActBlockQ8Quad* out) {
+  QuantizeNibbleGroups<4>(x, n, out);
+}
+
 void Avx2QuantizeQ8Pair(const float* x, int64_t n, ActBlockQ8Pair* out) {
-  const int64_t nb = n / 32;
-  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
-    ActBlockQ8Pair& o = out[p];
-    for (int h = 0; h < 2; ++h) {
-      const int64_t b = 2 * p + h;
-      float d = 0.0f, s = 0.0f;
-      alignas(32) int8_t qs[32] = {};
-      if (b < nb) {
-        const float* xb = x + b * 32;
-        d = BlockMaxAbs(xb, 32) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const int sum = Quantize32(xb, _mm256_set1_ps(id), qs);
-        s = d * (float)sum * 0.25f;
-      }
-      for (int i = 0; i < 4; ++i) {
-        o.d[4 * h + i] = d;
-        o.s[4 * h + i] = s;
-      }
-      std::memcpy(o.lo + 16 * h, qs, 16);
-      std::memcpy(o.hi + 16 * h, qs + 16, 16);
-    }
-  }
+  QuantizeNibbleGroups<2>(x, n, out);
 }
 
 void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
