@@ -145,10 +145,54 @@ inline float LoadW1(const uint8_t* row, int64_t k) {
   }
 }
 
-template <DType kType>
+// Vector width of the float kernels: 8 lanes (AVX2), 16 lanes (AVX-512
+// build). Each (r, t) output is the horizontal sum of a Vec::kLanes-lane
+// accumulator, so the two builds differ in float summation order only.
+struct Vec256 {
+  using Reg = __m256;
+  static constexpr int kLanes = 8;
+  static Reg Zero() { return _mm256_setzero_ps(); }
+  static Reg LoadX(const float* p) { return _mm256_loadu_ps(p); }
+  static Reg Fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static float Sum(Reg v) { return Hsum(v); }
+  template <DType kType>
+  static Reg LoadW(const uint8_t* row, int64_t k) { return LoadW8<kType>(row, k); }
+};
+
+#ifdef TERN_AVX512_VNNI
+struct Vec512 {
+  using Reg = __m512;
+  static constexpr int kLanes = 16;
+  static Reg Zero() { return _mm512_setzero_ps(); }
+  static Reg LoadX(const float* p) { return _mm512_loadu_ps(p); }
+  static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static float Sum(Reg v) {
+    return Hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  template <DType kType>
+  static Reg LoadW(const uint8_t* row, int64_t k) {
+    if constexpr (kType == DType::kF32) {
+      return _mm512_loadu_ps((const float*)row + k);
+    } else if constexpr (kType == DType::kF16) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * k)));
+    } else {
+      const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(row + 2 * k)));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    }
+  }
+};
+using FloatVec = Vec512;
+#else
+using FloatVec = Vec256;
+#endif
+
+template <DType kType, class V>
 struct FloatKernel {
+  using Reg = typename V::Reg;
+  static constexpr int64_t kLanes = V::kLanes;
   static constexpr int kRows = 4;
-  static constexpr int kTokens = 3;
+  static constexpr int kTokens = V::kLanes == 16 ? 6 : 3;
   static constexpr int kDecodeRows = 8;
   // Prefill walks K in blocks of kKBlock columns so that the weight rows of
   // a tile and the activation block of every token stay in L1; the 8-lane
@@ -160,22 +204,22 @@ struct FloatKernel {
   // multiple of 8.
   template <int R, int T>
   static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
-                                int64_t k0, int64_t k1, __m256 (&acc)[R][T]) {
-    for (int64_t k = k0; k < k1; k += 8) {
+                                int64_t k0, int64_t k1, Reg (&acc)[R][T]) {
+    for (int64_t k = k0; k < k1; k += kLanes) {
       if constexpr (T == 1) {
         // Decode streams the weights once: prefetch ahead on every row.
-        if ((k & 31) == 0) {
+        if ((k & 31) < kLanes) {
           for (int r = 0; r < R; ++r) {
             _mm_prefetch((const char*)(w + r * wrb) + (k + kPrefetchElems) * WBytes(),
                          _MM_HINT_T0);
           }
         }
       }
-      __m256 xv[T];
-      for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+      Reg xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = V::LoadX(x[t] + k);
       for (int r = 0; r < R; ++r) {
-        const __m256 wv = LoadW8<kType>(w + r * wrb, k);
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        const Reg wv = V::template LoadW<kType>(w + r * wrb, k);
+        for (int t = 0; t < T; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
       }
     }
   }
@@ -185,11 +229,11 @@ struct FloatKernel {
 
   template <int R, int T>
   static inline void Finish(const uint8_t* w, int64_t wrb, const float* const* x,
-                            int64_t cols, const __m256 (&acc)[R][T], float* y, int64_t ldy) {
-    const int64_t cols8 = cols & ~(int64_t)7;
+                            int64_t cols, const Reg (&acc)[R][T], float* y, int64_t ldy) {
+    const int64_t cols8 = cols / kLanes * kLanes;
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) {
-        float s = Hsum(acc[r][t]);
+        float s = V::Sum(acc[r][t]);
         for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(w + r * wrb, k) * x[t][k];
         y[t * ldy + r] = s;
       }
@@ -199,12 +243,12 @@ struct FloatKernel {
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
-    __m256 acc[R][T];
+    Reg acc[R][T];
     for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+      for (int t = 0; t < T; ++t) acc[r][t] = V::Zero();
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
-    Accumulate<R, T>(w, wrb, x, 0, cols & ~(int64_t)7, acc);
+    Accumulate<R, T>(w, wrb, x, 0, cols / kLanes * kLanes, acc);
     Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
   }
 
@@ -212,16 +256,16 @@ struct FloatKernel {
   template <int R>
   static void BlockedRows(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                           int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                          __m256* park) {
+                          Reg* park) {
     constexpr int T = kTokens;
-    const int64_t cols8 = cols & ~(int64_t)7;
+    const int64_t cols8 = cols / kLanes * kLanes;
     const int64_t tiles = (num_tokens + T - 1) / T;
-    for (int64_t i = 0; i < tiles * R * T; ++i) park[i] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < tiles * R * T; ++i) park[i] = V::Zero();
     for (int64_t k0 = 0; k0 < cols8; k0 += kKBlock) {
       const int64_t k1 = std::min(cols8, k0 + kKBlock);
       int64_t t = 0;
       for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
-        __m256* p = park + tile * R * T;
+        Reg* p = park + tile * R * T;
         if (t + T <= num_tokens) {
           Step<R, T>(w, wrb, act + t * arb, arb, k0, k1, p);
         } else {
@@ -233,7 +277,7 @@ struct FloatKernel {
     }
     int64_t t = 0;
     for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
-      const __m256* p = park + tile * R * T;
+      const Reg* p = park + tile * R * T;
       if (t + T <= num_tokens) {
         Done<R, T>(w, wrb, act + t * arb, arb, cols, p, y + t * ldy, ldy);
       } else {
@@ -246,8 +290,8 @@ struct FloatKernel {
 
   template <int R, int T>
   static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                          int64_t k0, int64_t k1, __m256* park) {
-    __m256 acc[R][T];
+                          int64_t k0, int64_t k1, Reg* park) {
+    Reg acc[R][T];
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
     for (int r = 0; r < R; ++r)
@@ -259,8 +303,8 @@ struct FloatKernel {
 
   template <int R, int T>
   static inline void Done(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                          int64_t cols, const __m256* park, float* y, int64_t ldy) {
-    __m256 acc[R][T];
+                          int64_t cols, const Reg* park, float* y, int64_t ldy) {
+    Reg acc[R][T];
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
     for (int r = 0; r < R; ++r)
@@ -273,7 +317,8 @@ struct FloatKernel {
 template <DType kType>
 void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
-  using K = FloatKernel<kType>;
+  using K = FloatKernel<kType, FloatVec>;
+  using Reg = typename K::Reg;
   if (num_tokens == 1) {
     TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
     return;
@@ -281,9 +326,11 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   constexpr int R = K::kRows;
   thread_local std::vector<float> park_storage;
   const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
-  if ((int64_t)park_storage.size() < 8 * need + 8) park_storage.resize(8 * need + 8);
-  // 32-byte aligned view of the storage.
-  __m256* park = (__m256*)(((uintptr_t)park_storage.data() + 31) & ~(uintptr_t)31);
+  if ((int64_t)park_storage.size() < K::kLanes * (need + 2)) {
+    park_storage.resize(K::kLanes * (need + 2));
+  }
+  // 64-byte aligned view of the storage.
+  Reg* park = (Reg*)(((uintptr_t)park_storage.data() + 63) & ~(uintptr_t)63);
   int64_t r = 0;
   for (; r + R <= rows; r += R) {
     K::template BlockedRows<R>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
