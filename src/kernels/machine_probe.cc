@@ -7,15 +7,23 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernels.h"
 #include "kernels/x86/probe_avx2.h"
 
 namespace tern::kernels {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The FMA peak is measured at the vector width of the active kernel table.
+bool UseAvx512Fma() {
+  static const bool use = std::string(ActiveIsa()) == "avx512vnni";
+  return use;
+}
 
 bool HaveAvx2() {
   static const bool have = DetectCpuFeatures().HasAvx2Fma();
@@ -141,7 +149,9 @@ ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
   for (int r = 0; r < rounds + 1; ++r) {
     const double s = TimedPass(pool, cpu_time, [&](int) {
       float v;
-      if (HaveAvx2()) {
+      if (UseAvx512Fma()) {
+        v = Avx512FmaLoop(iterations);
+      } else if (HaveAvx2()) {
         v = Avx2FmaLoop(iterations);
       } else {
         float acc[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -151,7 +161,7 @@ ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
       }
       sink.store(v, std::memory_order_relaxed);
     });
-    const double lanes = HaveAvx2() ? 64.0 : 8.0;
+    const double lanes = UseAvx512Fma() ? 128.0 : (HaveAvx2() ? 64.0 : 8.0);
     if (r > 0) gflops.push_back(lanes * 2.0 * iterations * pool.num_threads() / s / 1e9);
   }
   return Summarize(gflops);

@@ -1,7 +1,8 @@
 // MachineProbe: short measurements of this machine's physical limits, for
 // rooflines in `tern bench`: memory read bandwidth (STREAM-style read-only
-// sum and triad) and the fp32 FMA peak (8 independent AVX2 FMA accumulators
-// per thread, scalar fallback without AVX2). Each figure is the median of
+// sum and triad) and the fp32 FMA peak (8 independent FMA accumulators per
+// thread at the active kernel table's vector width: 16 lanes with the
+// AVX-512 table, 8 with AVX2, scalar fallback without AVX2). Each figure is the median of
 // several rounds, with all threads of the pool working at once.
 //
 // On a machine shared with other work, wall time undercounts what the code
