@@ -25,6 +25,12 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                  "schedule each prompt whole (the step budget grows to --max-model-len)");
   parser.AddInt("--max-num-partial-prefills", "N", &c.max_num_partial_prefills,
                 "requests whose prompt is chunked at once (default 1)");
+  parser.AddInt("--max-prefill-tokens-while-decoding", "N",
+                &c.max_prefill_tokens_while_decoding,
+                "prompt tokens per step while requests decode, to protect their "
+                "inter-token latency; a prompt token at position p counts 1 + p/512 "
+                "(default 0 = auto: 2 x max(decoding requests, 8); a value >= "
+                "--max-num-batched-tokens turns it off)");
   parser.AddFlag("--enable-prefix-caching", &f->prefix_caching,
                  "reuse the KV of shared prompt prefixes (default on)");
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,

@@ -4,15 +4,10 @@
 // MatMulObserver attached that feeds every weight MatMul's input rows to a
 // quant::ImatrixAccumulator, then saves the per-column mean of x^2 as a GGUF
 // file for `tern quantize --imatrix` (format in quant/imatrix.h).
-#include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include "base/thread_pool.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "quant/imatrix.h"
@@ -54,14 +49,6 @@ struct ImatrixArgs {
   int64_t threads = 0;
 };
 
-StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open calibration text");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const Model& model) {
   TERN_ASSIGN_OR_RETURN(Vocab vocab, Vocab::FromGguf(model.file()));
   return Tokenizer::Create(std::move(vocab));
@@ -89,8 +76,6 @@ int RunImatrix(int argc, char** argv) {
   if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
   if (a.max_chunks < 0) return Fail("--chunks must be >= 0");
 
-  auto text = ReadText(a.text_file);
-  if (!text.ok()) return Fail(text.status().message());
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
@@ -102,17 +87,15 @@ int RunImatrix(int argc, char** argv) {
   options.ctx = (int32_t)a.ctx;
   options.batch = options.ctx;
   options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
-  std::vector<int32_t> tokens = tokenizer.Encode(*text, true, false);
-  const size_t num_tokens = tokens.size();
-  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
-  ThreadPool pool(threads);
-  auto ev_or = PerplexityEvaluator::Create(*model, std::move(tokens), options, &pool);
-  if (!ev_or.ok()) return Fail(a.text_file + ": " + ev_or.status().message());
-  PerplexityEvaluator& ev = **ev_or;
-  const int32_t num_chunks =
-      a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, ev.num_chunks()) : ev.num_chunks();
-  std::fprintf(stderr, "imatrix: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
-               num_chunks, options.ctx, threads);
+  auto encode = [&](const std::string& text) { return tokenizer.Encode(text, true, false); };
+  auto run_or = PreparePerplexityRun(*model, a.text_file, encode, options, (int)a.threads,
+                                     a.max_chunks);
+  if (!run_or.ok()) return Fail(run_or.status().message());
+  PerplexityRun& run = *run_or;
+  PerplexityEvaluator& ev = *run.evaluator;
+  const int32_t num_chunks = run.num_chunks;
+  std::fprintf(stderr, "imatrix: %zu tokens, %d chunks of %d tokens, %d threads\n",
+               run.num_tokens, num_chunks, options.ctx, run.threads);
 
   quant::ImatrixAccumulator acc;
   ImatrixObserver observer(acc);

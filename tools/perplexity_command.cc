@@ -5,13 +5,10 @@
 // agreement, delta perplexity).
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "base/thread_pool.h"
 #include "model/logprob_file.h"
 #include "model/model.h"
 #include "model/perplexity.h"
@@ -40,14 +37,6 @@ struct PerplexityArgs {
   int64_t threads = 0;
   std::string kv_dtype = "f32";
 };
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open text file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void PrintProgress(const PerplexityEvaluator& ev) {
   constexpr int kWidth = 30;
@@ -85,8 +74,6 @@ int RunPerplexity(int argc, char** argv) {
     return Fail("--kv-cache-dtype must be f32 or f16, got '" + a.kv_dtype + "'");
   }
 
-  auto text = ReadFile(a.text_file);
-  if (!text.ok()) return Fail(text.status().message());
   LogprobFile base;
   if (!a.kl_base.empty()) {
     auto base_or = ReadLogprobFile(a.kl_base);
@@ -107,23 +94,21 @@ int RunPerplexity(int argc, char** argv) {
                 std::to_string(model->config().n_vocab));
   }
 
-  std::vector<int32_t> tokens = tokenizer.Encode(*text, true, false);
   PerplexityOptions options;
   options.ctx = (int32_t)a.ctx;
   options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
   options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
   options.kv_dtype = *kv_dtype;
   options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
-  const size_t num_tokens = tokens.size();
-  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
-  ThreadPool pool(threads);
-  auto ev_or = PerplexityEvaluator::Create(*model, std::move(tokens), options, &pool);
-  if (!ev_or.ok()) return Fail(a.text_file + ": " + ev_or.status().message());
-  PerplexityEvaluator& ev = **ev_or;
-  const int32_t num_chunks =
-      a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, ev.num_chunks()) : ev.num_chunks();
-  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
-               num_chunks, options.ctx, threads);
+  auto encode = [&](const std::string& text) { return tokenizer.Encode(text, true, false); };
+  auto run_or = PreparePerplexityRun(*model, a.text_file, encode, options, (int)a.threads,
+                                     a.max_chunks);
+  if (!run_or.ok()) return Fail(run_or.status().message());
+  PerplexityRun& run = *run_or;
+  PerplexityEvaluator& ev = *run.evaluator;
+  const int32_t num_chunks = run.num_chunks;
+  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d tokens, %d threads\n",
+               run.num_tokens, num_chunks, options.ctx, run.threads);
 
   const Clock::time_point start = Clock::now();
   while (ev.chunks_done() < num_chunks) {

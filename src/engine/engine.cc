@@ -67,6 +67,10 @@ Status ValidateConfig(const EngineConfig& c) {
     return InvalidArgument("--max-num-partial-prefills must be >= 1, got " +
                            std::to_string(c.max_num_partial_prefills));
   }
+  if (c.max_prefill_tokens_while_decoding < 0) {
+    return InvalidArgument("--max-prefill-tokens-while-decoding must be >= 0, got " +
+                           std::to_string(c.max_prefill_tokens_while_decoding));
+  }
   if (c.kv_cache_dtype != DType::kF16 && c.kv_cache_dtype != DType::kF32) {
     return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(c.kv_cache_dtype) +
                            " is not supported by the engine (f16, f32)");
@@ -154,6 +158,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   sc.max_model_len = kv.max_model_len;
   sc.enable_chunked_prefill = config.enable_chunked_prefill;
   sc.max_num_partial_prefills = config.max_num_partial_prefills;
+  sc.max_prefill_tokens_while_decoding = config.max_prefill_tokens_while_decoding;
   sc.eog_token_ids = impl->tokenizer->eog_ids();
   auto scheduler = std::make_unique<Scheduler>(
       sc, std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,

@@ -93,6 +93,7 @@ struct EngineConfig {
   DType kv_cache_dtype = DType::kF16;   // F16 or F32
   bool enable_chunked_prefill = true;
   int32_t max_num_partial_prefills = 1; // long prompts chunked at once
+  int32_t max_prefill_tokens_while_decoding = 0;  // 0 = auto (SchedulerConfig)
   bool enable_prefix_caching = true;
   bool verbose = false;                 // one status line every few seconds
 };

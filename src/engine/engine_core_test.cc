@@ -85,6 +85,9 @@ void Simulate(uint64_t seed, SimTotals* totals) {
   config.enable_chunked_prefill = pick(0, 3) != 0;
   config.max_num_partial_prefills = pick(1, 3);
   config.max_num_seqs = pick(1, 8);
+  // Decode protection: automatic (0) or tight fixed caps; from the seed so the
+  // random stream of the other choices stays as it was.
+  config.max_prefill_tokens_while_decoding = std::vector<int32_t>{0, 1, 3, 0}[seed % 4];
   config.eog_token_ids = kEog;
   const bool caching = pick(0, 3) != 0;
   // One max_model_len sequence plus a little: forces preemption.
@@ -92,8 +95,9 @@ void Simulate(uint64_t seed, SimTotals* totals) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " block_size " + std::to_string(block_size) +
                " budget " + std::to_string(config.max_num_batched_tokens) + " chunked " +
                std::to_string(config.enable_chunked_prefill) + " seqs " +
-               std::to_string(config.max_num_seqs) + " blocks " + std::to_string(num_blocks) +
-               " caching " + std::to_string(caching));
+               std::to_string(config.max_num_seqs) + " prefill cap " +
+               std::to_string(config.max_prefill_tokens_while_decoding) + " blocks " +
+               std::to_string(num_blocks) + " caching " + std::to_string(caching));
 
   std::vector<Ids> prefixes;
   for (int i = 0; i < 3; ++i) {

@@ -12,6 +12,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<KvCacheManag
   CHECK_GT(config_.max_num_batched_tokens, 0);
   CHECK_GT(config_.max_model_len, 0);
   if (config_.max_num_partial_prefills < 1) config_.max_num_partial_prefills = 1;
+  CHECK_GE(config_.max_prefill_tokens_while_decoding, 0);
   // Whole prompts only: the budget must hold the longest sequence.
   if (!config_.enable_chunked_prefill) {
     config_.max_num_batched_tokens =
@@ -31,16 +32,44 @@ SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
   SchedulerOutput out;
   StepState step;
   step.budget = config_.max_num_batched_tokens;
+  int32_t num_decodes = 0;
+  for (const Request* r : running_) num_decodes += r->num_tokens() - r->num_computed_tokens == 1;
+  step.prefill_cap = PrefillCap(num_decodes);
+  step.prefill_budget = step.prefill_cap;
+  step.protect_decodes = step.prefill_cap < step.budget;
   ScheduleRunning(step, out);
   if (!step.preempted) ScheduleWaiting(step, out, now);
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
   return out;
 }
 
-int32_t Scheduler::PrefillChunkCap() const {
+int32_t Scheduler::PrefillCap(int32_t num_decodes) const {
+  const int32_t budget = config_.max_num_batched_tokens;
+  if (!config_.enable_chunked_prefill || num_decodes == 0) return budget;
+  const int32_t automatic =
+      kAutoPrefillTokensPerDecode * std::max(num_decodes, kAutoPrefillDecodeFloor);
+  const int32_t cap = config_.max_prefill_tokens_while_decoding > 0
+                          ? config_.max_prefill_tokens_while_decoding
+                          : automatic;
+  return std::min(cap, budget);
+}
+
+int32_t Scheduler::PrefillChunkCap(const StepState& step, int32_t start_position) const {
   const int32_t n = config_.max_num_partial_prefills;
-  return n <= 1 ? config_.max_num_batched_tokens
-                : std::max(1, (config_.max_num_batched_tokens + n - 1) / n);
+  const int32_t share = n <= 1 ? step.prefill_cap : std::max(1, (step.prefill_cap + n - 1) / n);
+  const int32_t units = std::min(share, step.prefill_budget);
+  const int64_t depth = config_.attention_cost_context_tokens;
+  if (units <= 0 || !step.protect_decodes || depth <= 0) return std::max(units, 0);
+  // Tokens whose cost (1 + start / depth each) fits the units; at least one.
+  return (int32_t)std::max<int64_t>(1, units * depth / (depth + start_position));
+}
+
+int32_t Scheduler::PrefillCost(const StepState& step, int32_t start_position,
+                               int32_t num_tokens) const {
+  const int64_t depth = config_.attention_cost_context_tokens;
+  if (!step.protect_decodes || depth <= 0) return num_tokens;
+  const int64_t cost = ((int64_t)num_tokens * (depth + start_position) + depth - 1) / depth;
+  return (int32_t)std::min<int64_t>(cost, config_.max_num_batched_tokens);
 }
 
 int32_t Scheduler::RunningChunk(const Request& r, const StepState& step,
@@ -50,7 +79,8 @@ int32_t Scheduler::RunningChunk(const Request& r, const StepState& step,
   if (remaining == 1) return step.budget > 0 ? 1 : 0;
   if (!config_.enable_chunked_prefill) return remaining <= step.budget ? remaining : 0;
   // Leave one token for each decode behind this request.
-  const int32_t chunk = std::min({remaining, step.budget - reserved, PrefillChunkCap()});
+  const int32_t chunk = std::min(
+      {remaining, step.budget - reserved, PrefillChunkCap(step, r.num_computed_tokens)});
   if (chunk <= 0) return 0;
   if (chunk < remaining && step.num_partial_prefills >= config_.max_num_partial_prefills) {
     return 0;
@@ -73,6 +103,7 @@ void Scheduler::ScheduleRunning(StepState& step, SchedulerOutput& out) {
     }
     if (!out.preempted_ids.empty()) step.preempted = true;
     if (r.num_computed_tokens + num_new < r.num_tokens()) ++step.num_partial_prefills;
+    if (!is_decode) step.prefill_budget -= PrefillCost(step, r.num_computed_tokens, num_new);
     step.budget -= num_new;
     BuildOutput(r, num_new, out);
   }
@@ -116,7 +147,10 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::ti
       if (!config_.enable_chunked_prefill) break;
       num_new = step.budget;
     }
-    if (config_.enable_chunked_prefill) num_new = std::min(num_new, PrefillChunkCap());
+    if (config_.enable_chunked_prefill) {
+      num_new = std::min(num_new, PrefillChunkCap(step, hit.num_tokens));
+    }
+    if (num_new <= 0) break;
     const bool partial = num_new < remaining;
     if (partial && step.num_partial_prefills >= config_.max_num_partial_prefills) break;
     if (!kv_->AllocateSlots(r.id(), hit.num_tokens, num_new, hit)) break;
@@ -139,6 +173,7 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::ti
     r.status = RequestStatus::kRunning;
     running_.push_back(&r);
     if (partial) ++step.num_partial_prefills;
+    step.prefill_budget -= PrefillCost(step, hit.num_tokens, num_new);
     step.budget -= num_new;
     BuildOutput(r, num_new, out);
   }

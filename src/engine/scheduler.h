@@ -2,15 +2,41 @@
 // (prompt + output so far) and num_computed_tokens; each step closes part of
 // every request's gap under one token budget (max_num_batched_tokens):
 //
+//   0. Decode protection (chunked prefill only). While D > 0 requests are
+//      decoding at the start of the step, the prefill chunks of the step
+//      together may cost at most
+//
+//        prefill cap = max_prefill_tokens_while_decoding, or when that is 0
+//                      (automatic) 2 x max(D, 8)
+//
+//      where a prompt token at position p costs 1 + p / A (A =
+//      attention_cost_context_tokens, 512): a chunk of n tokens starting at
+//      p0 costs ceil(n x (A + p0) / A), and the largest chunk that fits is
+//      cap x A / (A + p0) tokens, at least 1. With D = 0 prefill takes the
+//      whole budget at cost 1 per token (a lone long prompt keeps its TTFT).
+//      Why (measured on 2 cores, stories110m Q4_0): the budget alone does not
+//      protect decodes, because a decode batch of 8 is already compute-bound
+//      (8 tokens 40 ms, 16 tokens 71 ms, 32 tokens 145 ms per step), so
+//      every prompt token costs about as much as a decode token, and a
+//      prompt token deep in its prompt also attends over all earlier
+//      tokens (~11 us per earlier token here, as much as its matmuls at
+//      p ~ 400-500). So D decodes + 2 x D depth-0 prompt tokens cost ~3x a
+//      decode-only step, deeper chunks shrink to keep that cost, and the
+//      decodes' inter-token latency stays within ~3x. The floor of 8: below
+//      8 decodes a step is dominated by weight streaming and per-step
+//      overhead, so the prompt still advances at 16 tokens per step (with
+//      1 decode its ITL grows from ~14 to ~75 ms). The long prompt's TTFT
+//      pays for this: it mostly waits for the decodes to finish.
 //   1. ScheduleRunning: running requests in arrival order. A decode needs 1
 //      token; a prefill takes a chunk of what is left (chunked prefill), but
 //      leaves one token of budget for each decode behind it. At most
 //      max_num_partial_prefills requests get a chunk that does not finish
-//      their prompt, and when that is N > 1 each chunk is capped at budget / N
-//      so N prompts advance together (a short prompt is not stuck behind a
-//      long one). AllocateOrPreempt gets KV slots; when they do not fit it
-//      preempts the newest running request (frees its blocks, puts it at the
-//      front of waiting; its output is kept and recomputed on resume).
+//      their prompt, and when that is N > 1 each chunk is capped at
+//      (prefill cap) / N so N prompts advance together (a short prompt is
+//      not stuck behind a long one). AllocateOrPreempt gets KV slots; when
+//      they do not fit it preempts the newest running request (frees its
+//      blocks, puts it at the front of waiting; its output is kept and
+//      recomputed on resume).
 //   2. ScheduleWaiting (only when nothing was preempted): waiting requests in
 //      order while max_num_seqs allows, starting from their longest cached
 //      prefix; a request that does not fit stops admission (FCFS). Without
@@ -42,12 +68,27 @@
 
 namespace tern {
 
+// Automatic decode protection: prefill tokens per step while D requests
+// decode = kAutoPrefillTokensPerDecode x max(D, kAutoPrefillDecodeFloor).
+inline constexpr int32_t kAutoPrefillTokensPerDecode = 2;
+inline constexpr int32_t kAutoPrefillDecodeFloor = 8;
+inline constexpr int32_t kAutoAttentionCostContextTokens = 512;
+
 struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 2048;
   bool enable_chunked_prefill = true;
   int32_t max_num_partial_prefills = 1;
+  // Prefill tokens per step, all prompts together, while any request
+  // decodes: 0 = automatic (2 x max(decoding requests, 8), see above); N > 0 = N (a
+  // value >= max_num_batched_tokens turns the protection off).
+  int32_t max_prefill_tokens_while_decoding = 0;
+  // While the cap above applies, a prompt token at position p counts
+  // 1 + p / attention_cost_context_tokens against it: the context length at
+  // which a token's attention costs as much as its weight matmuls (measured,
+  // see above). 0 = count every prompt token as 1.
+  int32_t attention_cost_context_tokens = kAutoAttentionCostContextTokens;
   std::vector<int32_t> eog_token_ids;  // end-of-generation ids of the model
 };
 
@@ -99,14 +140,24 @@ class Scheduler {
  private:
   struct StepState {
     int32_t budget = 0;
+    int32_t prefill_cap = 0;     // prefill cost this step may take (all prompts)
+    int32_t prefill_budget = 0;  // what is left of prefill_cap (may go below 0)
+    bool protect_decodes = false;  // prefill_cap < budget: deep prompt tokens cost more
     int32_t num_partial_prefills = 0;
     bool preempted = false;
   };
 
   void ScheduleRunning(StepState& step, SchedulerOutput& out);
   void ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::time_point now);
-  // Largest prefill chunk: the budget shared by max_num_partial_prefills.
-  int32_t PrefillChunkCap() const;
+  // Prefill tokens per step while num_decodes requests decode (rule 0).
+  int32_t PrefillCap(int32_t num_decodes) const;
+  // Largest prefill chunk starting at start_position: the step's prefill
+  // cap shared by max_num_partial_prefills, no more than what is left of it,
+  // in tokens at their depth cost (at least 1 while any cost is left).
+  int32_t PrefillChunkCap(const StepState& step, int32_t start_position) const;
+  // What a chunk costs against prefill_budget: num_tokens at depth 0,
+  // x (1 + start_position / attention_cost_context_tokens) while protecting.
+  int32_t PrefillCost(const StepState& step, int32_t start_position, int32_t num_tokens) const;
   // Tokens to compute for a running request this step (0 = skip it).
   int32_t RunningChunk(const Request& r, const StepState& step, int32_t reserved) const;
   bool AllocateOrPreempt(Request& r, int32_t num_new_tokens, SchedulerOutput& out);

@@ -274,5 +274,177 @@ TEST(SchedulerTest, PrefixHitSkipsCachedBlocksAndKeepsTheOutput) {
   EXPECT_EQ(h->Step()["c"], 10);
 }
 
+// Every prompt token counts 1 against the prefill cap, whatever its depth.
+SchedulerConfig FlatCost(int32_t budget, int32_t max_model_len) {
+  SchedulerConfig c = Config(budget, max_model_len);
+  c.attention_cost_context_tokens = 0;
+  return c;
+}
+
+// Starts num_decodes requests of a 2-token prompt and prefills them in one
+// step, so that they decode from the next step on.
+void StartDecodes(Harness& h, int num_decodes, int32_t max_tokens = 50) {
+  for (int i = 0; i < num_decodes; ++i) {
+    h.Add("d" + std::to_string(i), Range(i * 2, 2), max_tokens);
+  }
+  EXPECT_EQ(h.Step().size(), (size_t)num_decodes);
+}
+
+// Tokens scheduled for id in a step result (0 when not scheduled).
+int32_t Got(const std::map<std::string, int32_t>& s, const std::string& id) {
+  auto it = s.find(id);
+  return it == s.end() ? 0 : it->second;
+}
+
+TEST(SchedulerTest, CapsPrefillAtTwiceTheDecodeFloorWhileFewRequestsDecode) {
+  auto h = MakeManual(FlatCost(256, 512), 400, 4);
+  StartDecodes(*h, 1);
+  h->Add("long", Range(100, 100), 1);
+  // 1 decode: 2 x max(1, 8) = 16 prompt tokens per step, not 255.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"long", 16}}));
+  }
+}
+
+TEST(SchedulerTest, CapsPrefillAtTwiceTheNumberOfDecodes) {
+  auto h = MakeManual(FlatCost(256, 512), 400, 4);
+  StartDecodes(*h, 12);
+  h->Add("long", Range(100, 100), 1);
+  // 12 decodes: 24 prompt tokens per step; the decodes all keep running.
+  for (int i = 0; i < 4; ++i) {
+    auto s = h->Step();
+    EXPECT_EQ(s.size(), 13u);
+    EXPECT_EQ(Got(s, "long"), 24);
+    for (int d = 0; d < 12; ++d) EXPECT_EQ(Got(s, "d" + std::to_string(d)), 1);
+  }
+  // 100 = 4 x 24 + 4: the last chunk finishes the prompt.
+  EXPECT_EQ(Got(h->Step(), "long"), 4);
+  EXPECT_EQ(h->outputs["long"].size(), 1u);
+}
+
+TEST(SchedulerTest, PrefillTakesTheWholeBudgetWhenNothingDecodes) {
+  auto h = MakeManual(FlatCost(64, 512), 400, 4);
+  h->Add("long", Range(100, 150), 3);
+  EXPECT_EQ(h->Step()["long"], 64);
+  EXPECT_EQ(h->Step()["long"], 64);
+  EXPECT_EQ(h->Step()["long"], 22);
+}
+
+TEST(SchedulerTest, PrefillGetsTheWholeBudgetBackWhenTheDecodesFinish) {
+  auto h = MakeManual(FlatCost(64, 512), 400, 4);
+  StartDecodes(*h, 2, /*max_tokens=*/3);  // 1 token sampled at prefill, 2 decodes left
+  h->Add("long", Range(100, 150), 1);
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 16}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 16}}));
+  ASSERT_EQ(h->finished.size(), 2u);
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 64}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 54}}));
+}
+
+TEST(SchedulerTest, ConfiguredPrefillCapWhileDecodingReplacesTheAutomaticOne) {
+  SchedulerConfig c = FlatCost(256, 512);
+  c.max_prefill_tokens_while_decoding = 5;
+  auto h = MakeManual(c, 400, 4);
+  StartDecodes(*h, 8);
+  h->Add("long", Range(100, 12), 1);
+  EXPECT_EQ(Got(h->Step(), "long"), 5);
+  EXPECT_EQ(Got(h->Step(), "long"), 5);
+  EXPECT_EQ(Got(h->Step(), "long"), 2);
+
+  // A cap at the budget turns the protection off: budget minus the decodes.
+  c.max_prefill_tokens_while_decoding = 256;
+  auto h2 = MakeManual(c, 400, 4);
+  StartDecodes(*h2, 8);
+  h2->Add("long", Range(100, 400), 1);
+  EXPECT_EQ(Got(h2->Step(), "long"), 248);
+}
+
+TEST(SchedulerTest, PromptsAdmittedWhileDecodingShareOnePrefillCap) {
+  auto h = MakeManual(FlatCost(256, 512), 400, 4);
+  StartDecodes(*h, 1);
+  h->Add("a", Range(100, 10), 3);
+  h->Add("b", Range(200, 10), 3);
+  // 16 prompt tokens in all: a whole (10), b a partial chunk (6).
+  EXPECT_EQ(h->Step(),
+            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 10}, {"b", 6}}));
+  // a decodes now too (2 decodes, still 16): b finishes with 4.
+  EXPECT_EQ(h->Step(),
+            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 1}, {"b", 4}}));
+}
+
+TEST(SchedulerTest, PartialPrefillsSplitThePrefillCapWhileDecoding) {
+  SchedulerConfig c = FlatCost(256, 512);
+  c.max_num_partial_prefills = 2;
+  auto h = MakeManual(c, 400, 4);
+  StartDecodes(*h, 1);
+  h->Add("a", Range(100, 40), 1);
+  h->Add("b", Range(200, 40), 1);
+  // 16 shared by 2 partial prefills: 8 each.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(h->Step(),
+              (std::map<std::string, int32_t>{{"d0", 1}, {"a", 8}, {"b", 8}}));
+  }
+}
+
+TEST(SchedulerTest, WholePromptModeIgnoresThePrefillCap) {
+  SchedulerConfig c = Config(4, 128);
+  c.enable_chunked_prefill = false;
+  auto h = MakeManual(c, 100, 4);
+  StartDecodes(*h, 1);
+  h->Add("long", Range(100, 60), 1);
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"long", 60}}));
+}
+
+TEST(SchedulerTest, DeepPromptTokensCountMoreAgainstThePrefillCap) {
+  SchedulerConfig c = Config(256, 4096);
+  c.attention_cost_context_tokens = 512;
+  auto h = MakeManual(c, 1400, 4);
+  StartDecodes(*h, 1, /*max_tokens=*/2000);
+  // The prompt starts at depth 0 (16 tokens); deeper chunks shrink:
+  // 16 x 512 / (512 + 16) = 15, then 16 x 512 / (512 + 31) = 15, ...
+  h->Add("long", Range(100, 3000), 1);
+  EXPECT_EQ(Got(h->Step(), "long"), 16);
+  EXPECT_EQ(Got(h->Step(), "long"), 15);
+  EXPECT_EQ(Got(h->Step(), "long"), 15);
+  int32_t computed = 46;
+  while (computed < 1536) {
+    const int32_t got = Got(h->Step(), "long");
+    // Depth d: at most 16 x 512 / (512 + d) tokens, and at least 1.
+    EXPECT_EQ(got, std::max<int32_t>(1, 16 * 512 / (512 + computed)));
+    computed += got;
+  }
+  // At depth >= 1536 a chunk is at most 16 x 512 / 2048 = 4 tokens.
+  EXPECT_LE(Got(h->Step(), "long"), 4);
+}
+
+TEST(SchedulerTest, DepthCostDoesNotApplyWhenNothingDecodes) {
+  SchedulerConfig c = Config(256, 4096);
+  c.attention_cost_context_tokens = 512;
+  auto h = MakeManual(c, 1200, 4);
+  h->Add("long", Range(100, 3000), 1);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(h->Step()["long"], 256);
+}
+
+TEST(SchedulerTest, DecodeProtectionKeepsEveryOutputEqualToItsSoloRun) {
+  auto h = MakeManual(Config(64, 256), 200, 4);
+  SamplingParams p;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  for (int i = 0; i < 3; ++i) {
+    p.seed = 10 + i;
+    h->Add("d" + std::to_string(i), Range(i * 3, 3), p);
+  }
+  h->Step();
+  p.seed = 99;
+  h->Add("long", Range(100, 150), p);
+  h->RunToEnd();
+  for (int i = 0; i < 3; ++i) {
+    p.seed = 10 + i;
+    EXPECT_EQ(h->outputs["d" + std::to_string(i)], RunAlone(Range(i * 3, 3), p, 4, 256));
+  }
+  p.seed = 99;
+  EXPECT_EQ(h->outputs["long"], RunAlone(Range(100, 150), p, 4, 256));
+}
+
 }  // namespace
 }  // namespace tern

@@ -1,5 +1,7 @@
 #include "kv/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 
 #include "base/check.h"
@@ -11,13 +13,18 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   CHECK(shape.dtype == DType::kF32 || shape.dtype == DType::kF16);
   CHECK(shape.num_layers >= 0 && shape.num_kv_heads > 0 && shape.head_dim > 0);
   CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
-  const size_t layer_bytes = (size_t)(num_slots() * slot_bytes());
-  k_.resize(shape.num_layers);
-  v_.resize(shape.num_layers);
-  for (int l = 0; l < shape.num_layers; ++l) {
-    k_[l].assign(layer_bytes, 0);
-    v_[l].assign(layer_bytes, 0);
-  }
+  layer_bytes_ = (size_t)(num_slots() * slot_bytes());
+  const size_t total = 2 * (size_t)shape.num_layers * layer_bytes_;
+  if (total == 0) return;
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  CHECK(p != MAP_FAILED);  // address space for the KV cache
+  base_ = static_cast<uint8_t*>(p);
+  mapped_bytes_ = total;
+}
+
+KvStorage::~KvStorage() {
+  if (mapped_bytes_ > 0) munmap(base_, mapped_bytes_);
 }
 
 int64_t KvStorage::slot_bytes() const {
@@ -54,16 +61,16 @@ void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* 
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
   const int64_t off = slot * slot_bytes();
-  StoreRow(shape_.dtype, k, k_[layer].data() + off, slot_elems());
-  StoreRow(shape_.dtype, v, v_[layer].data() + off, slot_elems());
+  StoreRow(shape_.dtype, k, KeyData(layer) + off, slot_elems());
+  StoreRow(shape_.dtype, v, ValueData(layer) + off, slot_elems());
 }
 
 void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
   const int64_t off = slot * slot_bytes();
-  LoadRow(shape_.dtype, k_[layer].data() + off, k, slot_elems());
-  LoadRow(shape_.dtype, v_[layer].data() + off, v, slot_elems());
+  LoadRow(shape_.dtype, KeyData(layer) + off, k, slot_elems());
+  LoadRow(shape_.dtype, ValueData(layer) + off, v, slot_elems());
 }
 
 }  // namespace tern

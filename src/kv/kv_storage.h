@@ -8,6 +8,10 @@
 // contiguous elements. dtype is F32 or F16 (quantized KV dtypes later slot in
 // here and in the attention kernels, not in model code).
 //
+// The bytes come from one anonymous private mapping (MAP_NORESERVE): pages
+// read as zero and become resident on first write, so a large KV budget
+// costs neither start-up time nor memory until sequences use it.
+//
 // Thread rules: owned by the engine thread; Model::Forward writes it.
 #pragma once
 
@@ -30,6 +34,9 @@ struct KvShape {
 class KvStorage {
  public:
   explicit KvStorage(const KvShape& shape);
+  ~KvStorage();
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
 
   const KvShape& shape() const { return shape_; }
   int64_t num_slots() const { return shape_.num_blocks * shape_.block_size; }
@@ -38,10 +45,12 @@ class KvStorage {
   int64_t slot_bytes() const;     // bytes of one slot of one layer (K or V)
   int64_t total_bytes() const;    // all layers, K and V
 
-  uint8_t* KeyData(int layer) { return k_[layer].data(); }
-  uint8_t* ValueData(int layer) { return v_[layer].data(); }
-  const uint8_t* KeyData(int layer) const { return k_[layer].data(); }
-  const uint8_t* ValueData(int layer) const { return v_[layer].data(); }
+  uint8_t* KeyData(int layer) { return base_ + (2 * (size_t)layer) * layer_bytes_; }
+  uint8_t* ValueData(int layer) { return base_ + (2 * (size_t)layer + 1) * layer_bytes_; }
+  const uint8_t* KeyData(int layer) const { return base_ + (2 * (size_t)layer) * layer_bytes_; }
+  const uint8_t* ValueData(int layer) const {
+    return base_ + (2 * (size_t)layer + 1) * layer_bytes_;
+  }
 
   // Scalar helpers (tests, reference paths): write/read one slot as f32.
   void WriteSlot(int layer, int64_t slot, const float* k, const float* v);
@@ -49,8 +58,9 @@ class KvStorage {
 
  private:
   KvShape shape_;
-  std::vector<std::vector<uint8_t>> k_;
-  std::vector<std::vector<uint8_t>> v_;
+  size_t layer_bytes_ = 0;    // K (or V) of one layer
+  size_t mapped_bytes_ = 0;   // 0: nothing mapped
+  uint8_t* base_ = nullptr;   // [layer][K, V][layer_bytes_]
 };
 
 }  // namespace tern

@@ -1,6 +1,9 @@
 #include "model/perplexity.h"
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace tern {
@@ -76,6 +79,29 @@ double PerplexityEvaluator::PerplexityError() const {
   const double mean = sum / n;
   const double var = sum2 / n - mean * mean;
   return var > 0 ? std::sqrt(var / (n - 1)) * std::exp(mean) : 0;
+}
+
+StatusOr<PerplexityRun> PreparePerplexityRun(
+    Model& model, const std::string& text_path,
+    const std::function<std::vector<int32_t>(const std::string&)>& encode,
+    const PerplexityOptions& options, int threads, int64_t max_chunks) {
+  std::ifstream in(text_path, std::ios::binary);
+  if (!in) return NotFound(text_path + ": cannot open text file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::vector<int32_t> tokens = encode(text.str());
+  PerplexityRun run;
+  run.num_tokens = tokens.size();
+  run.threads = threads > 0 ? threads : ThreadPool::DefaultNumThreads();
+  run.pool = std::make_unique<ThreadPool>(run.threads);
+  auto evaluator = PerplexityEvaluator::Create(model, std::move(tokens), options, run.pool.get());
+  if (!evaluator.ok()) {
+    return evaluator.status().WithContext(text_path);
+  }
+  run.evaluator = std::move(evaluator).value();
+  const int32_t all = run.evaluator->num_chunks();
+  run.num_chunks = max_chunks > 0 ? (int32_t)std::min<int64_t>(max_chunks, all) : all;
+  return run;
 }
 
 }  // namespace tern

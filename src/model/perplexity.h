@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -65,5 +67,26 @@ class PerplexityEvaluator {
   std::vector<int32_t> scored_tokens_;
   std::vector<float> logprobs_;
 };
+
+// The set-up shared by the tools that run a text file through a model in
+// these windows (`tern perplexity`, `tern imatrix`): the text read whole and
+// tokenized by the caller's encoder, a thread pool, the evaluator and the
+// number of windows to run. pool is declared before evaluator so that it
+// outlives it.
+struct PerplexityRun {
+  size_t num_tokens = 0;   // tokens of the whole text
+  int32_t num_chunks = 0;  // windows to run: all of them, or at most max_chunks
+  int threads = 0;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<PerplexityEvaluator> evaluator;
+};
+
+// Reads text_path, tokenizes it with encode, starts `threads` threads (<= 0:
+// ThreadPool::DefaultNumThreads()) and creates the evaluator; max_chunks <= 0
+// runs every window. Errors name text_path.
+StatusOr<PerplexityRun> PreparePerplexityRun(
+    Model& model, const std::string& text_path,
+    const std::function<std::vector<int32_t>(const std::string&)>& encode,
+    const PerplexityOptions& options, int threads, int64_t max_chunks);
 
 }  // namespace tern

@@ -409,5 +409,33 @@ TEST(QuantImportanceTest, ConcentratedImportanceLowersErrorOfThoseColumns) {
   }
 }
 
+// The regime of a model whose columns matter about equally (importance
+// within 2x, as an imatrix of a random-weight model) and that of a trained
+// model (a few columns 10x-50x): in both the weighted search must do at
+// least as well under its own weights as the unweighted search does.
+TEST(QuantImportanceTest, WeightedPathHasNoHigherWeightedErrorThanUnweightedPath) {
+  const int64_t n = 4096;
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> mild(0.5f, 1.5f);
+  std::lognormal_distribution<float> heavy(0.0f, 1.0f);
+  std::vector<float> mild_w(n), heavy_w(n);
+  for (int64_t i = 0; i < n; ++i) {
+    mild_w[i] = mild(rng);
+    heavy_w[i] = heavy(rng);
+  }
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (const std::vector<float>* w : {&mild_w, &heavy_w}) {
+      double unweighted = 0, weighted = 0;
+      for (uint32_t seed : {41u, 42u, 43u}) {
+        const std::vector<float> x = RandomRow(n, seed);
+        unweighted += SquaredError(x, RoundTrip(t, x, nullptr), w);
+        weighted += SquaredError(x, RoundTrip(t, x, w->data()), w);
+      }
+      EXPECT_LE(weighted, unweighted)
+          << DTypeName(t) << (w == &mild_w ? " mild" : " heavy") << " importance";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern::quant

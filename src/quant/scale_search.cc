@@ -185,8 +185,14 @@ float SearchAffineScale(int n, int nmax, const float* x, const float* w, uint8_t
     return true;
   };
   consider(rtn, quants);
-  for (int step = 0; step <= 20; ++step) {
-    consider(QuantizeAffine(n, nmax, x, w, (nmax - 1.0f + 0.1f * step) / (hi - lo), -lo, q), q);
+  // Sweep: scales of (nmax - 2) .. (nmax + 2) steps across the range, in
+  // tenths of a step, each anchored once at the low and once at the high end
+  // (so clipping either end may win), refit by least squares.
+  for (int step = -20; step <= 20; ++step) {
+    const float iscale = (nmax + 0.1f * step) / (hi - lo);
+    if (!(iscale > 0)) continue;
+    consider(QuantizeAffine(n, nmax, x, w, iscale, -lo, q), q);
+    consider(QuantizeAffine(n, nmax, x, w, iscale, nmax / iscale - hi, q), q);
   }
   for (int iter = 0; iter < 5; ++iter) {
     if (!consider(QuantizeAffine(n, nmax, x, w, 1.0f / best_scale, best_min_neg, q), q)) break;
