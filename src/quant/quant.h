@@ -30,9 +30,10 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n,
 //   importance, Q4_0..Q5_1 search the block scale (and min) minimising
 //   sum(importance * err^2). Q8_0/Q8_1/Q8_K ignore importance.
 // - K-quants always search each sub-block's scale (and min) for the lowest
-//   (importance-)weighted squared error, starting from the round-to-nearest
+//   weighted squared error (weights: importance + the row's mean importance,
+//   a floor; 1 without importance), starting from the round-to-nearest
 //   choice, then tune the 6-bit (Q2_K: 4-bit, Q6_K: 8-bit) quantized sub-block
-//   scales by +-1. Each sub-block's search never loses to round-to-nearest
+//   scales by +-1 and refit the super-block d/dmin by weighted least squares. Each sub-block's search never loses to round-to-nearest
 //   under the weights used; after the shared scale quantization the total is
 //   not guaranteed but in tests always lower.
 
