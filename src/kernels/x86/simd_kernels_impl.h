@@ -78,6 +78,15 @@ inline uint32_t LoadU32(const void* p) {
   return v;
 }
 
+// Prefetch address for a decode tile of R rows: block `block` of row r, or,
+// past the row's end, the matching block of row r + R (the row this stream
+// takes in the next tile), so every row stream stays warm across tiles.
+inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, int64_t block,
+                                   int64_t nb, int64_t bb) {
+  return block < nb ? (const char*)(w + r * wrb + block * bb)
+                    : (const char*)(w + (r + R) * wrb + (block - nb) * bb);
+}
+
 // ---- tiling driver -------------------------------------------------------------
 
 // K::Tile<R, T>(w, w_row_bytes, act, act_row_bytes, cols, y, ldy) computes an
@@ -206,13 +215,16 @@ struct FloatKernel {
   static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
                                 int64_t k0, int64_t k1, Reg (&acc)[R][T]) {
     for (int64_t k = k0; k < k1; k += kLanes) {
-      if constexpr (T == 1) {
-        // Decode streams the weights once: prefetch ahead on every row.
-        if ((k & 31) < kLanes) {
-          for (int r = 0; r < R; ++r) {
-            _mm_prefetch((const char*)(w + r * wrb) + (k + kPrefetchElems) * WBytes(),
-                         _MM_HINT_T0);
-          }
+      // Prefetch ahead on every row (the first token tile of a batch streams
+      // the weights from memory too). Decode also wraps past the row's end
+      // into the row this slot takes in the next tile (r + R), so each of the
+      // R streams stays warm across tiles; prefill blocks K, so it does not.
+      if ((k & 31) < kLanes) {
+        const int64_t kp = k + kPrefetchElems;
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* p = (T > 1 || kp < k1) ? w + r * wrb + kp * WBytes()
+                                                : w + (r + R) * wrb + (kp - k1) * WBytes();
+          _mm_prefetch((const char*)p, _MM_HINT_T0);
         }
       }
       Reg xv[T];
@@ -424,10 +436,10 @@ struct LegacyKernel {
     const ActBlockQ8* a[T];
     for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8*)(act + t * arb);
     for (int64_t b = 0; b < nb; ++b) {
-      if constexpr (T == 1) {
+      {  // prefetch (decode and the first token tile of a batch)
         if ((b & 1) == 0) {
           for (int r = 0; r < R; ++r) {
-            _mm_prefetch((const char*)(w + r * wrb + (b + 16) * bb), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 16, nb, bb), _MM_HINT_T0);
           }
         }
       }
@@ -524,10 +536,10 @@ struct NibblePairKernel {
       const bool single = b + 1 == nb;
       const ActBlockQ8Pair* ap[T];
       for (int t = 0; t < T; ++t) ap[t] = a[t] + b / 2;
-      if constexpr (T == 1) {
+      {  // prefetch (decode and the first token tile of a batch)
         if ((b & 3) == 0) {
           for (int r = 0; r < R; ++r) {
-            _mm_prefetch((const char*)(w + r * wrb + (b + 24) * bb), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 24, nb, bb), _MM_HINT_T0);
           }
         }
       }
@@ -614,7 +626,8 @@ struct NibbleQuadKernel {
 
   // One group of four blocks (valid of them) for R rows x T tokens.
   template <int R, int T, bool kFull>
-  static inline void Group(const uint8_t* w, int64_t wrb, const ActBlockQ8Quad* const* aq,
+  __attribute__((always_inline)) static inline void Group(const uint8_t* w, int64_t wrb,
+                                                         const ActBlockQ8Quad* const* aq,
                            int valid, __m512i qs_idx, __m512i sc_idx, __m512 (&acc)[R][T]) {
     for (int r = 0; r < R; ++r) {
       const Unpacked u = kFull ? Unpack(w + r * wrb, 4, qs_idx, sc_idx)
@@ -643,9 +656,9 @@ struct NibbleQuadKernel {
     for (int t = 0; t < T; ++t) aq[t] = (const ActBlockQ8Quad*)(act + t * arb);
     const int64_t full = nb / 4;
     for (int64_t g = 0; g < full; ++g) {
-      if constexpr (T == 1) {
+      {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
-          _mm_prefetch((const char*)(w + r * wrb + (4 * g + 48) * kBlockBytes), _MM_HINT_T0);
+          _mm_prefetch(PrefetchAddress(w, wrb, r, R, 4 * g + 48, nb, kBlockBytes), _MM_HINT_T0);
         }
       }
       Group<R, T, true>(w + 4 * g * kBlockBytes, wrb, aq, 4, qs_idx, sc_idx, acc);
@@ -695,9 +708,9 @@ struct Q8PairKernel {
       const int bytes = (int)std::min<int64_t>(2, nb - b) * kBlockBytes;
       const ActBlockQ8U2* ap[T];
       for (int t = 0; t < T; ++t) ap[t] = (const ActBlockQ8U2*)(act + t * arb) + b / 2;
-      if constexpr (T == 1) {
+      {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
-          _mm_prefetch((const char*)(w + r * wrb + (b + 24) * kBlockBytes), _MM_HINT_T0);
+          _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 24, nb, kBlockBytes), _MM_HINT_T0);
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -772,10 +785,10 @@ struct KQuantKernel {
     for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb);
 
     for (int64_t b = 0; b < nb; ++b) {
-      if constexpr (T == 1) {
+      {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
           for (int64_t off = 0; off < bb; off += 64) {
-            _mm_prefetch((const char*)(w + r * wrb + (b + 3) * bb + off), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 3, nb, bb) + off, _MM_HINT_T0);
           }
         }
       }
