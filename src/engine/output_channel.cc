@@ -27,7 +27,13 @@ void OutputChannel::Push(RequestOutput out) {
 
 std::optional<RequestOutput> OutputChannel::Pop(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
+  if (timeout.count() <= 0) {
+    // A poll: no condition-variable wait (that would be a futex call per
+    // empty channel, and a busy poller then takes a whole core).
+    if (queue_.empty()) return std::nullopt;
+  } else if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) {
+    return std::nullopt;
+  }
   RequestOutput out = std::move(queue_.front());
   queue_.pop_front();
   return out;
