@@ -129,18 +129,6 @@ void TiledGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
 // ---- float weights x f32 activations ------------------------------------------------
 
 template <DType kType>
-inline __m256 LoadW8(const uint8_t* row, int64_t k) {
-  if constexpr (kType == DType::kF32) {
-    return _mm256_loadu_ps((const float*)row + k);
-  } else if constexpr (kType == DType::kF16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
-  } else {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  }
-}
-
-template <DType kType>
 inline float LoadW1(const uint8_t* row, int64_t k) {
   if constexpr (kType == DType::kF32) {
     float v;
@@ -165,7 +153,16 @@ struct Vec256 {
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static float Sum(Reg v) { return Hsum(v); }
   template <DType kType>
-  static Reg LoadW(const uint8_t* row, int64_t k) { return LoadW8<kType>(row, k); }
+  static Reg LoadW(const uint8_t* row, int64_t k) {
+    if constexpr (kType == DType::kF32) {
+      return _mm256_loadu_ps((const float*)row + k);
+    } else if constexpr (kType == DType::kF16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
+    } else {
+      const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+  }
 };
 
 #ifdef TERN_AVX512_VNNI
