@@ -30,23 +30,15 @@ KernelTable MakeRefTable() {
   return t;
 }
 
-const KernelTable* MakeAvx2Table() {
-  if (!DetectCpuFeatures().HasAvx2Fma()) return nullptr;
+// The reference table overwritten by an ISA's Fill function; nullptr when
+// the CPU lacks the ISA. One static table per Fill.
+template <void (*Fill)(KernelTable*)>
+const KernelTable* MakeSimdTable(bool available) {
+  if (!available) return nullptr;
   static KernelTable t = [] {
     KernelTable table;
     FillRefKernels(&table);
-    FillAvx2Kernels(&table);
-    return table;
-  }();
-  return &t;
-}
-
-const KernelTable* MakeAvx512VnniTable() {
-  if (!DetectCpuFeatures().HasAvx512Vnni()) return nullptr;
-  static KernelTable t = [] {
-    KernelTable table;
-    FillRefKernels(&table);
-    FillAvx512VnniKernels(&table);
+    Fill(&table);
     return table;
   }();
   return &t;
@@ -148,12 +140,14 @@ const KernelTable& RefKernelTable() {
 }
 
 const KernelTable* Avx2KernelTable() {
-  static const KernelTable* t = MakeAvx2Table();
+  static const KernelTable* t =
+      MakeSimdTable<FillAvx2Kernels>(DetectCpuFeatures().HasAvx2Fma());
   return t;
 }
 
 const KernelTable* Avx512VnniKernelTable() {
-  static const KernelTable* t = MakeAvx512VnniTable();
+  static const KernelTable* t =
+      MakeSimdTable<FillAvx512VnniKernels>(DetectCpuFeatures().HasAvx512Vnni());
   return t;
 }
 

@@ -558,6 +558,14 @@ struct NibblePairKernel {
 };
 
 #ifdef TERN_AVX512_VNNI
+// Index tables of vpermt2b / vpermw, built at compile time.
+struct alignas(64) ByteIndex {
+  int8_t v[64];
+};
+struct alignas(64) WordIndex {
+  int16_t v[32];
+};
+
 // ---- Q4_0 / Q4_1 x ActBlockQ8Quad, 512-bit (AVX-512 VNNI build only) -----------------
 
 // Four blocks per register: one vpermt2b gathers the 64 quant bytes of blocks
@@ -578,12 +586,6 @@ struct NibbleQuadKernel {
     __m512 d, m;
   };
 
-  struct alignas(64) ByteIndex {
-    int8_t v[64];
-  };
-  struct alignas(64) WordIndex {
-    int16_t v[32];
-  };
   static constexpr ByteIndex MakeQsIndex() {
     ByteIndex idx{};
     for (int j = 0; j < 64; ++j) idx.v[j] = (int8_t)((j / 16) * kBlockBytes + kQsOffset + j % 16);
@@ -681,22 +683,34 @@ struct NibbleQuadKernel {
 // Two blocks per register; activations offset to unsigned so that dpbusd
 // takes them as is: sum (a + 128) w - 128 sum w, the correction formed once
 // per weight row and pair.
+// Quant bytes of blocks b, b+1 (34 bytes each, 2-byte scale first), and
+// their scales broadcast over each block's 8 lanes.
+constexpr int kQ8_0BlockBytes = 34;
+constexpr ByteIndex MakeQ8PairQsIndex() {
+  ByteIndex idx{};
+  for (int j = 0; j < 64; ++j) idx.v[j] = (int8_t)((j / 32) * kQ8_0BlockBytes + 2 + j % 32);
+  return idx;
+}
+constexpr WordIndex MakeQ8PairScaleIndex() {
+  WordIndex idx{};
+  for (int j = 0; j < 16; ++j) idx.v[j] = (int16_t)((j / 8) * kQ8_0BlockBytes / 2);
+  return idx;
+}
+constexpr ByteIndex kQ8PairQsIndex = MakeQ8PairQsIndex();
+constexpr WordIndex kQ8PairScaleIndex = MakeQ8PairScaleIndex();
+
 struct Q8PairKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 4;
   static constexpr int kDecodeRows = 4;
-  static constexpr int kBlockBytes = 34;
+  static constexpr int kBlockBytes = kQ8_0BlockBytes;
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 32;
-    alignas(64) int8_t qidx[64];
-    for (int j = 0; j < 64; ++j) qidx[j] = (int8_t)((j / 32) * kBlockBytes + 2 + j % 32);
-    alignas(64) int16_t sidx[32] = {};
-    for (int j = 0; j < 16; ++j) sidx[j] = (int16_t)((j / 8) * kBlockBytes / 2);
-    const __m512i qs_idx = _mm512_load_si512((const void*)qidx);
-    const __m512i sc_idx = _mm512_load_si512((const void*)sidx);
+    const __m512i qs_idx = _mm512_load_si512((const void*)kQ8PairQsIndex.v);
+    const __m512i sc_idx = _mm512_load_si512((const void*)kQ8PairScaleIndex.v);
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
