@@ -22,11 +22,10 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
 namespace tern::kernels {
-
-struct WeightView;
 
 // One activation block of 32 for the legacy formats:
 // x[j] ~= d * qs[j], s = d * sum(qs).
@@ -81,6 +80,21 @@ struct ActBlockQ8U2 {
 };
 static_assert(sizeof(ActBlockQ8U2) == 128);
 
+// Attention of one query position for the `group` query heads that share
+// KV head kv_head, over positions [lo, hi] of kv (online softmax):
+// out[g] = softmax_p(scale * q[g] . K[p]) V[p]. q and out: group x head_dim.
+struct AttnGroupArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int32_t group = 1;  // 1..16
+  int32_t head_dim = 0;
+  int32_t kv_head = 0;
+  int32_t lo = 0, hi = 0;
+  float scale = 1.0f;
+  const KvPagesView* kv = nullptr;
+};
+constexpr int kMaxAttnGroup = 16;
+
 enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kQ8Quad, kQ8U2 };
 constexpr int kNumActKinds = 7;
 
@@ -126,6 +140,11 @@ struct KernelTable {
   void (*axpy_f32)(float alpha, const float* x, int64_t n, float* y) = nullptr;
   void (*axpy_f16)(float alpha, const uint16_t* x, int64_t n, float* y) = nullptr;
   void (*scale_f32)(float alpha, int64_t n, float* y) = nullptr;
+  // float -> IEEE half, round to nearest even (bitwise Fp32ToFp16).
+  void (*f32_to_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
+  // Returns false where the table has no kernel for the shape (head_dim,
+  // KV dtype); the caller then uses AttendGroupGeneric.
+  bool (*attend_group)(const AttnGroupArgs& args) = nullptr;
 
   const MatMulKernel* FindMatMul(DType t) const {
     const uint32_t id = (uint32_t)t;
@@ -133,6 +152,10 @@ struct KernelTable {
     return &matmul[id];
   }
 };
+
+// Attention through the table's dot/axpy/scale entries (the spec of
+// attend_group, and its fallback).
+void AttendGroupGeneric(const KernelTable& table, const AttnGroupArgs& args);
 
 // The scalar spec (always available).
 const KernelTable& RefKernelTable();

@@ -1,6 +1,7 @@
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -269,40 +270,38 @@ void Scale(float alpha, int64_t n, float* y) { ActiveKernelTable().scale_f32(alp
 
 // ---- attention -------------------------------------------------------------------
 
-namespace {
-
 // Positions are processed in chunks: scores of a chunk for all heads of a
 // KV group, one rescale of the running output per chunk (online softmax).
 constexpr int kAttnChunk = 64;
 
-void AttendGroup(const KernelTable& kt, const float* q, int32_t position,
-                 int32_t group, int32_t kv_head, int32_t head_dim, float scale,
-                 int32_t sliding_window, const KvPagesView& kv, float* out) {
+void AttendGroupGeneric(const KernelTable& kt, const AttnGroupArgs& a) {
+  CHECK(a.group >= 1 && a.group <= kMaxAttnGroup);
+  const KvPagesView& kv = *a.kv;
+  const int32_t group = a.group, head_dim = a.head_dim;
   const int64_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
   const int64_t slot_bytes = kv.slot_elems * elem_bytes;
-  const int64_t head_off = (int64_t)kv_head * head_dim * elem_bytes;
-  const int32_t lo = sliding_window > 0 ? std::max(0, position - sliding_window + 1) : 0;
-  float scores[kAttnChunk * 16];  // group <= 16 checked by the caller
-  float running_max[16], running_sum[16];
+  const int64_t head_off = (int64_t)a.kv_head * head_dim * elem_bytes;
+  float scores[kAttnChunk * kMaxAttnGroup];
+  float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
   for (int g = 0; g < group; ++g) {
     running_max[g] = -INFINITY;
     running_sum[g] = 0.0f;
-    std::memset(out + (int64_t)g * head_dim, 0, sizeof(float) * head_dim);
+    std::memset(a.out + (int64_t)g * head_dim, 0, sizeof(float) * head_dim);
   }
   auto slot_ptr = [&](const uint8_t* base, int32_t p) {
     const int64_t slot = (int64_t)kv.block_table[p / kv.block_size] * kv.block_size +
                          p % kv.block_size;
     return base + slot * slot_bytes + head_off;
   };
-  for (int32_t p0 = lo; p0 <= position; p0 += kAttnChunk) {
-    const int32_t n = std::min(kAttnChunk, position - p0 + 1);
+  for (int32_t p0 = a.lo; p0 <= a.hi; p0 += kAttnChunk) {
+    const int32_t n = std::min(kAttnChunk, a.hi - p0 + 1);
     for (int32_t i = 0; i < n; ++i) {
       const uint8_t* krow = slot_ptr(kv.k, p0 + i);
       for (int g = 0; g < group; ++g) {
-        const float* qg = q + (int64_t)g * head_dim;
+        const float* qg = a.q + (int64_t)g * head_dim;
         const float s = elem_bytes == 4 ? kt.dot_f32(qg, (const float*)krow, head_dim)
                                         : kt.dot_f16(qg, (const uint16_t*)krow, head_dim);
-        scores[g * kAttnChunk + i] = s * scale;
+        scores[g * kAttnChunk + i] = s * a.scale;
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -311,7 +310,7 @@ void AttendGroup(const KernelTable& kt, const float* q, int32_t position,
       for (int32_t i = 0; i < n; ++i) mx = std::max(mx, sg[i]);
       const float correction = std::exp(running_max[g] - mx);
       if (correction != 1.0f) {
-        kt.scale_f32(correction, head_dim, out + (int64_t)g * head_dim);
+        kt.scale_f32(correction, head_dim, a.out + (int64_t)g * head_dim);
         running_sum[g] *= correction;
       }
       running_max[g] = mx;
@@ -323,46 +322,82 @@ void AttendGroup(const KernelTable& kt, const float* q, int32_t position,
     for (int32_t i = 0; i < n; ++i) {
       const uint8_t* vrow = slot_ptr(kv.v, p0 + i);
       for (int g = 0; g < group; ++g) {
-        float* og = out + (int64_t)g * head_dim;
-        const float a = scores[g * kAttnChunk + i];
-        if (elem_bytes == 4) kt.axpy_f32(a, (const float*)vrow, head_dim, og);
-        else kt.axpy_f16(a, (const uint16_t*)vrow, head_dim, og);
+        float* og = a.out + (int64_t)g * head_dim;
+        const float w = scores[g * kAttnChunk + i];
+        if (elem_bytes == 4) kt.axpy_f32(w, (const float*)vrow, head_dim, og);
+        else kt.axpy_f16(w, (const uint16_t*)vrow, head_dim, og);
       }
     }
   }
   for (int g = 0; g < group; ++g) {
     const float inv = running_sum[g] > 0.0f ? 1.0f / running_sum[g] : 0.0f;
-    kt.scale_f32(inv, head_dim, out + (int64_t)g * head_dim);
+    kt.scale_f32(inv, head_dim, a.out + (int64_t)g * head_dim);
   }
 }
 
-}  // namespace
-
-void Attention(const float* q, int64_t num_queries, const int32_t* positions,
-               int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
-               int32_t sliding_window, const KvPagesView& kv, float* out,
-               ThreadPool* pool) {
+void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
+                    int32_t head_dim, float scale, int32_t sliding_window,
+                    const KvPagesView& kv, ThreadPool* pool) {
   CHECK(n_head_kv > 0 && n_head % n_head_kv == 0);
   CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16);
   const int32_t group = n_head / n_head_kv;
   const KernelTable& kt = ActiveKernelTable();
   const int64_t row = (int64_t)n_head * head_dim;
-  // Work items: (query, kv head); groups of more than 16 heads are split.
-  const int32_t sub = (group + 15) / 16;
+  // Work items: (sequence, query, kv head); groups of more than 16 heads are
+  // split. Threads take items one by one (their costs differ with the
+  // context length), each item computed the same way whoever takes it.
+  const int32_t sub = (group + kMaxAttnGroup - 1) / kMaxAttnGroup;
   const int32_t sub_group = group / sub;
   CHECK(sub_group * sub == group);
-  const int64_t items = num_queries * n_head_kv * sub;
-  ForRange(pool, items, 1, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t it = i0; it < i1; ++it) {
-      const int64_t qi = it / (n_head_kv * sub);
-      const int32_t rest = (int32_t)(it % (n_head_kv * sub));
+  const int64_t per_query = (int64_t)n_head_kv * sub;
+  std::vector<int64_t> first_item(seqs.size() + 1, 0);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    first_item[s + 1] = first_item[s] + seqs[s].num_queries * per_query;
+  }
+  const int64_t items = first_item.back();
+  if (items == 0) return;
+  std::atomic<int64_t> next{0};
+  auto run = [&](int) {
+    size_t s = 0;
+    for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
+         it = next.fetch_add(1, std::memory_order_relaxed)) {
+      while (first_item[s + 1] <= it) ++s;  // items are taken in increasing order
+      const AttentionSeq& seq = seqs[s];
+      const int64_t local = it - first_item[s];
+      const int64_t qi = local / per_query;
+      const int32_t rest = (int32_t)(local % per_query);
       const int32_t kv_head = rest / sub;
       const int32_t first_head = kv_head * group + (rest % sub) * sub_group;
-      AttendGroup(kt, q + qi * row + (int64_t)first_head * head_dim, positions[qi],
-                  sub_group, kv_head, head_dim, scale, sliding_window, kv,
-                  out + qi * row + (int64_t)first_head * head_dim);
+      KvPagesView view = kv;
+      view.block_table = seq.block_table;
+      AttnGroupArgs args;
+      args.q = seq.q + qi * row + (int64_t)first_head * head_dim;
+      args.out = seq.out + qi * row + (int64_t)first_head * head_dim;
+      args.group = sub_group;
+      args.head_dim = head_dim;
+      args.kv_head = kv_head;
+      args.hi = seq.positions[qi];
+      args.lo = sliding_window > 0 ? std::max(0, args.hi - sliding_window + 1) : 0;
+      args.scale = scale;
+      args.kv = &view;
+      if (!kt.attend_group(args)) AttendGroupGeneric(kt, args);
     }
-  });
+  };
+  if (pool != nullptr && pool->num_threads() > 1 && items > 1) pool->RunOnAll(run);
+  else run(0);
+}
+
+void Attention(const float* q, int64_t num_queries, const int32_t* positions,
+               int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+               int32_t sliding_window, const KvPagesView& kv, float* out,
+               ThreadPool* pool) {
+  const AttentionSeq seq{q, out, positions, num_queries, kv.block_table};
+  AttentionBatch(std::span<const AttentionSeq>(&seq, 1), n_head, n_head_kv, head_dim, scale,
+                 sliding_window, kv, pool);
+}
+
+void ConvertF32ToF16(const float* x, int64_t n, uint16_t* out) {
+  ActiveKernelTable().f32_to_f16(x, n, out);
 }
 
 }  // namespace tern::kernels

@@ -112,4 +112,22 @@ void Attention(const float* q, int64_t num_queries, const int32_t* positions,
                int32_t sliding_window, const KvPagesView& kv, float* out,
                ThreadPool* pool);
 
+// The queries of one sequence for AttentionBatch (as Attention's arguments).
+struct AttentionSeq {
+  const float* q = nullptr;
+  float* out = nullptr;
+  const int32_t* positions = nullptr;
+  int64_t num_queries = 0;
+  const int32_t* block_table = nullptr;
+};
+// Attention of several sequences in one pool dispatch (kv.block_table is
+// ignored; each sequence brings its own). Results equal Attention's per
+// sequence, bitwise.
+void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
+                    int32_t head_dim, float scale, int32_t sliding_window,
+                    const KvPagesView& kv, ThreadPool* pool);
+
+// float -> IEEE half (round to nearest even), n elements.
+void ConvertF32ToF16(const float* x, int64_t n, uint16_t* out);
+
 }  // namespace tern::kernels

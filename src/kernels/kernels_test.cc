@@ -511,6 +511,153 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
   }
 }
 
+// Paged K/V of ctx positions with random values (exact in F16), blocks in a
+// scrambled order, plus the float copies for NaiveAttention.
+struct PagedKv {
+  std::vector<int32_t> table;
+  std::vector<uint8_t> kbuf, vbuf;
+  std::vector<std::vector<float>> k, v;
+  KvPagesView view;
+};
+
+PagedKv MakePagedKv(DType dtype, int ctx, int slot_elems, int block_size, uint32_t seed) {
+  PagedKv kv;
+  const int num_blocks = (ctx + block_size - 1) / block_size;
+  kv.table.resize(num_blocks);
+  for (int i = 0; i < num_blocks; ++i) kv.table[i] = (i * 7 + 3) % num_blocks;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t eb = dtype == DType::kF32 ? 4 : 2;
+  kv.kbuf.resize((size_t)num_blocks * block_size * slot_elems * eb);
+  kv.vbuf.resize(kv.kbuf.size());
+  kv.k.assign(ctx, std::vector<float>(slot_elems));
+  kv.v.assign(ctx, std::vector<float>(slot_elems));
+  for (int p = 0; p < ctx; ++p) {
+    const int64_t slot = (int64_t)kv.table[p / block_size] * block_size + p % block_size;
+    for (int i = 0; i < slot_elems; ++i) {
+      float kf = Fp16ToFp32(Fp32ToFp16(nd(rng))), vf = Fp16ToFp32(Fp32ToFp16(nd(rng)));
+      if (dtype == DType::kF16) {
+        const uint16_t kh = Fp32ToFp16(kf), vh = Fp32ToFp16(vf);
+        std::memcpy(&kv.kbuf[(slot * slot_elems + i) * 2], &kh, 2);
+        std::memcpy(&kv.vbuf[(slot * slot_elems + i) * 2], &vh, 2);
+      } else {
+        std::memcpy(&kv.kbuf[(slot * slot_elems + i) * 4], &kf, 4);
+        std::memcpy(&kv.vbuf[(slot * slot_elems + i) * 4], &vf, 4);
+      }
+      kv.k[p][i] = kf;
+      kv.v[p][i] = vf;
+    }
+  }
+  kv.view = KvPagesView{kv.kbuf.data(), kv.vbuf.data(), dtype, slot_elems, kv.table.data(),
+                        block_size};
+  return kv;
+}
+
+// Every table's attend_group (or the generic fallback where it declines)
+// against the naive double-precision attention, over head sizes with and
+// without a SIMD kernel, group sizes 1..16 and several chunks of context.
+TEST(AttentionTest, EveryTableMatchesNaive) {
+  std::vector<const KernelTable*> tables = {&RefKernelTable()};
+  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
+  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  struct Shape { int head_dim, group, n_head_kv; };
+  const Shape shapes[] = {{8, 8, 1}, {64, 1, 3}, {64, 8, 2}, {128, 4, 2}, {16, 16, 1},
+                          {12, 3, 2}, {24, 7, 1}, {32, 5, 2}};
+  const int ctx = 200, block_size = 16;
+  for (DType dtype : {DType::kF16, DType::kF32}) {
+    for (const Shape& sh : shapes) {
+      const int slot_elems = sh.n_head_kv * sh.head_dim;
+      PagedKv kv = MakePagedKv(dtype, ctx, slot_elems, block_size, 11 + sh.head_dim);
+      std::mt19937 rng(5);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> q((size_t)sh.group * sh.head_dim);
+      for (auto& e : q) e = nd(rng) * 2.0f;  // peaky softmax too
+      const float scale = 1.0f / std::sqrt((float)sh.head_dim);
+      for (int hi : {0, 7, 63, 64, 65, 130, 199}) {
+        for (int lo : {0, std::max(0, hi - 9)}) {
+          const int kv_head = sh.n_head_kv - 1;
+          std::vector<float> expect((size_t)sh.group * sh.head_dim);
+          for (int g = 0; g < sh.group; ++g) {
+            NaiveAttention(&q[(size_t)g * sh.head_dim], kv.k, kv.v, lo, hi,
+                           kv_head * sh.head_dim, sh.head_dim, scale,
+                           &expect[(size_t)g * sh.head_dim]);
+          }
+          for (const KernelTable* t : tables) {
+            std::vector<float> out(expect.size(), NAN);
+            AttnGroupArgs args;
+            args.q = q.data();
+            args.out = out.data();
+            args.group = sh.group;
+            args.head_dim = sh.head_dim;
+            args.kv_head = kv_head;
+            args.lo = lo;
+            args.hi = hi;
+            args.scale = scale;
+            args.kv = &kv.view;
+            if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
+            for (size_t i = 0; i < out.size(); ++i) {
+              ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
+                  << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+                  << sh.group << " [" << lo << ", " << hi << "] at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// One dispatch for many sequences gives each sequence's Attention result bitwise.
+TEST(AttentionTest, BatchEqualsPerSequenceBitwise) {
+  const int n_head = 8, n_head_kv = 2, head_dim = 64, block_size = 16, ctx = 150;
+  const int slot_elems = n_head_kv * head_dim;
+  PagedKv kv = MakePagedKv(DType::kF16, ctx, slot_elems, block_size, 21);
+  // Two sequences over the same pages with different block tables.
+  std::vector<int32_t> table2(kv.table.rbegin(), kv.table.rend());
+  const std::vector<int32_t> pos1 = {149}, pos2 = {10, 11, 12, 100};
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int row = n_head * head_dim;
+  std::vector<float> q1(pos1.size() * row), q2(pos2.size() * row);
+  for (auto& e : q1) e = nd(rng);
+  for (auto& e : q2) e = nd(rng);
+  const float scale = 0.125f;
+  ThreadPool pool(2);
+  std::vector<float> a1(q1.size()), a2(q2.size()), b1(q1.size()), b2(q2.size());
+  KvPagesView v1 = kv.view, v2 = kv.view;
+  v2.block_table = table2.data();
+  Attention(q1.data(), 1, pos1.data(), n_head, n_head_kv, head_dim, scale, 0, v1, a1.data(),
+            nullptr);
+  Attention(q2.data(), 4, pos2.data(), n_head, n_head_kv, head_dim, scale, 0, v2, a2.data(),
+            nullptr);
+  const AttentionSeq seqs[] = {{q1.data(), b1.data(), pos1.data(), 1, kv.table.data()},
+                               {q2.data(), b2.data(), pos2.data(), 4, table2.data()}};
+  AttentionBatch(seqs, n_head, n_head_kv, head_dim, scale, 0, kv.view, &pool);
+  EXPECT_EQ(0, std::memcmp(a1.data(), b1.data(), a1.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a2.data(), b2.data(), a2.size() * 4));
+}
+
+TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f,
+                          3.0e-5f, -6.1e-5f, INFINITY, -INFINITY, 1.0009765625f, 1.00048828125f};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 20000; ++i) {
+    const float f = Fp32FromBits(bits(rng));
+    if (!std::isnan(f)) x.push_back(f);
+  }
+  std::vector<const KernelTable*> tables = {&RefKernelTable()};
+  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
+  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  for (const KernelTable* t : tables) {
+    std::vector<uint16_t> out(x.size());
+    t->f32_to_f16(x.data(), (int64_t)x.size(), out.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(out[i], Fp32ToFp16(x[i])) << t->isa << " " << x[i];
+    }
+  }
+}
+
 TEST(KernelsTest, ActiveIsaIsKnown) {
   const std::string isa = ActiveIsa();
   EXPECT_TRUE(isa == "avx512vnni" || isa == "avx2" || isa == "scalar") << isa;

@@ -16,15 +16,25 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   layer_bytes_ = (size_t)(num_slots() * slot_bytes());
   const size_t total = 2 * (size_t)shape.num_layers * layer_bytes_;
   if (total == 0) return;
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+  // 2 MiB pages where the kernel gives them (transparent huge pages on
+  // request): attention walks the pages of many sequences per step, and
+  // small pages cost a TLB miss and, first, a page fault per 4 KiB.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t mapped = total + kHuge;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   CHECK(p != MAP_FAILED);  // address space for the KV cache
-  base_ = static_cast<uint8_t*>(p);
-  mapped_bytes_ = total;
+  map_base_ = p;
+  mapped_bytes_ = mapped;
+  const uintptr_t aligned = ((uintptr_t)p + kHuge - 1) & ~(uintptr_t)(kHuge - 1);
+  base_ = reinterpret_cast<uint8_t*>(aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(base_, total, MADV_HUGEPAGE);  // a hint only
+#endif
 }
 
 KvStorage::~KvStorage() {
-  if (mapped_bytes_ > 0) munmap(base_, mapped_bytes_);
+  if (mapped_bytes_ > 0) munmap(map_base_, mapped_bytes_);
 }
 
 int64_t KvStorage::slot_bytes() const {

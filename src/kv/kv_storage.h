@@ -60,6 +60,7 @@ class KvStorage {
   KvShape shape_;
   size_t layer_bytes_ = 0;    // K (or V) of one layer
   size_t mapped_bytes_ = 0;   // 0: nothing mapped
+  void* map_base_ = nullptr;  // the mapping (base_ rounded up to 2 MiB)
   uint8_t* base_ = nullptr;   // [layer][K, V][layer_bytes_]
 };
 

@@ -204,8 +204,20 @@ void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens) const {
 
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
+  if (kv.shape().dtype != DType::kF16) {
+    for (int t = 0; t < batch.num_tokens(); ++t) {
+      kv.WriteSlot(layer, batch.slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
+    }
+    return;
+  }
+  const int64_t slot_bytes = kv.slot_bytes();
   for (int t = 0; t < batch.num_tokens(); ++t) {
-    kv.WriteSlot(layer, batch.slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
+    const int64_t slot = batch.slots[t];
+    CHECK(slot >= 0 && slot < kv.num_slots());
+    kernels::ConvertF32ToF16(&k_[t * kv_dim], kv_dim,
+                             (uint16_t*)(kv.KeyData(layer) + slot * slot_bytes));
+    kernels::ConvertF32ToF16(&v_[t * kv_dim], kv_dim,
+                             (uint16_t*)(kv.ValueData(layer) + slot * slot_bytes));
   }
 }
 
@@ -223,14 +235,15 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
   view.dtype = kv.shape().dtype;
   view.slot_elems = kv.slot_elems();
   view.block_size = kv.shape().block_size;
+  attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
     if (seq.num_tokens == 0) continue;
-    view.block_table = seq.block_table.data();
     const int64_t t0 = seq.first_token;
-    kernels::Attention(&q_[t0 * q_stride], seq.num_tokens, &batch.positions[t0], c.n_head,
-                       c.n_head_kv, c.head_dim, scale, c.sliding_window, view,
-                       &att_[t0 * q_stride], pool);
+    attn_seqs_.push_back({&q_[t0 * q_stride], &att_[t0 * q_stride], &batch.positions[t0],
+                          seq.num_tokens, seq.block_table.data()});
   }
+  kernels::AttentionBatch(attn_seqs_, c.n_head, c.n_head_kv, c.head_dim, scale,
+                          c.sliding_window, view, pool);
 }
 
 void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,

@@ -83,6 +83,7 @@ class LlamaModel : public Model {
   // Scratch, [num_tokens, width] row-major unless noted.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
   std::vector<float> rope_cos_sin_;  // [num_tokens, rope_dim / 2, {cos, sin}]
+  std::vector<kernels::AttentionSeq> attn_seqs_;  // one step's sequences (Attention)
 };
 
 }  // namespace tern

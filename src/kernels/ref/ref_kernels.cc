@@ -313,6 +313,15 @@ void RefScaleF32(float alpha, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
 }
 
+void RefF32ToF16(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Fp32ToFp16(x[i]);
+}
+
+bool RefAttendGroup(const AttnGroupArgs& args) {
+  AttendGroupGeneric(RefKernelTable(), args);
+  return true;
+}
+
 }  // namespace
 
 void RefUnpackLegacyBlock(DType t, const uint8_t* p, int* q, float* d, float* m) {
@@ -395,6 +404,8 @@ void FillRefKernels(KernelTable* t) {
   t->axpy_f32 = RefAxpyF32;
   t->axpy_f16 = RefAxpyF16;
   t->scale_f32 = RefScaleF32;
+  t->f32_to_f16 = RefF32ToF16;
+  t->attend_group = RefAttendGroup;
 }
 
 }  // namespace tern::kernels

@@ -1236,6 +1236,197 @@ void Avx2ScaleF32(float alpha, int64_t n, float* y) {
   for (; i < n; ++i) y[i] *= alpha;
 }
 
+void Avx2F32ToF16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128((__m128i*)(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) out[i] = Fp32ToFp16(x[i]);
+}
+
+// ---- attention ---------------------------------------------------------------------
+
+// Positions per chunk: scores of a chunk for the whole group, one online
+// softmax rescale per chunk.
+constexpr int kSimdAttnChunk = 64;
+
+template <bool kF16>
+inline __m256 LoadKv8(const uint8_t* row, int64_t d) {
+  if constexpr (kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * d)));
+  } else {
+    return _mm256_loadu_ps((const float*)row + d);
+  }
+}
+
+// The 8 horizontal sums of a[0..8) as one vector.
+inline __m256 Reduce8(const __m256 (&a)[8]) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
+  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
+  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                       _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// scores[i] = scale * q . K[i] for 8 positions (rows k[0..8)).
+template <bool kF16>
+inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t hd, __m256 scale) {
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, LoadKv8<kF16>(k[j], d), acc[j]);
+  }
+  return _mm256_mul_ps(Reduce8(acc), scale);
+}
+
+// out[g][d0 .. d0 + 8 * DC) += sum_i p[g][i] * V[i][...] for G heads.
+template <bool kF16, int G, int DC>
+inline void AccumulateV(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
+                        float* out, int64_t hd, int64_t d0) {
+  __m256 acc[G][DC];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_loadu_ps(out + g * hd + d0 + 8 * c);
+  for (int i = 0; i < n; ++i) {
+    __m256 vv[DC];
+    for (int c = 0; c < DC; ++c) vv[c] = LoadKv8<kF16>(v[i], d0 + 8 * c);
+    for (int g = 0; g < G; ++g) {
+      const __m256 w = _mm256_broadcast_ss(p + g * p_stride + i);
+      for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_fmadd_ps(w, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc[g][c]);
+}
+
+// All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
+// as keep G * DC <= 8 accumulators in flight.
+template <bool kF16, int G>
+void AccumulateVHeads(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
+                      float* out, int64_t hd) {
+  constexpr int DC = G >= 8 ? 1 : 8 / G;
+  int64_t d = 0;
+  for (; d + 8 * DC <= hd; d += 8 * DC) AccumulateV<kF16, G, DC>(v, n, p, p_stride, out, hd, d);
+  for (; d < hd; d += 8) AccumulateV<kF16, G, 1>(v, n, p, p_stride, out, hd, d);
+}
+
+template <bool kF16>
+void AccumulateVGroup(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
+                      float* out, int64_t hd, int group) {
+  for (int g0 = 0; g0 < group; g0 += 8) {
+    const float* pg = p + g0 * p_stride;
+    float* og = out + g0 * hd;
+    switch (std::min(8, group - g0)) {
+      case 1: AccumulateVHeads<kF16, 1>(v, n, pg, p_stride, og, hd); break;
+      case 2: AccumulateVHeads<kF16, 2>(v, n, pg, p_stride, og, hd); break;
+      case 3: AccumulateVHeads<kF16, 3>(v, n, pg, p_stride, og, hd); break;
+      case 4: AccumulateVHeads<kF16, 4>(v, n, pg, p_stride, og, hd); break;
+      case 5: AccumulateVHeads<kF16, 5>(v, n, pg, p_stride, og, hd); break;
+      case 6: AccumulateVHeads<kF16, 6>(v, n, pg, p_stride, og, hd); break;
+      case 7: AccumulateVHeads<kF16, 7>(v, n, pg, p_stride, og, hd); break;
+      default: AccumulateVHeads<kF16, 8>(v, n, pg, p_stride, og, hd); break;
+    }
+  }
+}
+
+template <bool kF16>
+void AttendGroupSimd(const AttnGroupArgs& a) {
+  const KvPagesView& kv = *a.kv;
+  const int64_t hd = a.head_dim;
+  const int group = a.group;
+  constexpr int64_t kElem = kF16 ? 2 : 4;
+  const int64_t slot_bytes = kv.slot_elems * kElem;
+  const int64_t head_off = (int64_t)a.kv_head * hd * kElem;
+  constexpr int kStride = kSimdAttnChunk;
+  alignas(32) float scores[kMaxAttnGroup * kStride];
+  float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
+  const uint8_t* krow[kSimdAttnChunk + 8];
+  const uint8_t* vrow[kSimdAttnChunk];
+  for (int g = 0; g < group; ++g) {
+    running_max[g] = -INFINITY;
+    running_sum[g] = 0.0f;
+    std::memset(a.out + g * hd, 0, sizeof(float) * hd);
+  }
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  for (int32_t p0 = a.lo; p0 <= a.hi; p0 += kSimdAttnChunk) {
+    const int n = std::min(kSimdAttnChunk, a.hi - p0 + 1);
+    // Rows of this chunk, then up to 8 of the next one (prefetched; their
+    // scores, like those of the padding rows, are dropped).
+    const int fill = std::min(n + 8, a.hi - p0 + 1);
+    for (int i = 0; i < fill; ++i) {
+      const int32_t p = p0 + i;
+      const int64_t slot =
+          (int64_t)kv.block_table[p / kv.block_size] * kv.block_size + p % kv.block_size;
+      krow[i] = kv.k + slot * slot_bytes + head_off;
+      if (i < n) vrow[i] = kv.v + slot * slot_bytes + head_off;
+    }
+    for (int i = fill; i < n + 8; ++i) krow[i] = krow[0];
+    const int n8 = (n + 7) / 8 * 8;
+    for (int g = 0; g < group; ++g) {
+      float* sg = scores + g * kStride;
+      const float* qg = a.q + g * hd;
+      __m256 mx = _mm256_set1_ps(-INFINITY);
+      for (int i = 0; i < n8; i += 8) {
+        if (g == 0) {  // the first head's pass brings the rows in for the others
+          for (int j = 0; j < 8; ++j) {
+            for (int64_t b = 0; b < hd * kElem; b += 64) {
+              _mm_prefetch((const char*)krow[std::min(i + 8 + j, n + 7)] + b, _MM_HINT_T0);
+              if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + b, _MM_HINT_T0);
+            }
+          }
+        }
+        __m256 s = Scores8<kF16>(qg, krow + i, hd, scale);
+        if (i + 8 > n) {
+          const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+          const __m256 valid = _mm256_castsi256_ps(
+              _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), lane));
+          s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, valid);
+        }
+        _mm256_store_ps(sg + i, s);
+        mx = _mm256_max_ps(mx, s);
+      }
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, mx);
+      float cmax = running_max[g];
+      for (float l : lanes) cmax = std::max(cmax, l);
+      const float correction = std::exp(running_max[g] - cmax);
+      if (correction != 1.0f) {
+        Avx2ScaleF32(correction, hd, a.out + g * hd);
+        running_sum[g] *= correction;
+      }
+      running_max[g] = cmax;
+      const __m256 mv = _mm256_set1_ps(cmax);
+      __m256 sum = _mm256_setzero_ps();
+      for (int i = 0; i < n8; i += 8) {
+        const __m256 x = _mm256_load_ps(sg + i);
+        // exp(-inf) of the padding lanes: Exp8 clamps, so mask them to 0.
+        const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(x, mv)),
+                                       _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
+        _mm256_store_ps(sg + i, e);
+        sum = _mm256_add_ps(sum, e);
+      }
+      running_sum[g] += Hsum(sum);
+    }
+    AccumulateVGroup<kF16>(vrow, n, scores, kStride, a.out, hd, group);
+  }
+  for (int g = 0; g < group; ++g) {
+    const float inv = running_sum[g] > 0.0f ? 1.0f / running_sum[g] : 0.0f;
+    Avx2ScaleF32(inv, hd, a.out + g * hd);
+  }
+}
+
+bool Avx2AttendGroup(const AttnGroupArgs& a) {
+  if (a.head_dim % 8 != 0 || a.group > kMaxAttnGroup) return false;
+  if (a.kv->dtype == DType::kF16) AttendGroupSimd<true>(a);
+  else if (a.kv->dtype == DType::kF32) AttendGroupSimd<false>(a);
+  else return false;
+  return true;
+}
+
 // Fills every entry this ISA has.
 inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->isa = isa;
@@ -1271,6 +1462,8 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->axpy_f32 = Avx2AxpyF32;
   t->axpy_f16 = Avx2AxpyF16;
   t->scale_f32 = Avx2ScaleF32;
+  t->f32_to_f16 = Avx2F32ToF16;
+  t->attend_group = Avx2AttendGroup;
 }
 
 }  // namespace
