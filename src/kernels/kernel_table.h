@@ -61,15 +61,19 @@ static_assert(sizeof(ActBlockQ8Pair) == 128);
 
 // Four ActBlockQ8 (blocks 4i..4i+3) for the 512-bit nibble kernels (AVX-512
 // VNNI table, Q4_0/Q4_1): lo = the four [0..16) halves, hi = the [16..32)
-// halves; d and s (= d * sum(qs) / 4) broadcast over each 128-bit quarter.
+// halves; d and s (= d * sum(qs) / 4) broadcast over each 128-bit quarter;
 // Missing blocks of a short last group are zero.
+// c (for Q4_0, whose weights are q - 8 with q unsigned) = -8 x the sum of
+// the 8 qs that meet lane i's bytes in lo and hi, so that an integer dot
+// product started from c takes the offset in exactly.
 struct ActBlockQ8Quad {
   float d[16];
   float s[16];
+  int32_t c[16];
   int8_t lo[64];
   int8_t hi[64];
 };
-static_assert(sizeof(ActBlockQ8Quad) == 256);
+static_assert(sizeof(ActBlockQ8Quad) == 320);
 
 // Two ActBlockQ8 (blocks 2i, 2i+1) for the 512-bit Q8_0 kernel (AVX-512 VNNI
 // table): qs offset to unsigned (q + 128), d broadcast over each block's 8

@@ -85,6 +85,28 @@ void ForRange(ThreadPool* pool, int64_t n, int64_t grain,
   }
 }
 
+// Like ForRange, but threads take pieces of about n / (threads x
+// kPiecesPerThread) rows (a multiple of grain) one after another from a
+// shared counter, so a thread slowed by the machine does not hold the others
+// back at the end of the op. Results do not depend on who takes which piece.
+constexpr int64_t kPiecesPerThread = 16;
+void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
+                     const ThreadPool::RangeFn& fn) {
+  if (pool == nullptr || pool->num_threads() <= 1 || n <= grain) {
+    if (n > 0) fn(0, n, 0);
+    return;
+  }
+  const int64_t pieces = (int64_t)pool->num_threads() * kPiecesPerThread;
+  const int64_t piece = std::max<int64_t>(grain, (n / pieces + grain - 1) / grain * grain);
+  std::atomic<int64_t> next{0};
+  pool->RunOnAll([&](int thread) {
+    for (int64_t b = next.fetch_add(piece, std::memory_order_relaxed); b < n;
+         b = next.fetch_add(piece, std::memory_order_relaxed)) {
+      fn(b, std::min(n, b + piece), thread);
+    }
+  });
+}
+
 // Quantizes (or passes through) the activations; returns the row pointer.
 const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
                                   const float* x, int64_t num_tokens, int64_t cols,
@@ -192,7 +214,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     total_rows += ws[i].rows;
   }
   if (total_rows == 0) return;
-  ForRange(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int) {
+  ForRangeDynamic(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int) {
     for (int p = 0; p < num_parts; ++p) {
       const Part& part = parts[p];
       const int64_t r0 = std::max(g0, part.first_row) - part.first_row;

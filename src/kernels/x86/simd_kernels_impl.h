@@ -575,7 +575,7 @@ struct alignas(64) WordIndex {
 template <DType kType>
 struct NibbleQuadKernel {
   static constexpr int kRows = 4;
-  static constexpr int kTokens = 4;
+  static constexpr int kTokens = kType == DType::kQ4_1 ? 2 : 3;
   static constexpr int kDecodeRows = 4;
   static constexpr bool kHasMin = kType == DType::kQ4_1;
   static constexpr int kBlockBytes = kHasMin ? 20 : 18;
@@ -615,11 +615,7 @@ struct NibbleQuadKernel {
     u.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
     const __m512i sc = _mm512_permutexvar_epi16(sc_idx, a);
     u.d = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
-    if constexpr (kHasMin) {
-      u.m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
-    } else {
-      u.m = _mm512_mul_ps(u.d, _mm512_set1_ps(-8.0f));
-    }
+    if constexpr (kHasMin) u.m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
     return u;
   }
 
@@ -628,16 +624,28 @@ struct NibbleQuadKernel {
   __attribute__((always_inline)) static inline void Group(const uint8_t* w, int64_t wrb,
                                                          const ActBlockQ8Quad* const* aq,
                            int valid, __m512i qs_idx, __m512i sc_idx, __m512 (&acc)[R][T]) {
+    // The rows stay unpacked in registers while each token's activations
+    // are loaded once. Q4_0's -8 offset enters the integer dot product
+    // through c; Q4_1 adds its min: m_w * s_a.
+    Unpacked u[R];
     for (int r = 0; r < R; ++r) {
-      const Unpacked u = kFull ? Unpack(w + r * wrb, 4, qs_idx, sc_idx)
-                               : Unpack(w + r * wrb, valid, qs_idx, sc_idx);
-      for (int t = 0; t < T; ++t) {
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.lo,
-                                        _mm512_loadu_si512((const void*)aq[t]->lo));
-        p = _mm512_dpbusd_epi32(p, u.hi, _mm512_loadu_si512((const void*)aq[t]->hi));
-        const __m512 scale = _mm512_mul_ps(u.d, _mm512_loadu_ps(aq[t]->d));
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[r][t]);
-        acc[r][t] = _mm512_fmadd_ps(u.m, _mm512_loadu_ps(aq[t]->s), acc[r][t]);
+      u[r] = kFull ? Unpack(w + r * wrb, 4, qs_idx, sc_idx)
+                   : Unpack(w + r * wrb, valid, qs_idx, sc_idx);
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512i alo = _mm512_loadu_si512((const void*)aq[t]->lo);
+      const __m512i ahi = _mm512_loadu_si512((const void*)aq[t]->hi);
+      const __m512i ac = kHasMin ? _mm512_setzero_si512()
+                                 : _mm512_loadu_si512((const void*)aq[t]->c);
+      const __m512 ad = _mm512_loadu_ps(aq[t]->d);
+      for (int r = 0; r < R; ++r) {
+        __m512i p = _mm512_dpbusd_epi32(ac, u[r].lo, alo);
+        p = _mm512_dpbusd_epi32(p, u[r].hi, ahi);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(u[r].d, ad),
+                                    acc[r][t]);
+        if constexpr (kHasMin) {
+          acc[r][t] = _mm512_fmadd_ps(u[r].m, _mm512_loadu_ps(aq[t]->s), acc[r][t]);
+        }
       }
     }
   }
@@ -1017,6 +1025,13 @@ void QuantizeNibbleGroups(const float* x, int64_t n, Group* out) {
       }
       std::memcpy(o.lo + 16 * h, qs, 16);
       std::memcpy(o.hi + 16 * h, qs + 16, 16);
+      if constexpr (requires { o.c; }) {
+        for (int i = 0; i < 4; ++i) {
+          int lane = 0;
+          for (int j = 0; j < 4; ++j) lane += qs[4 * i + j] + qs[16 + 4 * i + j];
+          o.c[4 * h + i] = -8 * lane;
+        }
+      }
     }
   }
 }
