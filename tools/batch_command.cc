@@ -62,6 +62,20 @@ struct ItemState {
   RequestMetrics metrics;
 };
 
+// How long the reader may sleep waiting for outputs: until the next request
+// is due (arrival_ms), at most 100 ms (progress bar, a missed wake-up).
+std::chrono::milliseconds WaitBudget(const std::vector<BatchItem>& items,
+                                     const std::vector<ItemState>& states,
+                                     SteadyClock::time_point start) {
+  const double now_ms =
+      std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+  double wait = 100;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!states[i].submitted) wait = std::min(wait, items[i].arrival_ms - now_ms);
+  }
+  return std::chrono::milliseconds((int64_t)std::max(0.0, std::ceil(wait)));
+}
+
 Status LineError(int line, const std::string& msg) {
   return InvalidArgument("line " + std::to_string(line) + ": " + msg);
 }
@@ -380,7 +394,9 @@ int RunBatch(int argc, char** argv) {
   size_t num_done = 0, next_write = 0;
   uint64_t tokens = 0;
   SteadyClock::time_point last_draw{};
+  uint64_t output_generation = 0;
   while (num_done < items.size()) {
+    output_generation = engine.WaitForOutputs(output_generation, WaitBudget(items, states, start));
     if (Status st = submit_due(); !st.ok()) return Fail(st.message());
     bool progressed = false;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -410,7 +426,6 @@ int RunBatch(int argc, char** argv) {
       DrawProgress(num_done, items.size(), tokens, std::chrono::duration<double>(now - start).count());
       last_draw = now;
     }
-    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
   if (tty) {

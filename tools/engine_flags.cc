@@ -29,7 +29,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                 &c.max_prefill_tokens_while_decoding,
                 "prompt tokens per step while requests decode, to protect their "
                 "inter-token latency; a prompt token at position p counts 1 + p/512 "
-                "(default 0 = auto: 2 x max(decoding requests, 8); a value >= "
+                "(default 0 = auto: max(decoding requests, 8); a value >= "
                 "--max-num-batched-tokens turns it off)");
   parser.AddFlag("--enable-prefix-caching", &f->prefix_caching,
                  "reuse the KV of shared prompt prefixes (default on)");

@@ -42,6 +42,11 @@ struct Engine::Impl {
   mutable std::mutex stats_mu;
   EngineStats stats;
 
+  // WaitForOutputs.
+  mutable std::mutex output_mu;
+  mutable std::condition_variable output_cv;
+  uint64_t output_generation = 0;  // guarded by output_mu
+
   std::thread thread;
 
   void Loop();
@@ -299,14 +304,28 @@ void Engine::Impl::Loop() {
 
 void Engine::Impl::Deliver(std::vector<RequestDelta>& deltas) {
   if (deltas.empty()) return;
-  std::lock_guard<std::mutex> lock(mu);
-  for (RequestDelta& d : deltas) {
-    auto it = channels.find(d.request_id);
-    if (it == channels.end()) continue;
-    const bool finished = d.output.finished;
-    it->second->Push(std::move(d.output));
-    if (finished) channels.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (RequestDelta& d : deltas) {
+      auto it = channels.find(d.request_id);
+      if (it == channels.end()) continue;
+      const bool finished = d.output.finished;
+      it->second->Push(std::move(d.output));
+      if (finished) channels.erase(it);
+    }
   }
+  {
+    std::lock_guard<std::mutex> lock(output_mu);
+    ++output_generation;
+  }
+  output_cv.notify_all();
+}
+
+uint64_t Engine::WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(impl_->output_mu);
+  impl_->output_cv.wait_for(lock, timeout,
+                            [&] { return impl_->output_generation != seen; });
+  return impl_->output_generation;
 }
 
 void Engine::Impl::PublishStats() {

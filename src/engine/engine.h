@@ -142,6 +142,12 @@ class Engine {
   // string in the detokenized text (the engine only knows token ids).
   void FinishWithStop(const std::string& request_id);
 
+  // Output generation: a counter the engine bumps after each step that
+  // delivered outputs. Blocks until it differs from `seen` or the timeout
+  // passes; returns the current value. Lets a front end that reads many
+  // channels sleep until there is something to read, instead of polling.
+  uint64_t WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const;
+
   EngineStats GetStats() const;
   const ModelConfig& model_config() const;
   const Tokenizer& tokenizer() const;

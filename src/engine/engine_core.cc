@@ -1,8 +1,21 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tern {
+
+EngineCore::EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner)
+    : scheduler_(std::move(scheduler)), runner_(std::move(runner)) {
+  if (const char* path = std::getenv("TERN_STEP_LOG"); path != nullptr && *path != 0) {
+    step_log_ = std::fopen(path, "a");
+    if (step_log_ == nullptr) std::fprintf(stderr, "TERN_STEP_LOG: cannot open %s\n", path);
+  }
+}
+
+EngineCore::~EngineCore() {
+  if (step_log_ != nullptr) std::fclose(step_log_);
+}
 
 std::vector<RequestDelta> EngineCore::Step() {
   const Clock::time_point start = Clock::now();
@@ -20,6 +33,20 @@ std::vector<RequestDelta> EngineCore::Step() {
   last_step_.num_preemptions = (int32_t)scheduled.preempted_ids.size();
   last_step_.kv_cache_usage = scheduler_->kv().Usage();
   last_step_.duration_s = std::chrono::duration<double>(end - start).count();
+  if (step_log_ != nullptr) {
+    int32_t prefill_tokens = 0;
+    for (const auto& s : scheduled.sequences) {
+      if (s.token_ids.size() > 1) prefill_tokens += (int32_t)s.token_ids.size();
+    }
+    std::fprintf(step_log_,
+                 "{\"t_ms\":%.3f,\"batch_size\":%d,\"scheduled_tokens\":%d,"
+                 "\"prefill_tokens\":%d,\"sampled_tokens\":%d,\"preemptions\":%d,"
+                 "\"kv_usage\":%.4f,\"duration_ms\":%.3f}\n",
+                 std::chrono::duration<double, std::milli>(start - created_).count(),
+                 last_step_.batch_size, last_step_.num_scheduled_tokens, prefill_tokens,
+                 last_step_.num_sampled_tokens, last_step_.num_preemptions,
+                 last_step_.kv_cache_usage, last_step_.duration_s * 1e3);
+  }
   return deltas;
 }
 

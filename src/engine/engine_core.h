@@ -3,9 +3,15 @@
 // every request's new output. Engine drives it from its loop thread; tests
 // drive it directly with a fake runner.
 //
+// Env TERN_STEP_LOG=FILE appends one JSON line per step to FILE (start time
+// in ms since the engine core was made, batch size, scheduled and sampled
+// tokens, prefill tokens, preemptions, KV usage, duration in ms): the raw
+// record behind ITL and TTFT figures, for finding which steps were slow.
+//
 // Thread rules: one thread at a time (the engine thread).
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,8 +25,10 @@ namespace tern {
 
 class EngineCore {
  public:
-  EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner)
-      : scheduler_(std::move(scheduler)), runner_(std::move(runner)) {}
+  EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner);
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   void AddRequest(std::unique_ptr<Request> request) {
     scheduler_->AddRequest(std::move(request));
@@ -44,6 +52,8 @@ class EngineCore {
   std::unique_ptr<ModelRunner> runner_;
   StepStats last_step_;
   double peak_kv_cache_usage_ = 0;
+  std::FILE* step_log_ = nullptr;  // TERN_STEP_LOG
+  Clock::time_point created_ = Clock::now();
 };
 
 }  // namespace tern

@@ -7,7 +7,7 @@
 //      together may cost at most
 //
 //        prefill cap = max_prefill_tokens_while_decoding, or when that is 0
-//                      (automatic) 2 x max(D, 8)
+//                      (automatic) max(D, 8)
 //
 //      where a prompt token at position p costs 1 + p / A (A =
 //      attention_cost_context_tokens, 512): a chunk of n tokens starting at
@@ -16,17 +16,19 @@
 //      whole budget at cost 1 per token (a lone long prompt keeps its TTFT).
 //      Why (measured on 2 cores, stories110m Q4_0): the budget alone does not
 //      protect decodes, because a decode batch of 8 is already compute-bound
-//      (8 tokens 40 ms, 16 tokens 71 ms, 32 tokens 145 ms per step), so
-//      every prompt token costs about as much as a decode token, and a
-//      prompt token deep in its prompt also attends over all earlier
-//      tokens (~11 us per earlier token here, as much as its matmuls at
-//      p ~ 400-500). So D decodes + 2 x D depth-0 prompt tokens cost ~3x a
-//      decode-only step, deeper chunks shrink to keep that cost, and the
-//      decodes' inter-token latency stays within ~3x. The floor of 8: below
-//      8 decodes a step is dominated by weight streaming and per-step
-//      overhead, so the prompt still advances at 16 tokens per step (with
-//      1 decode its ITL grows from ~14 to ~75 ms). The long prompt's TTFT
-//      pays for this: it mostly waits for the decodes to finish.
+//      (step time grows about linearly with its tokens), so every prompt
+//      token costs about as much as a decode token, and a prompt token deep
+//      in its prompt also attends over all earlier tokens (with the SIMD
+//      attention ~1.7 us per earlier token, as much as its matmuls at
+//      p ~ 500-600 on this MHA shape; GQA shapes reach that point deeper).
+//      So D decodes + D depth-0 prompt tokens cost ~2x a decode-only step,
+//      deeper chunks shrink to keep that cost, and the decodes' inter-token
+//      latency stays within ~2x, leaving room for the machine's own noise
+//      under a 3x bound. (2 x D prompt tokens, the earlier setting, gave
+//      2.2-5x once the decode steps themselves got faster.) The floor of 8:
+//      below 8 decodes a step is dominated by weight streaming and per-step
+//      overhead, so the prompt still advances at 8 tokens per step. The long
+//      prompt's TTFT pays for this: it mostly waits for the decodes to finish.
 //   1. ScheduleRunning: running requests in arrival order. A decode needs 1
 //      token; a prefill takes a chunk of what is left (chunked prefill), but
 //      leaves one token of budget for each decode behind it. At most
@@ -70,7 +72,7 @@ namespace tern {
 
 // Automatic decode protection: prefill tokens per step while D requests
 // decode = kAutoPrefillTokensPerDecode x max(D, kAutoPrefillDecodeFloor).
-inline constexpr int32_t kAutoPrefillTokensPerDecode = 2;
+inline constexpr int32_t kAutoPrefillTokensPerDecode = 1;
 inline constexpr int32_t kAutoPrefillDecodeFloor = 8;
 inline constexpr int32_t kAutoAttentionCostContextTokens = 512;
 
@@ -81,7 +83,7 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;
   int32_t max_num_partial_prefills = 1;
   // Prefill tokens per step, all prompts together, while any request
-  // decodes: 0 = automatic (2 x max(decoding requests, 8), see above); N > 0 = N (a
+  // decodes: 0 = automatic (max(decoding requests, 8), see above); N > 0 = N (a
   // value >= max_num_batched_tokens turns the protection off).
   int32_t max_prefill_tokens_while_decoding = 0;
   // While the cap above applies, a prompt token at position p counts

@@ -296,28 +296,28 @@ int32_t Got(const std::map<std::string, int32_t>& s, const std::string& id) {
   return it == s.end() ? 0 : it->second;
 }
 
-TEST(SchedulerTest, CapsPrefillAtTwiceTheDecodeFloorWhileFewRequestsDecode) {
+TEST(SchedulerTest, CapsPrefillAtTheDecodeFloorWhileFewRequestsDecode) {
   auto h = MakeManual(FlatCost(256, 512), 400, 4);
   StartDecodes(*h, 1);
   h->Add("long", Range(100, 100), 1);
-  // 1 decode: 2 x max(1, 8) = 16 prompt tokens per step, not 255.
+  // 1 decode: max(1, 8) = 8 prompt tokens per step, not 255.
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"long", 16}}));
+    EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"long", 8}}));
   }
 }
 
-TEST(SchedulerTest, CapsPrefillAtTwiceTheNumberOfDecodes) {
+TEST(SchedulerTest, CapsPrefillAtTheNumberOfDecodes) {
   auto h = MakeManual(FlatCost(256, 512), 400, 4);
   StartDecodes(*h, 12);
   h->Add("long", Range(100, 100), 1);
-  // 12 decodes: 24 prompt tokens per step; the decodes all keep running.
-  for (int i = 0; i < 4; ++i) {
+  // 12 decodes: 12 prompt tokens per step; the decodes all keep running.
+  for (int i = 0; i < 8; ++i) {
     auto s = h->Step();
     EXPECT_EQ(s.size(), 13u);
-    EXPECT_EQ(Got(s, "long"), 24);
+    EXPECT_EQ(Got(s, "long"), 12);
     for (int d = 0; d < 12; ++d) EXPECT_EQ(Got(s, "d" + std::to_string(d)), 1);
   }
-  // 100 = 4 x 24 + 4: the last chunk finishes the prompt.
+  // 100 = 8 x 12 + 4: the last chunk finishes the prompt.
   EXPECT_EQ(Got(h->Step(), "long"), 4);
   EXPECT_EQ(h->outputs["long"].size(), 1u);
 }
@@ -334,11 +334,12 @@ TEST(SchedulerTest, PrefillGetsTheWholeBudgetBackWhenTheDecodesFinish) {
   auto h = MakeManual(FlatCost(64, 512), 400, 4);
   StartDecodes(*h, 2, /*max_tokens=*/3);  // 1 token sampled at prefill, 2 decodes left
   h->Add("long", Range(100, 150), 1);
-  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 16}}));
-  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 16}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 8}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"long", 8}}));
   ASSERT_EQ(h->finished.size(), 2u);
   EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 64}}));
-  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 54}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 64}}));
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"long", 6}}));
 }
 
 TEST(SchedulerTest, ConfiguredPrefillCapWhileDecodingReplacesTheAutomaticOne) {
@@ -362,14 +363,14 @@ TEST(SchedulerTest, ConfiguredPrefillCapWhileDecodingReplacesTheAutomaticOne) {
 TEST(SchedulerTest, PromptsAdmittedWhileDecodingShareOnePrefillCap) {
   auto h = MakeManual(FlatCost(256, 512), 400, 4);
   StartDecodes(*h, 1);
-  h->Add("a", Range(100, 10), 3);
+  h->Add("a", Range(100, 6), 3);
   h->Add("b", Range(200, 10), 3);
-  // 16 prompt tokens in all: a whole (10), b a partial chunk (6).
+  // 8 prompt tokens in all: a whole (6), b a partial chunk (2).
   EXPECT_EQ(h->Step(),
-            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 10}, {"b", 6}}));
-  // a decodes now too (2 decodes, still 16): b finishes with 4.
+            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 6}, {"b", 2}}));
+  // a decodes now too (2 decodes, still 8): b finishes with 8.
   EXPECT_EQ(h->Step(),
-            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 1}, {"b", 4}}));
+            (std::map<std::string, int32_t>{{"d0", 1}, {"a", 1}, {"b", 8}}));
 }
 
 TEST(SchedulerTest, PartialPrefillsSplitThePrefillCapWhileDecoding) {
@@ -379,10 +380,10 @@ TEST(SchedulerTest, PartialPrefillsSplitThePrefillCapWhileDecoding) {
   StartDecodes(*h, 1);
   h->Add("a", Range(100, 40), 1);
   h->Add("b", Range(200, 40), 1);
-  // 16 shared by 2 partial prefills: 8 each.
+  // 8 shared by 2 partial prefills: 4 each.
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(h->Step(),
-              (std::map<std::string, int32_t>{{"d0", 1}, {"a", 8}, {"b", 8}}));
+              (std::map<std::string, int32_t>{{"d0", 1}, {"a", 4}, {"b", 4}}));
   }
 }
 
@@ -400,21 +401,21 @@ TEST(SchedulerTest, DeepPromptTokensCountMoreAgainstThePrefillCap) {
   c.attention_cost_context_tokens = 512;
   auto h = MakeManual(c, 1400, 4);
   StartDecodes(*h, 1, /*max_tokens=*/2000);
-  // The prompt starts at depth 0 (16 tokens); deeper chunks shrink:
-  // 16 x 512 / (512 + 16) = 15, then 16 x 512 / (512 + 31) = 15, ...
+  // The prompt starts at depth 0 (8 tokens); deeper chunks shrink:
+  // 8 x 512 / (512 + 8) = 7, then 8 x 512 / (512 + 15) = 7, ...
   h->Add("long", Range(100, 3000), 1);
-  EXPECT_EQ(Got(h->Step(), "long"), 16);
-  EXPECT_EQ(Got(h->Step(), "long"), 15);
-  EXPECT_EQ(Got(h->Step(), "long"), 15);
-  int32_t computed = 46;
+  EXPECT_EQ(Got(h->Step(), "long"), 8);
+  EXPECT_EQ(Got(h->Step(), "long"), 7);
+  EXPECT_EQ(Got(h->Step(), "long"), 7);
+  int32_t computed = 22;
   while (computed < 1536) {
     const int32_t got = Got(h->Step(), "long");
-    // Depth d: at most 16 x 512 / (512 + d) tokens, and at least 1.
-    EXPECT_EQ(got, std::max<int32_t>(1, 16 * 512 / (512 + computed)));
+    // Depth d: at most 8 x 512 / (512 + d) tokens, and at least 1.
+    EXPECT_EQ(got, std::max<int32_t>(1, 8 * 512 / (512 + computed)));
     computed += got;
   }
-  // At depth >= 1536 a chunk is at most 16 x 512 / 2048 = 4 tokens.
-  EXPECT_LE(Got(h->Step(), "long"), 4);
+  // At depth >= 1536 a chunk is at most 8 x 512 / 2048 = 2 tokens.
+  EXPECT_LE(Got(h->Step(), "long"), 2);
 }
 
 TEST(SchedulerTest, DepthCostDoesNotApplyWhenNothingDecodes) {

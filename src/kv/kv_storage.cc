@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "base/check.h"
 #include "base/fp16.h"
@@ -29,7 +31,8 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   const uintptr_t aligned = ((uintptr_t)p + kHuge - 1) & ~(uintptr_t)(kHuge - 1);
   base_ = reinterpret_cast<uint8_t*>(aligned);
 #ifdef MADV_HUGEPAGE
-  madvise(base_, total, MADV_HUGEPAGE);  // a hint only
+  const char* thp = std::getenv("TERN_KV_HUGEPAGES");  // "0": 4 KiB pages
+  if (thp == nullptr || std::string_view(thp) != "0") madvise(base_, total, MADV_HUGEPAGE);
 #endif
 }
 
