@@ -54,6 +54,17 @@ inline __m256i DotU8S8x2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
 #endif
 }
 
+// acc + madd(x, s): pairs of int16 products summed into int32 lanes. One
+// vpdpwssd with VNNI; exact integer arithmetic either way, so both builds
+// give the same sums bitwise.
+inline __m256i MaddAcc(__m256i acc, __m256i x, __m256i s) {
+#ifdef TERN_AVX512_VNNI
+  return _mm256_dpwssd_epi32(acc, x, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(x, s));
+#endif
+}
+
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ4_K;
@@ -859,8 +870,7 @@ struct KQuantKernel {
               const __m256i q = _mm256_or_si256(lo, hb);
               const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
               for (int t = 0; t < T; ++t) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, av[t]), scv);
-                isum[r][t] = _mm256_add_epi32(isum[r][t], p);
+                isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
               }
             }
           }
@@ -910,9 +920,8 @@ struct KQuantKernel {
             const __m256i s_lo = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c));
             const __m256i s_hi = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c + 1));
             for (int t = 0; t < T; ++t) {
-              const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo[t]), s_lo);
-              const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi[t]), s_hi);
-              isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(p_lo, p_hi));
+              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(lo, alo[t]), s_lo);
+              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(hi, ahi[t]), s_hi);
             }
           }
         }
