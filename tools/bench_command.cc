@@ -465,8 +465,10 @@ int RunBench(int argc, char** argv) {
   ModelBenchOptions o;
   ArgParser p("bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
-              "of a model, with the roofline measured in the same run. `tern bench kernels` "
-              "benchmarks the kernels alone.");
+              "of a model, with the roofline measured in the same run: tg against memory "
+              "bandwidth (read-only probe over 256 MiB before and after each repetition, best "
+              "of 7 rounds each, median of the probes) / bytes read per token; pp against the "
+              "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone.");
   p.AddString("-m,--model", "PATH", &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
   p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");
