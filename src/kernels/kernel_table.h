@@ -84,16 +84,25 @@ struct ActBlockQ8U2 {
 };
 static_assert(sizeof(ActBlockQ8U2) == 128);
 
-// Attention of one query position for the `group` query heads that share
-// KV head kv_head, over positions [lo, hi] of kv (online softmax):
-// out[g] = softmax_p(scale * q[g] . K[p]) V[p]. q and out: group x head_dim.
+// Attention of num_queries query positions of one sequence, each for the
+// `group` query heads that share KV head kv_head (online softmax):
+//   out[i][g] = softmax_p(scale * q[i][g] . K[p]) V[p], p in [lo_i, hi_i],
+//   hi_i = positions[i], lo_i = max(0, hi_i - sliding_window + 1) when
+//   sliding_window > 0, else 0.
+// q[i][g] at q + i * row_stride + g * head_dim (out alike);
+// num_queries * group <= kMaxAttnGroup rows. A row's result must not depend
+// on the other rows it is computed with (engine steps bundle different
+// queries together), only on its own query and positions.
 struct AttnGroupArgs {
   const float* q = nullptr;
   float* out = nullptr;
-  int32_t group = 1;  // 1..16
+  int32_t group = 1;
+  int32_t num_queries = 1;
+  int64_t row_stride = 0;  // floats between queries (n_head * head_dim)
+  const int32_t* positions = nullptr;
+  int32_t sliding_window = 0;
   int32_t head_dim = 0;
   int32_t kv_head = 0;
-  int32_t lo = 0, hi = 0;
   float scale = 1.0f;
   const KvPagesView* kv = nullptr;
 };

@@ -570,37 +570,55 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
       PagedKv kv = MakePagedKv(dtype, ctx, slot_elems, block_size, 11 + sh.head_dim);
       std::mt19937 rng(5);
       std::normal_distribution<float> nd(0.0f, 1.0f);
-      std::vector<float> q((size_t)sh.group * sh.head_dim);
+      const std::vector<int32_t> positions = {0, 7, 63, 64, 65, 130, 199, 71};
+      const int nq = (int)positions.size();
+      const int64_t row = (int64_t)sh.group * sh.head_dim;  // one query's heads
+      std::vector<float> q(nq * row);
       for (auto& e : q) e = nd(rng) * 2.0f;  // peaky softmax too
       const float scale = 1.0f / std::sqrt((float)sh.head_dim);
-      for (int hi : {0, 7, 63, 64, 65, 130, 199}) {
-        for (int lo : {0, std::max(0, hi - 9)}) {
-          const int kv_head = sh.n_head_kv - 1;
-          std::vector<float> expect((size_t)sh.group * sh.head_dim);
+      const int kv_head = sh.n_head_kv - 1;
+      for (int window : {0, 10}) {
+        std::vector<float> expect(nq * row);
+        for (int i = 0; i < nq; ++i) {
+          const int hi = positions[i], lo = window > 0 ? std::max(0, hi - window + 1) : 0;
           for (int g = 0; g < sh.group; ++g) {
-            NaiveAttention(&q[(size_t)g * sh.head_dim], kv.k, kv.v, lo, hi,
+            NaiveAttention(&q[i * row + g * sh.head_dim], kv.k, kv.v, lo, hi,
                            kv_head * sh.head_dim, sh.head_dim, scale,
-                           &expect[(size_t)g * sh.head_dim]);
+                           &expect[i * row + g * sh.head_dim]);
           }
-          for (const KernelTable* t : tables) {
-            std::vector<float> out(expect.size(), NAN);
-            AttnGroupArgs args;
-            args.q = q.data();
-            args.out = out.data();
-            args.group = sh.group;
-            args.head_dim = sh.head_dim;
-            args.kv_head = kv_head;
-            args.lo = lo;
-            args.hi = hi;
-            args.scale = scale;
-            args.kv = &kv.view;
-            if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
-            for (size_t i = 0; i < out.size(); ++i) {
-              ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
-                  << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
-                  << sh.group << " [" << lo << ", " << hi << "] at " << i;
+        }
+        for (const KernelTable* t : tables) {
+          // Each query alone, then bundles of as many as fit 16 rows.
+          const int bundle = std::max(1, kMaxAttnGroup / sh.group);
+          std::vector<float> alone(expect.size(), NAN), bundled(expect.size(), NAN);
+          for (int pass = 0; pass < 2; ++pass) {
+            const int step = pass == 0 ? 1 : bundle;
+            std::vector<float>& out = pass == 0 ? alone : bundled;
+            for (int i0 = 0; i0 < nq; i0 += step) {
+              AttnGroupArgs args;
+              args.q = q.data() + i0 * row;
+              args.out = out.data() + i0 * row;
+              args.group = sh.group;
+              args.num_queries = std::min(step, nq - i0);
+              args.row_stride = row;
+              args.positions = positions.data() + i0;
+              args.sliding_window = window;
+              args.head_dim = sh.head_dim;
+              args.kv_head = kv_head;
+              args.scale = scale;
+              args.kv = &kv.view;
+              if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
             }
           }
+          for (size_t i = 0; i < expect.size(); ++i) {
+            ASSERT_NEAR(alone[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
+                << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+                << sh.group << " window " << window << " query " << i / row << " at " << i % row;
+          }
+          // A row does not depend on what it is bundled with.
+          ASSERT_EQ(0, std::memcmp(alone.data(), bundled.data(), alone.size() * sizeof(float)))
+              << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+              << sh.group << " window " << window;
         }
       }
     }

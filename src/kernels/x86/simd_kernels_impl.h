@@ -1357,94 +1357,145 @@ void AccumulateVGroup(const uint8_t* const* v, int n, const float* p, int64_t p_
   }
 }
 
+// Rows = (query, head) pairs: num_queries x group, all reading one KV head.
+// Chunks are aligned to absolute positions (multiples of 64) and each chunk's
+// positions go 8 to a vector from a multiple of 8, so a row sees the same
+// operations whatever rows it is bundled with: positions outside a row's
+// [lo, hi] score -inf, weigh exactly 0 and add exact zeros.
 template <bool kF16>
 void AttendGroupSimd(const AttnGroupArgs& a) {
   const KvPagesView& kv = *a.kv;
   const int64_t hd = a.head_dim;
-  const int group = a.group;
+  const int rows = a.group * a.num_queries;
   constexpr int64_t kElem = kF16 ? 2 : 4;
   const int64_t slot_bytes = kv.slot_elems * kElem;
   const int64_t head_off = (int64_t)a.kv_head * hd * kElem;
   constexpr int kStride = kSimdAttnChunk;
   alignas(32) float scores[kMaxAttnGroup * kStride];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
-  const uint8_t* krow[kSimdAttnChunk + 8];
-  const uint8_t* vrow[kSimdAttnChunk];
-  for (int g = 0; g < group; ++g) {
-    running_max[g] = -INFINITY;
-    running_sum[g] = 0.0f;
-    std::memset(a.out + g * hd, 0, sizeof(float) * hd);
+  int32_t row_lo[kMaxAttnGroup], row_hi[kMaxAttnGroup];
+  const float* row_q[kMaxAttnGroup];
+  float* row_out[kMaxAttnGroup];
+  // Rows in one contiguous block for AccumulateVGroup: out rows are
+  // accumulated in a scratch [rows][hd] and copied out at the end.
+  float* acc_out = nullptr;
+  thread_local std::vector<float> scratch;
+  int32_t all_lo = INT32_MAX, all_hi = -1;
+  for (int qi = 0; qi < a.num_queries; ++qi) {
+    const int32_t hi = a.positions[qi];
+    const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
+    all_lo = std::min(all_lo, lo);
+    all_hi = std::max(all_hi, hi);
+    for (int g = 0; g < a.group; ++g) {
+      const int r = qi * a.group + g;
+      row_lo[r] = lo;
+      row_hi[r] = hi;
+      row_q[r] = a.q + qi * a.row_stride + g * hd;
+      row_out[r] = a.out + qi * a.row_stride + g * hd;
+    }
+  }
+  if (a.num_queries == 1) {
+    acc_out = a.out;  // the group's heads are contiguous already
+  } else {
+    if (scratch.size() < (size_t)rows * hd) scratch.resize((size_t)rows * hd);
+    acc_out = scratch.data();
+  }
+  for (int r = 0; r < rows; ++r) {
+    running_max[r] = -INFINITY;
+    running_sum[r] = 0.0f;
+    std::memset(acc_out + r * hd, 0, sizeof(float) * hd);
   }
   const __m256 scale = _mm256_set1_ps(a.scale);
-  for (int32_t p0 = a.lo; p0 <= a.hi; p0 += kSimdAttnChunk) {
-    const int n = std::min(kSimdAttnChunk, a.hi - p0 + 1);
-    // Rows of this chunk, then up to 8 of the next one (prefetched; their
-    // scores, like those of the padding rows, are dropped).
-    const int fill = std::min(n + 8, a.hi - p0 + 1);
-    for (int i = 0; i < fill; ++i) {
-      const int32_t p = p0 + i;
-      const int64_t slot =
-          (int64_t)kv.block_table[p / kv.block_size] * kv.block_size + p % kv.block_size;
-      krow[i] = kv.k + slot * slot_bytes + head_off;
-      if (i < n) vrow[i] = kv.v + slot * slot_bytes + head_off;
-    }
-    for (int i = fill; i < n + 8; ++i) krow[i] = krow[0];
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const uint8_t* krow[kSimdAttnChunk + 8];
+  const uint8_t* vrow[kSimdAttnChunk];
+  for (int32_t c0 = all_lo / kSimdAttnChunk * kSimdAttnChunk; c0 <= all_hi;
+       c0 += kSimdAttnChunk) {
+    // Positions [base, end): from the multiple of 8 at or below the first
+    // one any row needs.
+    const int32_t first = std::max(c0, all_lo);
+    const int32_t base = c0 + (first - c0) / 8 * 8;
+    const int32_t end = std::min(c0 + kSimdAttnChunk, all_hi + 1);
+    const int n = end - base;
     const int n8 = (n + 7) / 8 * 8;
-    for (int g = 0; g < group; ++g) {
-      float* sg = scores + g * kStride;
-      const float* qg = a.q + g * hd;
+    // Rows of this chunk (positions before `first` read a valid row, their
+    // scores are masked), then up to 8 of the next chunk to prefetch.
+    const int32_t fill_end = std::min(end + 8, all_hi + 1);
+    for (int32_t p = base; p < fill_end; ++p) {
+      const int32_t pp = std::max(p, first);
+      const int64_t slot =
+          (int64_t)kv.block_table[pp / kv.block_size] * kv.block_size + pp % kv.block_size;
+      krow[p - base] = kv.k + slot * slot_bytes + head_off;
+      if (p < end) vrow[p - base] = kv.v + slot * slot_bytes + head_off;
+    }
+    for (int i = fill_end - base; i < n8 + 8; ++i) krow[i] = krow[0];
+    for (int r = 0; r < rows; ++r) {
+      float* sg = scores + r * kStride;
+      const int32_t lo = std::max(row_lo[r], base), hi = std::min(row_hi[r], end - 1);
+      if (lo > hi) {  // nothing of this row here: weight 0 everywhere
+        std::memset(sg, 0, sizeof(float) * n8);
+        continue;
+      }
       __m256 mx = _mm256_set1_ps(-INFINITY);
       for (int i = 0; i < n8; i += 8) {
-        if (g == 0) {  // the first head's pass brings the rows in for the others
+        if (r == 0) {  // the first row's pass brings the rows in for the others
           for (int j = 0; j < 8; ++j) {
             for (int64_t b = 0; b < hd * kElem; b += 64) {
-              _mm_prefetch((const char*)krow[std::min(i + 8 + j, n + 7)] + b, _MM_HINT_T0);
+              _mm_prefetch((const char*)krow[std::min(i + 8 + j, n8 + 7)] + b, _MM_HINT_T0);
               if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + b, _MM_HINT_T0);
             }
           }
         }
-        __m256 s = Scores8<kF16>(qg, krow + i, hd, scale);
-        if (i + 8 > n) {
-          const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-          const __m256 valid = _mm256_castsi256_ps(
-              _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), lane));
-          s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, valid);
+        const int32_t p0 = base + i;
+        if (p0 > hi || p0 + 7 < lo) {
+          _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
+          continue;
         }
-        _mm256_store_ps(sg + i, s);
-        mx = _mm256_max_ps(mx, s);
+        __m256 sc = Scores8<kF16>(row_q[r], krow + i, hd, scale);
+        if (p0 < lo || p0 + 7 > hi) {
+          const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
+          const __m256i valid = _mm256_andnot_si256(
+              _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
+                              _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
+              _mm256_set1_epi32(-1));
+          sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
+        }
+        _mm256_store_ps(sg + i, sc);
+        mx = _mm256_max_ps(mx, sc);
       }
       alignas(32) float lanes[8];
       _mm256_store_ps(lanes, mx);
-      float cmax = running_max[g];
+      float cmax = running_max[r];
       for (float l : lanes) cmax = std::max(cmax, l);
-      const float correction = std::exp(running_max[g] - cmax);
+      const float correction = std::exp(running_max[r] - cmax);
       if (correction != 1.0f) {
-        Avx2ScaleF32(correction, hd, a.out + g * hd);
-        running_sum[g] *= correction;
+        Avx2ScaleF32(correction, hd, acc_out + r * hd);
+        running_sum[r] *= correction;
       }
-      running_max[g] = cmax;
+      running_max[r] = cmax;
       const __m256 mv = _mm256_set1_ps(cmax);
       __m256 sum = _mm256_setzero_ps();
       for (int i = 0; i < n8; i += 8) {
         const __m256 x = _mm256_load_ps(sg + i);
-        // exp(-inf) of the padding lanes: Exp8 clamps, so mask them to 0.
+        // Masked lanes (-inf): Exp8 clamps, so zero them explicitly.
         const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(x, mv)),
                                        _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
         _mm256_store_ps(sg + i, e);
         sum = _mm256_add_ps(sum, e);
       }
-      running_sum[g] += Hsum(sum);
+      running_sum[r] += Hsum(sum);
     }
-    AccumulateVGroup<kF16>(vrow, n, scores, kStride, a.out, hd, group);
+    AccumulateVGroup<kF16>(vrow, n, scores, kStride, acc_out, hd, rows);
   }
-  for (int g = 0; g < group; ++g) {
-    const float inv = running_sum[g] > 0.0f ? 1.0f / running_sum[g] : 0.0f;
-    Avx2ScaleF32(inv, hd, a.out + g * hd);
+  for (int r = 0; r < rows; ++r) {
+    const float inv = running_sum[r] > 0.0f ? 1.0f / running_sum[r] : 0.0f;
+    Avx2ScaleF32(inv, hd, acc_out + r * hd);
+    if (acc_out != a.out) std::memcpy(row_out[r], acc_out + r * hd, sizeof(float) * hd);
   }
 }
 
 bool Avx2AttendGroup(const AttnGroupArgs& a) {
-  if (a.head_dim % 8 != 0 || a.group > kMaxAttnGroup) return false;
+  if (a.head_dim % 8 != 0 || a.group * a.num_queries > kMaxAttnGroup) return false;
   if (a.kv->dtype == DType::kF16) AttendGroupSimd<true>(a);
   else if (a.kv->dtype == DType::kF32) AttendGroupSimd<false>(a);
   else return false;
