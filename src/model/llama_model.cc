@@ -10,6 +10,10 @@
 namespace tern {
 namespace {
 
+// Tokens per feed-forward pass in Forward (bounds the [tokens, n_ff] scratch;
+// the weights are re-read once per 128 tokens, a few % of a prefill's time).
+constexpr int64_t kFfnChunk = 128;
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -170,8 +174,8 @@ void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
   grow(k_, T * c.n_head_kv * c.head_dim);
   grow(v_, T * c.n_head_kv * c.head_dim);
   grow(att_, T * c.n_head * c.head_dim);
-  grow(hb_, T * c.n_ff);
-  grow(hb2_, T * c.n_ff);
+  grow(hb_, std::min<size_t>(T, kFfnChunk) * c.n_ff);
+  grow(hb2_, std::min<size_t>(T, kFfnChunk) * c.n_ff);
   grow(xl_, batch.logits_rows.size() * c.n_embd);
   grow(rope_cos_sin_, T * (c.rope_dim / 2) * 2);
 }
@@ -293,12 +297,17 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     MatMul(L.wo, att_.data(), T, xb, pool);    // [T, n_embd]
     AddInPlace(x, xb, T * n_embd);
 
-    // Feed-forward block: down(silu(gate(h)) * up(h)).
+    // Feed-forward block: down(silu(gate(h)) * up(h)), kFfnChunk tokens at
+    // a time so the two [tokens, n_ff] buffers stay small for long prompts
+    // (each token's result is the same however the tokens are split).
     RmsNormRows(x, L.ffn_norm, T, xb);                  // [T, n_embd]
-    float* const gate_up[2] = {hb_.data(), hb2_.data()};  // [T, n_ff] each
-    MatMulMany({&L.w_gate, &L.w_up}, xb, T, gate_up, pool);
-    kernels::SiluMul(hb_.data(), hb2_.data(), T * c.n_ff, hb_.data());
-    MatMul(L.w_down, hb_.data(), T, xb, pool); // [T, n_embd]
+    for (int64_t t0 = 0; t0 < T; t0 += kFfnChunk) {
+      const int64_t n = std::min<int64_t>(kFfnChunk, T - t0);
+      float* const gate_up[2] = {hb_.data(), hb2_.data()};  // [n, n_ff] each
+      MatMulMany({&L.w_gate, &L.w_up}, xb + t0 * n_embd, n, gate_up, pool);
+      kernels::SiluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
+      MatMul(L.w_down, hb_.data(), n, xb + t0 * n_embd, pool);  // [n, n_embd]
+    }
     AddInPlace(x, xb, T * n_embd);
   }
 
