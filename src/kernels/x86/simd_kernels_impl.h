@@ -800,7 +800,7 @@ template <DType kType>
 struct KQuantKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
-  static constexpr int kDecodeRows = 2;
+  static constexpr int kDecodeRows = 4;
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
