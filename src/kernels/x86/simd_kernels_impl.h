@@ -799,7 +799,11 @@ inline __m256i ScaleShuffle(int j) {
 template <DType kType>
 struct KQuantKernel {
   static constexpr int kRows = 4;
+#ifdef TERN_AVX512_VNNI
+  static constexpr int kTokens = 3;  // ymm16-31 are there for the accumulators
+#else
   static constexpr int kTokens = 2;
+#endif
   static constexpr int kDecodeRows = 4;
 
   template <int R, int T>
