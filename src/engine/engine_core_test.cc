@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -182,6 +185,49 @@ TEST(EngineCoreSimulationTest, EveryRequestMatchesItsSoloRunUnderRandomLoad) {
   std::printf("simulated %llu steps, %llu preemptions, %llu cached tokens, %llu aborts\n",
               (unsigned long long)totals.steps, (unsigned long long)totals.preemptions,
               (unsigned long long)totals.cache_hits, (unsigned long long)totals.aborts);
+}
+
+
+// TERN_STEP_LOG: one JSON record per step, in step order, with the step's
+// token counts.
+TEST(EngineCoreTest, StepLogWritesOneRecordPerStep) {
+  const std::string path = ::testing::TempDir() + "/tern_step_log_test.jsonl";
+  std::remove(path.c_str());
+  ASSERT_EQ(setenv("TERN_STEP_LOG", path.c_str(), 1), 0);
+  SchedulerConfig c;
+  c.max_model_len = kMaxModelLen;
+  c.max_num_batched_tokens = 4;
+  c.eog_token_ids = kEog;
+  int steps = 0;
+  {
+    Scheduler* sched = nullptr;
+    auto core = MakeCore(c, kMaxModelLen, 1, false, &sched);
+    unsetenv("TERN_STEP_LOG");
+    SamplingParams p;
+    p.max_tokens = 3;
+    p.ignore_eos = true;
+    core->AddRequest(std::make_unique<Request>("a", std::vector<int32_t>{5, 6, 7, 8, 9, 10},
+                                               p, "", Clock::now()));
+    while (core->HasWork()) {
+      core->Step();
+      ++steps;
+    }
+  }  // closes the log
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ((int)lines.size(), steps);
+  // 6 prompt tokens at 4 per step: 4 + 2 (the second step samples), then 2
+  // decode steps.
+  ASSERT_EQ(steps, 4);
+  EXPECT_NE(lines[0].find("\"scheduled_tokens\":4,\"prefill_tokens\":4,\"sampled_tokens\":0"),
+            std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"scheduled_tokens\":2,\"prefill_tokens\":2,\"sampled_tokens\":1"),
+            std::string::npos) << lines[1];
+  EXPECT_NE(lines[3].find("\"scheduled_tokens\":1,\"prefill_tokens\":0,\"sampled_tokens\":1"),
+            std::string::npos) << lines[3];
+  for (const std::string& l : lines) EXPECT_NE(l.find("\"duration_ms\":"), std::string::npos);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -240,6 +240,34 @@ TEST_F(EngineModelTest, AbortFinishesWithAbortAndFreesKv) {
   EXPECT_EQ((*engine)->GetStats().request_success_total["abort"], 1u);
 }
 
+// WaitForOutputs sleeps until a step delivers outputs: it times out on an
+// idle engine with the generation unchanged, and wakes with a new one once a
+// request produces tokens; every output it announced can then be popped.
+TEST_F(EngineModelTest, WaitForOutputsWakesWhenAStepDelivers) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  const uint64_t g0 = (*engine)->WaitForOutputs(0, std::chrono::milliseconds(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ((*engine)->WaitForOutputs(g0, std::chrono::milliseconds(50)), g0);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(45));
+  auto ch = (*engine)->AddRequest(Greedy({1}, 5));
+  ASSERT_TRUE(ch.ok());
+  uint64_t g = g0;
+  int tokens = 0;
+  bool finished = false;
+  for (int i = 0; i < 100 && !finished; ++i) {
+    const uint64_t next = (*engine)->WaitForOutputs(g, std::chrono::seconds(10));
+    ASSERT_NE(next, g) << "no output within 10 s";
+    g = next;
+    while (auto o = (*ch)->Pop(std::chrono::milliseconds(0))) {
+      tokens += (int)o->new_token_ids.size();
+      finished = o->finished;
+    }
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(tokens, 5);
+}
+
 TEST_F(EngineModelTest, ShutdownAbortsRunningRequests) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
