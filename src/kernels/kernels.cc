@@ -304,7 +304,6 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
   const KvPagesView& kv = *a.kv;
   const int32_t group = a.group, head_dim = a.head_dim;
   const int64_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
-  const int64_t slot_bytes = kv.slot_elems * elem_bytes;
   const int64_t head_off = (int64_t)a.kv_head * head_dim * elem_bytes;
   float scores[kAttnChunk * kMaxAttnGroup];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
@@ -314,9 +313,7 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
     std::memset(a.out + (int64_t)g * head_dim, 0, sizeof(float) * head_dim);
   }
   auto slot_ptr = [&](const uint8_t* base, int32_t p) {
-    const int64_t slot = (int64_t)kv.block_table[p / kv.block_size] * kv.block_size +
-                         p % kv.block_size;
-    return base + slot * slot_bytes + head_off;
+    return base + kv.PositionOffset(p) + head_off;
   };
   const int32_t hi = a.positions[0];
   const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;

@@ -87,10 +87,12 @@ void Scale(float alpha, int64_t n, float* y);                 // y *= alpha
 
 // ---- attention over paged KV -----------------------------------------------------
 
-// The K and V of one layer in KvStorage's layout: slot s holds slot_elems =
-// n_head_kv * head_dim elements of dtype (F32 or F16) at k + s * slot bytes;
-// the K/V of position p is at slot block_table[p / block_size] * block_size +
-// p % block_size.
+// The K and V of one layer in KvStorage's layout: a slot holds slot_elems =
+// n_head_kv * head_dim elements of dtype (F32 or F16); block b's slots start
+// at k + b * block_stride, block_size of them back to back; the K/V of
+// position p is in block block_table[p / block_size] at offset
+// p % block_size. block_stride 0 means block_size x slot bytes (blocks back
+// to back).
 struct KvPagesView {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
@@ -98,6 +100,17 @@ struct KvPagesView {
   int64_t slot_elems = 0;
   const int32_t* block_table = nullptr;
   int32_t block_size = 16;
+  int64_t block_stride = 0;
+
+  int64_t SlotBytes() const { return slot_elems * (dtype == DType::kF32 ? 4 : 2); }
+  int64_t BlockStride() const {
+    return block_stride != 0 ? block_stride : block_size * SlotBytes();
+  }
+  // Byte offset of position p's slot from k (or v).
+  int64_t PositionOffset(int32_t p) const {
+    return (int64_t)block_table[p / block_size] * BlockStride() +
+           (int64_t)(p % block_size) * SlotBytes();
+  }
 };
 
 // Causal attention of num_queries query tokens of one sequence:

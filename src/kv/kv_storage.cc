@@ -15,8 +15,8 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   CHECK(shape.dtype == DType::kF32 || shape.dtype == DType::kF16);
   CHECK(shape.num_layers >= 0 && shape.num_kv_heads > 0 && shape.head_dim > 0);
   CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
-  layer_bytes_ = (size_t)(num_slots() * slot_bytes());
-  const size_t total = 2 * (size_t)shape.num_layers * layer_bytes_;
+  block_bytes_ = 2 * (size_t)shape.num_layers * (size_t)shape.block_size * (size_t)slot_bytes();
+  const size_t total = (size_t)shape.num_blocks * block_bytes_;
   if (total == 0) return;
   // 2 MiB pages where the kernel gives them (transparent huge pages on
   // request): attention walks the pages of many sequences per step, and
@@ -73,17 +73,15 @@ void LoadRow(DType dtype, const uint8_t* src, float* dst, int64_t n) {
 void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* v) {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
-  const int64_t off = slot * slot_bytes();
-  StoreRow(shape_.dtype, k, KeyData(layer) + off, slot_elems());
-  StoreRow(shape_.dtype, v, ValueData(layer) + off, slot_elems());
+  StoreRow(shape_.dtype, k, KeySlot(layer, slot), slot_elems());
+  StoreRow(shape_.dtype, v, ValueSlot(layer, slot), slot_elems());
 }
 
 void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
-  const int64_t off = slot * slot_bytes();
-  LoadRow(shape_.dtype, KeyData(layer) + off, k, slot_elems());
-  LoadRow(shape_.dtype, ValueData(layer) + off, v, slot_elems());
+  LoadRow(shape_.dtype, KeySlot(layer, slot), k, slot_elems());
+  LoadRow(shape_.dtype, ValueSlot(layer, slot), v, slot_elems());
 }
 
 }  // namespace tern

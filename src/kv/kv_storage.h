@@ -1,12 +1,16 @@
 // KvStorage: the K and V bytes of every layer, in pages (blocks) of
-// block_size token slots, addressed by block id. Layout per layer, for K and
-// for V alike:
+// block_size token slots, addressed by block id. Block-major layout:
 //
-//   [num_blocks][block_size][num_kv_heads][head_dim]  elements of dtype
+//   [num_blocks][num_layers][K, V][block_size][num_kv_heads][head_dim]
 //
-// so slot s = block_id * block_size + offset holds num_kv_heads * head_dim
-// contiguous elements. dtype is F32 or F16 (quantized KV dtypes later slot in
-// here and in the attention kernels, not in model code).
+// so one block holds its slots for every layer, and slot s (block s /
+// block_size, offset s % block_size) of one layer holds num_kv_heads *
+// head_dim contiguous elements. A block's K of one layer is block_size
+// contiguous slots; from one block to the next is block_stride() bytes.
+// Block-major, a newly used block touches one contiguous range (one 2 MiB
+// page fault every few blocks) instead of a new range in every layer at once.
+// dtype is F32 or F16 (quantized KV dtypes later slot in here and in the
+// attention kernels, not in model code).
 //
 // The bytes come from one anonymous private mapping (MAP_NORESERVE): pages
 // read as zero and become resident on first write, so a large KV budget
@@ -45,11 +49,21 @@ class KvStorage {
   int64_t slot_bytes() const;     // bytes of one slot of one layer (K or V)
   int64_t total_bytes() const;    // all layers, K and V
 
-  uint8_t* KeyData(int layer) { return base_ + (2 * (size_t)layer) * layer_bytes_; }
-  uint8_t* ValueData(int layer) { return base_ + (2 * (size_t)layer + 1) * layer_bytes_; }
-  const uint8_t* KeyData(int layer) const { return base_ + (2 * (size_t)layer) * layer_bytes_; }
-  const uint8_t* ValueData(int layer) const {
-    return base_ + (2 * (size_t)layer + 1) * layer_bytes_;
+  // Block 0's K (V) of a layer; block b's is block_stride() bytes further on
+  // per block (kernels::KvPagesView takes the same three numbers).
+  uint8_t* KeyData(int layer) { return base_ + LayerOffset(layer, 0); }
+  uint8_t* ValueData(int layer) { return base_ + LayerOffset(layer, 1); }
+  const uint8_t* KeyData(int layer) const { return base_ + LayerOffset(layer, 0); }
+  const uint8_t* ValueData(int layer) const { return base_ + LayerOffset(layer, 1); }
+  int64_t block_stride() const { return (int64_t)block_bytes_; }
+  // The K (V) elements of one slot of one layer.
+  uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(slot); }
+  uint8_t* ValueSlot(int layer, int64_t slot) { return ValueData(layer) + SlotOffset(slot); }
+  const uint8_t* KeySlot(int layer, int64_t slot) const {
+    return KeyData(layer) + SlotOffset(slot);
+  }
+  const uint8_t* ValueSlot(int layer, int64_t slot) const {
+    return ValueData(layer) + SlotOffset(slot);
   }
 
   // Scalar helpers (tests, reference paths): write/read one slot as f32.
@@ -57,11 +71,19 @@ class KvStorage {
   void ReadSlot(int layer, int64_t slot, float* k, float* v) const;
 
  private:
+  size_t LayerOffset(int layer, int kind) const {
+    return (2 * (size_t)layer + kind) * (size_t)shape_.block_size * (size_t)slot_bytes();
+  }
+  int64_t SlotOffset(int64_t slot) const {
+    return slot / shape_.block_size * (int64_t)block_bytes_ +
+           slot % shape_.block_size * slot_bytes();
+  }
+
   KvShape shape_;
-  size_t layer_bytes_ = 0;    // K (or V) of one layer
+  size_t block_bytes_ = 0;    // one block: every layer's K and V
   size_t mapped_bytes_ = 0;   // 0: nothing mapped
   void* map_base_ = nullptr;  // the mapping (base_ rounded up to 2 MiB)
-  uint8_t* base_ = nullptr;   // [layer][K, V][layer_bytes_]
+  uint8_t* base_ = nullptr;   // [num_blocks][block_bytes_]
 };
 
 }  // namespace tern

@@ -42,9 +42,13 @@ TEST(KvStorageTest, F32SlotRoundTripsExactlyAtLayoutOffset) {
   kv.ReadSlot(1, 17, k2.data(), v2.data());
   EXPECT_EQ(k, k2);
   EXPECT_EQ(v, v2);
-  // Slot 17 = block 2, offset 1: elements start at 17 * slot_elems.
-  const float* raw = reinterpret_cast<const float*>(kv.KeyData(1));
-  EXPECT_EQ(raw[17 * 12 + 5], k[5]);
+  // Block-major: slot 17 = block 2, offset 1. A block is 2 layers x {K, V}
+  // x 8 slots x 12 elements = 384 floats; layer 1's K starts 2 x 8 x 12 = 192
+  // floats into it.
+  const float* raw = reinterpret_cast<const float*>(kv.KeyData(0));
+  EXPECT_EQ(kv.block_stride(), 384 * 4);
+  EXPECT_EQ(raw[2 * 384 + 192 + 1 * 12 + 5], k[5]);
+  EXPECT_EQ(reinterpret_cast<const float*>(kv.ValueSlot(1, 17))[5], v[5]);
   // Other layer untouched.
   kv.ReadSlot(0, 17, k2.data(), v2.data());
   EXPECT_EQ(k2[5], 0.0f);

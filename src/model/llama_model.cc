@@ -214,14 +214,11 @@ void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) co
     }
     return;
   }
-  const int64_t slot_bytes = kv.slot_bytes();
   for (int t = 0; t < batch.num_tokens(); ++t) {
     const int64_t slot = batch.slots[t];
     CHECK(slot >= 0 && slot < kv.num_slots());
-    kernels::ConvertF32ToF16(&k_[t * kv_dim], kv_dim,
-                             (uint16_t*)(kv.KeyData(layer) + slot * slot_bytes));
-    kernels::ConvertF32ToF16(&v_[t * kv_dim], kv_dim,
-                             (uint16_t*)(kv.ValueData(layer) + slot * slot_bytes));
+    kernels::ConvertF32ToF16(&k_[t * kv_dim], kv_dim, (uint16_t*)kv.KeySlot(layer, slot));
+    kernels::ConvertF32ToF16(&v_[t * kv_dim], kv_dim, (uint16_t*)kv.ValueSlot(layer, slot));
   }
 }
 
@@ -239,6 +236,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
   view.dtype = kv.shape().dtype;
   view.slot_elems = kv.slot_elems();
   view.block_size = kv.shape().block_size;
+  view.block_stride = kv.block_stride();
   attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
     if (seq.num_tokens == 0) continue;

@@ -1372,7 +1372,6 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   const int64_t hd = a.head_dim;
   const int rows = a.group * a.num_queries;
   constexpr int64_t kElem = kF16 ? 2 : 4;
-  const int64_t slot_bytes = kv.slot_elems * kElem;
   const int64_t head_off = (int64_t)a.kv_head * hd * kElem;
   constexpr int kStride = kSimdAttnChunk;
   alignas(32) float scores[kMaxAttnGroup * kStride];
@@ -1426,11 +1425,9 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     // scores are masked), then up to 8 of the next chunk to prefetch.
     const int32_t fill_end = std::min(end + 8, all_hi + 1);
     for (int32_t p = base; p < fill_end; ++p) {
-      const int32_t pp = std::max(p, first);
-      const int64_t slot =
-          (int64_t)kv.block_table[pp / kv.block_size] * kv.block_size + pp % kv.block_size;
-      krow[p - base] = kv.k + slot * slot_bytes + head_off;
-      if (p < end) vrow[p - base] = kv.v + slot * slot_bytes + head_off;
+      const int64_t off = kv.PositionOffset(std::max(p, first)) + head_off;
+      krow[p - base] = kv.k + off;
+      if (p < end) vrow[p - base] = kv.v + off;
     }
     for (int i = fill_end - base; i < n8 + 8; ++i) krow[i] = krow[0];
     for (int r = 0; r < rows; ++r) {
