@@ -11,9 +11,9 @@
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "quant/imatrix.h"
-#include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/text_run.h"
 
 namespace tern {
 namespace {
@@ -49,11 +49,6 @@ struct ImatrixArgs {
   int64_t threads = 0;
 };
 
-StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const Model& model) {
-  TERN_ASSIGN_OR_RETURN(Vocab vocab, Vocab::FromGguf(model.file()));
-  return Tokenizer::Create(std::move(vocab));
-}
-
 }  // namespace
 
 int RunImatrix(int argc, char** argv) {
@@ -79,23 +74,15 @@ int RunImatrix(int argc, char** argv) {
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
-  auto tokenizer_or = LoadTokenizer(*model);
-  if (!tokenizer_or.ok()) return Fail(tokenizer_or.status().message());
-  const Tokenizer& tokenizer = **tokenizer_or;
 
   PerplexityOptions options;
   options.ctx = (int32_t)a.ctx;
   options.batch = options.ctx;
-  options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
-  auto encode = [&](const std::string& text) { return tokenizer.Encode(text, true, false); };
-  auto run_or = PreparePerplexityRun(*model, a.text_file, encode, options, (int)a.threads,
-                                     a.max_chunks);
+  auto run_or = PrepareTextRun("imatrix", *model, a.text_file, options, a.threads, a.max_chunks);
   if (!run_or.ok()) return Fail(run_or.status().message());
   PerplexityRun& run = *run_or;
   PerplexityEvaluator& ev = *run.evaluator;
   const int32_t num_chunks = run.num_chunks;
-  std::fprintf(stderr, "imatrix: %zu tokens, %d chunks of %d tokens, %d threads\n",
-               run.num_tokens, num_chunks, options.ctx, run.threads);
 
   quant::ImatrixAccumulator acc;
   ImatrixObserver observer(acc);

@@ -12,9 +12,9 @@
 #include "model/logprob_file.h"
 #include "model/model.h"
 #include "model/perplexity.h"
-#include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/text_run.h"
 
 namespace tern {
 namespace {
@@ -83,11 +83,6 @@ int RunPerplexity(int argc, char** argv) {
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
-  auto vocab = Vocab::FromGguf(model->file());
-  if (!vocab.ok()) return Fail(vocab.status().message());
-  auto tokenizer_or = Tokenizer::Create(std::move(vocab).value());
-  if (!tokenizer_or.ok()) return Fail(tokenizer_or.status().message());
-  const Tokenizer& tokenizer = **tokenizer_or;
   if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
     return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
                 std::to_string(base.n_vocab) + " tokens, this model's " +
@@ -97,18 +92,14 @@ int RunPerplexity(int argc, char** argv) {
   PerplexityOptions options;
   options.ctx = (int32_t)a.ctx;
   options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
-  options.bos_id = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
   options.kv_dtype = *kv_dtype;
   options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
-  auto encode = [&](const std::string& text) { return tokenizer.Encode(text, true, false); };
-  auto run_or = PreparePerplexityRun(*model, a.text_file, encode, options, (int)a.threads,
-                                     a.max_chunks);
+  auto run_or =
+      PrepareTextRun("perplexity", *model, a.text_file, options, a.threads, a.max_chunks);
   if (!run_or.ok()) return Fail(run_or.status().message());
   PerplexityRun& run = *run_or;
   PerplexityEvaluator& ev = *run.evaluator;
   const int32_t num_chunks = run.num_chunks;
-  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d tokens, %d threads\n",
-               run.num_tokens, num_chunks, options.ctx, run.threads);
 
   const Clock::time_point start = Clock::now();
   while (ev.chunks_done() < num_chunks) {

@@ -1,0 +1,25 @@
+#include "tools/text_run.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "tokenizer/tokenizer.h"
+
+namespace tern {
+
+StatusOr<PerplexityRun> PrepareTextRun(const char* tool, Model& model,
+                                       const std::string& text_file,
+                                       PerplexityOptions& options, int64_t threads,
+                                       int64_t max_chunks) {
+  TERN_ASSIGN_OR_RETURN(Vocab vocab, Vocab::FromGguf(model.file()));
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Create(std::move(vocab)));
+  options.bos_id = tokenizer->add_bos() ? tokenizer->bos_id() : -1;
+  auto encode = [&](const std::string& text) { return tokenizer->Encode(text, true, false); };
+  TERN_ASSIGN_OR_RETURN(PerplexityRun run, PreparePerplexityRun(model, text_file, encode, options,
+                                                                (int)threads, max_chunks));
+  std::fprintf(stderr, "%s: %zu tokens, %d chunks of %d tokens, %d threads\n", tool,
+               run.num_tokens, run.num_chunks, options.ctx, run.threads);
+  return run;
+}
+
+}  // namespace tern
