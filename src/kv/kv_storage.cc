@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/fp16.h"
+#include "kernels/kernels.h"
 
 namespace tern {
 
@@ -55,8 +56,7 @@ void StoreRow(DType dtype, const float* src, uint8_t* dst, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = Fp32ToFp16(src[i]);
+  kernels::ConvertF32ToF16(src, n, reinterpret_cast<uint16_t*>(dst));
 }
 
 void LoadRow(DType dtype, const uint8_t* src, float* dst, int64_t n) {

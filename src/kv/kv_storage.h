@@ -66,7 +66,8 @@ class KvStorage {
     return ValueData(layer) + SlotOffset(slot);
   }
 
-  // Scalar helpers (tests, reference paths): write/read one slot as f32.
+  // Write/read one slot as f32 (F16 storage converts with the kernels'
+  // F16C row conversion, round to nearest even).
   void WriteSlot(int layer, int64_t slot, const float* k, const float* v);
   void ReadSlot(int layer, int64_t slot, float* k, float* v) const;
 

@@ -208,17 +208,8 @@ void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens) const {
 
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
-  if (kv.shape().dtype != DType::kF16) {
-    for (int t = 0; t < batch.num_tokens(); ++t) {
-      kv.WriteSlot(layer, batch.slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
-    }
-    return;
-  }
   for (int t = 0; t < batch.num_tokens(); ++t) {
-    const int64_t slot = batch.slots[t];
-    CHECK(slot >= 0 && slot < kv.num_slots());
-    kernels::ConvertF32ToF16(&k_[t * kv_dim], kv_dim, (uint16_t*)kv.KeySlot(layer, slot));
-    kernels::ConvertF32ToF16(&v_[t * kv_dim], kv_dim, (uint16_t*)kv.ValueSlot(layer, slot));
+    kv.WriteSlot(layer, batch.slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
   }
 }
 
