@@ -59,30 +59,41 @@ struct ActBlockQ8Pair {
 };
 static_assert(sizeof(ActBlockQ8Pair) == 128);
 
-// Four ActBlockQ8 (blocks 4i..4i+3) for the 512-bit nibble kernels (AVX-512
-// VNNI table, Q4_0/Q4_1): lo = the four [0..16) halves, hi = the [16..32)
-// halves; d and s (= d * sum(qs) / 4) broadcast over each 128-bit quarter;
-// Missing blocks of a short last group are zero.
-// c (for Q4_0, whose weights are q - 8 with q unsigned) = -8 x the sum of
-// the 8 qs that meet lane i's bytes in lo and hi, so that an integer dot
-// product started from c takes the offset in exactly.
-struct ActBlockQ8Quad {
-  float d[16];
-  float s[16];
-  int32_t c[16];
+// ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
+// (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI
+// table). Blocks start at even offsets with their 2-byte scale (and min)
+// first, so no 4-byte lane of a weight row holds quants of two blocks; the
+// activation bytes sit where their weight quants sit (zero under scales,
+// mins and past the row's end), so one vpdpbusd over 64 raw weight bytes
+// gives each lane an integer sum within a single block.
+// Q4_0/Q4_1: lo under the low nibbles (elements 0..15 of a block), hi under
+// the high ones (16..31). Q8_0: lo alone.
+// c: Q4_0, -8 x the sum of the lane's lo and hi bytes (its weights are
+// q - 8, q unsigned); Q8_0, -128 x the sum of the lane's bytes (its weights
+// enter vpdpbusd as w + 128); Q4_1, 0.
+// d: the lane's block's activation scale; s (Q4_1): d x the block's sum of
+// quants / 4 on each of its 4 lanes (the min's term). 0 past the row's end.
+// A row of n elements has ceil(n / 32 x block bytes / 64) chunks.
+struct ActImageQ4_0 {
   int8_t lo[64];
   int8_t hi[64];
-};
-static_assert(sizeof(ActBlockQ8Quad) == 320);
-
-// Two ActBlockQ8 (blocks 2i, 2i+1) for the 512-bit Q8_0 kernel (AVX-512 VNNI
-// table): qs offset to unsigned (q + 128), d broadcast over each block's 8
-// lanes. A missing partner block is zero (qs = 128, d = 0).
-struct ActBlockQ8U2 {
+  int32_t c[16];
   float d[16];
-  uint8_t qs[64];
 };
-static_assert(sizeof(ActBlockQ8U2) == 128);
+struct ActImageQ4_1 {
+  int8_t lo[64];
+  int8_t hi[64];
+  int32_t c[16];
+  float d[16];
+  float s[16];
+};
+struct ActImageQ8_0 {
+  int8_t lo[64];
+  int32_t c[16];
+  float d[16];
+};
+static_assert(sizeof(ActImageQ4_0) == 256 && sizeof(ActImageQ4_1) == 320 &&
+              sizeof(ActImageQ8_0) == 192);
 
 // Attention of num_queries query positions of one sequence, each for the
 // `group` query heads that share KV head kv_head (online softmax):
@@ -108,8 +119,10 @@ struct AttnGroupArgs {
 };
 constexpr int kMaxAttnGroup = 16;
 
-enum class ActKind : uint8_t { kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kQ8Quad, kQ8U2 };
-constexpr int kNumActKinds = 7;
+enum class ActKind : uint8_t {
+  kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0
+};
+constexpr int kNumActKinds = 8;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -135,10 +148,10 @@ struct KernelTable {
   void (*quantize_q8k)(const float* x, int64_t n, ActBlockQ8K* out) = nullptr;
   // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8Pair).
   void (*quantize_q8pair)(const float* x, int64_t n, ActBlockQ8Pair* out) = nullptr;
-  // n multiple of 32; (n / 32 + 3) / 4 groups (only tables that use kQ8Quad).
-  void (*quantize_q8quad)(const float* x, int64_t n, ActBlockQ8Quad* out) = nullptr;
-  // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8U2).
-  void (*quantize_q8u2)(const float* x, int64_t n, ActBlockQ8U2* out) = nullptr;
+  // n multiple of 32; the row's chunks (only tables that use kImage*).
+  void (*quantize_image_q4_0)(const float* x, int64_t n, ActImageQ4_0* out) = nullptr;
+  void (*quantize_image_q4_1)(const float* x, int64_t n, ActImageQ4_1* out) = nullptr;
+  void (*quantize_image_q8_0)(const float* x, int64_t n, ActImageQ8_0* out) = nullptr;
 
   // Element-wise and attention helpers (see kernels.h for the contracts).
   void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps,

@@ -63,8 +63,9 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kQ8: return cols / 32 * (int64_t)sizeof(ActBlockQ8);
     case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
     case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
-    case ActKind::kQ8Quad: return (cols / 32 + 3) / 4 * (int64_t)sizeof(ActBlockQ8Quad);
-    case ActKind::kQ8U2: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8U2);
+    case ActKind::kImageQ4_0: return (cols / 32 * 18 + 63) / 64 * (int64_t)sizeof(ActImageQ4_0);
+    case ActKind::kImageQ4_1: return (cols / 32 * 20 + 63) / 64 * (int64_t)sizeof(ActImageQ4_1);
+    case ActKind::kImageQ8_0: return (cols / 32 * 34 + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     default: return 0;
   }
 }
@@ -122,10 +123,12 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
     for (int64_t t = t0; t < t1; ++t) {
       if (kind == ActKind::kQ8) {
         table.quantize_q8(x + t * cols, cols, (ActBlockQ8*)(act + t * row_bytes));
-      } else if (kind == ActKind::kQ8U2) {
-        table.quantize_q8u2(x + t * cols, cols, (ActBlockQ8U2*)(act + t * row_bytes));
-      } else if (kind == ActKind::kQ8Quad) {
-        table.quantize_q8quad(x + t * cols, cols, (ActBlockQ8Quad*)(act + t * row_bytes));
+      } else if (kind == ActKind::kImageQ4_0) {
+        table.quantize_image_q4_0(x + t * cols, cols, (ActImageQ4_0*)(act + t * row_bytes));
+      } else if (kind == ActKind::kImageQ8_0) {
+        table.quantize_image_q8_0(x + t * cols, cols, (ActImageQ8_0*)(act + t * row_bytes));
+      } else if (kind == ActKind::kImageQ4_1) {
+        table.quantize_image_q4_1(x + t * cols, cols, (ActImageQ4_1*)(act + t * row_bytes));
       } else if (kind == ActKind::kQ8Pair) {
         table.quantize_q8pair(x + t * cols, cols, (ActBlockQ8Pair*)(act + t * row_bytes));
       } else {

@@ -93,7 +93,7 @@ struct Case {
 std::vector<Case> CasesFor(DType t) {
   std::vector<Case> cases;
   const std::vector<int64_t> cols =
-      IsKQuant(t) ? std::vector<int64_t>{256, 512, 4096} : std::vector<int64_t>{32, 64, 96, 256, 4096};
+      IsKQuant(t) ? std::vector<int64_t>{256, 512, 4096} : std::vector<int64_t>{32, 64, 96, 160, 256, 2080, 4096};
   const int64_t rows[] = {1, 31, 32, 33, 255, 257};
   const int64_t tokens[] = {1, 3, 7, 16, 33};
   for (int64_t c : cols) {
