@@ -59,6 +59,19 @@ struct ActBlockQ8Pair {
 };
 static_assert(sizeof(ActBlockQ8Pair) == 128);
 
+// One activation super-block of 256 for the 512-bit Q4_K kernel (AVX-512
+// VNNI table): the same d and quants as ActBlockQ8K, the quants in the order
+// in which a Q4_K super-block's nibbles come in two 64-byte registers
+// (32-element sub-blocks 0, 2 | 1, 3 | 4, 6 | 5, 7: low nibbles of bytes
+// 0..63, high nibbles, low of 64..127, high); dsums[i] = d x the sum of the
+// quants of sub-block i (natural order), for the mins.
+struct ActBlockQ8KImage {
+  float d;
+  float dsums[8];
+  int8_t qs[256];
+};
+static_assert(sizeof(ActBlockQ8KImage) == 292);
+
 // ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
 // (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI
 // table). Blocks start at even offsets with their 2-byte scale (and min)
@@ -120,9 +133,9 @@ struct AttnGroupArgs {
 constexpr int kMaxAttnGroup = 16;
 
 enum class ActKind : uint8_t {
-  kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0
+  kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0, kQ8KImage
 };
-constexpr int kNumActKinds = 8;
+constexpr int kNumActKinds = 9;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -148,6 +161,8 @@ struct KernelTable {
   void (*quantize_q8k)(const float* x, int64_t n, ActBlockQ8K* out) = nullptr;
   // n multiple of 32; (n / 32 + 1) / 2 pairs (only tables that use kQ8Pair).
   void (*quantize_q8pair)(const float* x, int64_t n, ActBlockQ8Pair* out) = nullptr;
+  // n multiple of 256 (only tables that use kQ8KImage).
+  void (*quantize_q8k_image)(const float* x, int64_t n, ActBlockQ8KImage* out) = nullptr;
   // n multiple of 32; the row's chunks (only tables that use kImage*).
   void (*quantize_image_q4_0)(const float* x, int64_t n, ActImageQ4_0* out) = nullptr;
   void (*quantize_image_q4_1)(const float* x, int64_t n, ActImageQ4_1* out) = nullptr;

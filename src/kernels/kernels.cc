@@ -65,6 +65,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
     case ActKind::kImageQ4_0: return (cols / 32 * 18 + 63) / 64 * (int64_t)sizeof(ActImageQ4_0);
     case ActKind::kImageQ4_1: return (cols / 32 * 20 + 63) / 64 * (int64_t)sizeof(ActImageQ4_1);
+    case ActKind::kQ8KImage: return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
     case ActKind::kImageQ8_0: return (cols / 32 * 34 + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     default: return 0;
   }
@@ -127,6 +128,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
         table.quantize_image_q4_0(x + t * cols, cols, (ActImageQ4_0*)(act + t * row_bytes));
       } else if (kind == ActKind::kImageQ8_0) {
         table.quantize_image_q8_0(x + t * cols, cols, (ActImageQ8_0*)(act + t * row_bytes));
+      } else if (kind == ActKind::kQ8KImage) {
+        table.quantize_q8k_image(x + t * cols, cols, (ActBlockQ8KImage*)(act + t * row_bytes));
       } else if (kind == ActKind::kImageQ4_1) {
         table.quantize_image_q4_1(x + t * cols, cols, (ActImageQ4_1*)(act + t * row_bytes));
       } else if (kind == ActKind::kQ8Pair) {

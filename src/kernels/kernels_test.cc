@@ -147,7 +147,8 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
 // 512-bit tiles.
 TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
   const DType t = GetParam();
-  if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || t == DType::kF32 ||
+  if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || t == DType::kQ4_K ||
+      t == DType::kF32 ||
       t == DType::kF16 || t == DType::kBF16) {
     GTEST_SKIP() << "own 512-bit tile";
   }

@@ -894,6 +894,126 @@ struct KQuantKernel {
   }
 };
 
+#ifdef TERN_AVX512_VNNI
+// ---- Q4_K x ActBlockQ8KImage, 512-bit (AVX-512 VNNI build only) ----------------------
+
+// A super-block's 128 quant bytes in two registers; the low and high nibbles
+// of each are two sub-blocks per register (8 lanes each), one vpdpbusd each
+// against the activations in register order. The four int32 results fit
+// int16 (|sum| <= 4 x 15 x 127), so two vpackssdw and two vpdpwssd against
+// the 6-bit scales (laid out to match the packing) give the super-block's
+// scaled integer sum. Per (row, token) and super-block:
+//   acc += (cvt(isum) * d_a) * d_w - sum_i (dmin_w * m_i) * (d_a * sum_i a).
+// vpermb indices (zeroing the odd bytes) that spread the 8 scale bytes over
+// the int16 lanes of vpackssdw(lo, hi): 128-bit lane L holds 4 sums of the
+// low-nibble sub-block, then 4 of the high one; lanes 0-1 are sub-blocks
+// (0, 1) and lanes 2-3 (2, 3) of the first register, (4, 5) / (6, 7) of the
+// second.
+struct alignas(64) Q4KScaleIndex {
+  int8_t v[2][64];
+};
+constexpr Q4KScaleIndex MakeQ4KScaleIndex() {
+  Q4KScaleIndex idx{};
+  for (int half = 0; half < 2; ++half) {
+    for (int j = 0; j < 32; ++j) {
+      const int lane = j / 8, hi = (j / 4) % 2;
+      idx.v[half][2 * j] = (int8_t)(4 * half + 2 * (lane / 2) + hi);
+      idx.v[half][2 * j + 1] = 0;
+    }
+  }
+  return idx;
+}
+constexpr Q4KScaleIndex kQ4KScaleIndex = MakeQ4KScaleIndex();
+
+struct Q4KKernel512 {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 3;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int64_t kBlockBytes = 144;
+  static constexpr int64_t kPrefetchBytes = 1024;
+
+
+  // The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a super-block.
+  static inline __m128i ScalesMins(const uint8_t* scales) {
+    constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
+    uint32_t u[3];
+    std::memcpy(u, scales, 12);
+    const uint32_t sc_lo = u[0] & kMask1;
+    const uint32_t sc_hi = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
+    const uint32_t mn_lo = u[1] & kMask1;
+    const uint32_t mn_hi = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+  }
+
+  template <int R, int T>
+  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+                   int64_t cols, float* y, int64_t ldy) {
+    const int64_t nb = cols / 256;
+    const int64_t rb = nb * kBlockBytes;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i sidx0 = _mm512_load_si512((const void*)kQ4KScaleIndex.v[0]);
+    const __m512i sidx1 = _mm512_load_si512((const void*)kQ4KScaleIndex.v[1]);
+    constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int r = 0; r < R; ++r) {
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          const int64_t off = b * kBlockBytes + k + kPrefetchBytes;
+          _mm_prefetch((const char*)(off < rb ? w + r * wrb + off : w + (r + R) * wrb + off - rb),
+                       _MM_HINT_T0);
+        }
+      }
+      // Row by row: a row's unpacked quants and scales stay in registers
+      // while each token's activations are read (from L1).
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const BlockQ4_K* blk = (const BlockQ4_K*)(w + r * wrb + b * kBlockBytes);
+        const __m512i q0 = _mm512_loadu_si512((const void*)blk->qs);
+        const __m512i q1 = _mm512_loadu_si512((const void*)(blk->qs + 64));
+        const __m512i u0 = _mm512_and_si512(q0, m4);
+        const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+        const __m512i u2 = _mm512_and_si512(q1, m4);
+        const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+        const __m128i sm = ScalesMins(blk->scales);
+        const __m512i sm512 = _mm512_castsi128_si512(sm);
+        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx0, sm512);
+        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx1, sm512);
+        // [d, dmin] as floats; -dmin_w x the mins.
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));
+        const __m512 dw = _mm512_broadcastss_ps(dd);
+        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
+                                        _mm256_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(dd))));
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
+          const __m512i zero = _mm512_setzero_si512();
+          const __m512i s01 = _mm512_packs_epi32(
+              _mm512_dpbusd_epi32(zero, u0, _mm512_loadu_si512((const void*)a->qs)),
+              _mm512_dpbusd_epi32(zero, u1, _mm512_loadu_si512((const void*)(a->qs + 64))));
+          const __m512i s23 = _mm512_packs_epi32(
+              _mm512_dpbusd_epi32(zero, u2, _mm512_loadu_si512((const void*)(a->qs + 128))),
+              _mm512_dpbusd_epi32(zero, u3, _mm512_loadu_si512((const void*)(a->qs + 192))));
+          const __m512i isum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, s01, sc0), s23, sc1);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(a->d)),
+                                      dw, acc[r][t]);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mw),
+                                      _mm512_zextps256_ps512(_mm256_loadu_ps(a->dsums)), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                           _mm512_castps_pd(acc[r][t]), 1)));
+        y[t * ldy + r] = Hsum(h);
+      }
+    }
+  }
+};
+#endif  // TERN_AVX512_VNNI
+
 // ---- activation quantization (bit-identical to the reference) -----------------------
 
 inline float MaxAbs8(__m256 v) {
@@ -1038,6 +1158,23 @@ void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
     out[b].d = d;
   }
 }
+
+#ifdef TERN_AVX512_VNNI
+// ActBlockQ8K's d and quants with the quants in Q4KKernel512's register order.
+void QuantizeQ8KImage(const float* x, int64_t n, ActBlockQ8KImage* out) {
+  // Natural-order sub-block stored at register-order position i.
+  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    ActBlockQ8K k;
+    Avx2QuantizeQ8K(x + b * 256, 256, &k);
+    out[b].d = k.d;
+    for (int i = 0; i < 8; ++i) {
+      out[b].dsums[i] = k.d * (float)k.sums32[i];
+      std::memcpy(out[b].qs + 32 * i, k.qs + 32 * kOrder[i], 32);
+    }
+  }
+}
+#endif
 
 // ---- element-wise ------------------------------------------------------------------
 
@@ -1488,7 +1625,12 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
 #endif
   set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
+#ifdef TERN_AVX512_VNNI
+  set(DType::kQ4_K, ActKind::kQ8KImage, TiledGemm<Q4KKernel512>);
+  t->quantize_q8k_image = QuantizeQ8KImage;
+#else
   set(DType::kQ4_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ4_K>>);
+#endif
   set(DType::kQ5_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ5_K>>);
   set(DType::kQ6_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ6_K>>);
   t->quantize_q8 = Avx2QuantizeQ8;
