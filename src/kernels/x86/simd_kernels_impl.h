@@ -1108,24 +1108,43 @@ void QuantizeImage(const float* x, int64_t n, Chunk* out) {
   const int64_t nb = n / 32;
   const int64_t chunks = (nb * kBlockBytes + 63) / 64;
   std::memset((void*)out, 0, chunks * sizeof(Chunk));
+  // Copies `len` bytes to image positions [pos, pos + len) of one array of
+  // the chunks (lo or hi), splitting where a block straddles two chunks.
+  const auto place = [out](int64_t pos, const int8_t* src, int len, bool hi) {
+    while (len > 0) {
+      Chunk& ch = out[pos / 64];
+      const int i = (int)(pos % 64);
+      const int m = std::min(len, 64 - i);
+      int8_t* dst = ch.lo;
+      if constexpr (kNibbles) dst = hi ? ch.hi : ch.lo;
+      std::memcpy(dst + i, src, m);
+      pos += m, src += m, len -= m;
+    }
+  };
   for (int64_t b = 0; b < nb; ++b) {
     alignas(32) int8_t qs[32];
     float d;
     const int sum = QuantizeBlockOrZero(x, b, nb, qs, &d);
     const int64_t first = (b + 1) * kBlockBytes - kQuantBytes;  // first quant byte
-    for (int j = 0; j < kQuantBytes; ++j) {
-      const int64_t pos = first + j;
-      Chunk& ch = out[pos / 64];
-      const int i = (int)(pos % 64);
-      ch.lo[i] = qs[j];
+    place(first, qs, kQuantBytes, false);
+    if constexpr (kNibbles) place(first, qs + 16, 16, true);
+    for (int64_t lane = first / 4; lane <= (first + kQuantBytes - 1) / 4; ++lane) {
+      out[lane / 16].d[lane % 16] = d;
+      if constexpr (kMins) out[lane / 16].s[lane % 16] = d * (float)sum * 0.25f;
+    }
+  }
+  // c: the offset's share of each lane, -8 x (lo + hi) or -128 x lo.
+  if constexpr (!kMins) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i lane = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones,
+                                         _mm512_loadu_si512((const void*)out[c].lo));
       if constexpr (kNibbles) {
-        ch.hi[i] = qs[16 + j];
-        if constexpr (!kMins) ch.c[i / 4] += -8 * (qs[j] + qs[16 + j]);
-      } else {
-        ch.c[i / 4] += -128 * qs[j];
+        lane = _mm512_dpbusd_epi32(lane, ones, _mm512_loadu_si512((const void*)out[c].hi));
       }
-      ch.d[i / 4] = d;
-      if constexpr (kMins) ch.s[i / 4] = d * (float)sum * 0.25f;
+      _mm512_storeu_si512((void*)out[c].c,
+                          _mm512_sub_epi32(_mm512_setzero_si512(),
+                                           _mm512_slli_epi32(lane, kNibbles ? 3 : 7)));
     }
   }
 }
