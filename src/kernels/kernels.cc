@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,10 +88,15 @@ void ForRange(ThreadPool* pool, int64_t n, int64_t grain,
   }
 }
 
-// Like ForRange, but threads take pieces of about n / (threads x
-// kPiecesPerThread) rows (a multiple of grain) one after another from a
-// shared counter, so a thread slowed by the machine does not hold the others
-// back at the end of the op. Results do not depend on who takes which piece.
+// Like ForRange, but in pieces of about n / (threads x kPiecesPerThread)
+// rows (a multiple of grain). Each thread owns a contiguous share of [0, n)
+// and works through it front to back, so its row streams run on from piece
+// to piece (the kernels prefetch past a tile's end into the rows that
+// follow; a thread that jumped to an unrelated piece would start it cold).
+// A thread done with its share takes pieces from the back of the share with
+// the most rows left, so a thread slowed by the machine does not hold the
+// others back at the end of the op. Results do not depend on who takes
+// which piece.
 constexpr int64_t kPiecesPerThread = 16;
 void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
                      const ThreadPool::RangeFn& fn) {
@@ -98,13 +104,54 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     if (n > 0) fn(0, n, 0);
     return;
   }
-  const int64_t pieces = (int64_t)pool->num_threads() * kPiecesPerThread;
-  const int64_t piece = std::max<int64_t>(grain, (n / pieces + grain - 1) / grain * grain);
-  std::atomic<int64_t> next{0};
+  const int nt = pool->num_threads();
+  const int64_t piece =
+      std::max<int64_t>(grain, (n / (nt * kPiecesPerThread) + grain - 1) / grain * grain);
+  // A share's rows left: [next, end), packed as next | end << 32.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range;
+  };
+  CHECK_LT(n, (int64_t)1 << 32);
+  std::unique_ptr<Share[]> shares(new Share[nt]);
+  const int64_t units = (n + grain - 1) / grain;
+  for (int t = 0; t < nt; ++t) {
+    const uint64_t begin = (uint64_t)std::min(n, units * t / nt * grain);
+    const uint64_t end = (uint64_t)std::min(n, units * (t + 1) / nt * grain);
+    shares[t].range.store(begin | end << 32, std::memory_order_relaxed);
+  }
+  // Takes a piece from the front (owner) or the back (another thread) of a
+  // share; false when it is empty.
+  auto take = [&](Share& share, bool front, int64_t* b, int64_t* e) {
+    uint64_t r = share.range.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t next = (int64_t)(r & 0xFFFFFFFFu), end = (int64_t)(r >> 32);
+      if (next >= end) return false;
+      uint64_t updated;
+      if (front) {
+        *b = next;
+        *e = std::min(end, next + piece);
+        updated = (uint64_t)*e | (uint64_t)end << 32;
+      } else {
+        *e = end;
+        *b = std::max(next, (end - piece) / grain * grain);
+        updated = (uint64_t)next | (uint64_t)*b << 32;
+      }
+      if (share.range.compare_exchange_weak(r, updated, std::memory_order_relaxed)) return true;
+    }
+  };
   pool->RunOnAll([&](int thread) {
-    for (int64_t b = next.fetch_add(piece, std::memory_order_relaxed); b < n;
-         b = next.fetch_add(piece, std::memory_order_relaxed)) {
-      fn(b, std::min(n, b + piece), thread);
+    int64_t b, e;
+    while (take(shares[thread], true, &b, &e)) fn(b, e, thread);
+    for (;;) {
+      int victim = -1;
+      int64_t most = 0;
+      for (int t = 0; t < nt; ++t) {
+        const uint64_t r = shares[t].range.load(std::memory_order_relaxed);
+        const int64_t left = (int64_t)(r >> 32) - (int64_t)(r & 0xFFFFFFFFu);
+        if (left > most) most = left, victim = t;
+      }
+      if (victim < 0) return;
+      if (take(shares[victim], false, &b, &e)) fn(b, e, thread);
     }
   });
 }
