@@ -917,7 +917,7 @@ constexpr Q4KScaleIndex MakeQ4KScaleIndex() {
   for (int half = 0; half < 2; ++half) {
     for (int j = 0; j < 32; ++j) {
       const int lane = j / 8, hi = (j / 4) % 2;
-      idx.v[half][2 * j] = (int8_t)(4 * half + 2 * (lane / 2) + hi);
+      idx.v[half][2 * j] = (int8_t)(8 + 4 * half + 2 * (lane / 2) + hi);
       idx.v[half][2 * j + 1] = 0;
     }
   }
@@ -933,16 +933,19 @@ struct Q4KKernel512 {
   static constexpr int64_t kPrefetchBytes = 1024;
 
 
-  // The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a super-block.
-  static inline __m128i ScalesMins(const uint8_t* scales) {
-    constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
-    uint32_t u[3];
-    std::memcpy(u, scales, 12);
-    const uint32_t sc_lo = u[0] & kMask1;
-    const uint32_t sc_hi = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
-    const uint32_t mn_lo = u[1] & kMask1;
-    const uint32_t mn_hi = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
-    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+  // The 8 mins (bytes 0..7) and 8 scales (bytes 8..15) of a super-block,
+  // from its 12 bytes of 6-bit fields (read as 16; the quants follow):
+  // mins 0-3 and scales 0-3 are the low 6 bits of bytes 4-7 and 0-3; mins and
+  // scales 4-7 take their low 4 bits from the high / low nibbles of bytes
+  // 8-11 and their top 2 bits from the top bits of bytes 4-7 / 0-3.
+  static inline __m128i MinsScales(const uint8_t* scales) {
+    const __m128i v = _mm_loadu_si128((const __m128i*)scales);
+    __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11));
+    low = _mm_srlv_epi32(low, _mm_setr_epi32(0, 4, 0, 0));
+    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i top = _mm_shuffle_epi8(
+        v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0, 1, 2, 3));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
   }
 
   template <int R, int T>
@@ -976,15 +979,15 @@ struct Q4KKernel512 {
         const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
         const __m512i u2 = _mm512_and_si512(q1, m4);
         const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-        const __m128i sm = ScalesMins(blk->scales);
-        const __m512i sm512 = _mm512_castsi128_si512(sm);
-        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx0, sm512);
-        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx1, sm512);
-        // [d, dmin] as floats; -dmin_w x the mins.
+        const __m128i ms = MinsScales(blk->scales);
+        const __m512i ms512 = _mm512_castsi128_si512(ms);
+        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx0, ms512);
+        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx1, ms512);
+        // [d, dmin] as floats; dmin_w x the mins.
         const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));
         const __m512 dw = _mm512_broadcastss_ps(dd);
-        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
-                                        _mm256_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(dd))));
+        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(ms)),
+                                        _mm256_broadcastss_ps(_mm_movehdup_ps(dd)));
         for (int t = 0; t < T; ++t) {
           const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
           const __m512i zero = _mm512_setzero_si512();
@@ -997,8 +1000,8 @@ struct Q4KKernel512 {
           const __m512i isum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, s01, sc0), s23, sc1);
           acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(a->d)),
                                       dw, acc[r][t]);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mw),
-                                      _mm512_zextps256_ps512(_mm256_loadu_ps(a->dsums)), acc[r][t]);
+          acc[r][t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(mw),
+                                       _mm512_zextps256_ps512(_mm256_loadu_ps(a->dsums)), acc[r][t]);
         }
       }
     }
