@@ -232,6 +232,11 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
     const int err = errno;
     ::close(fd);
     if (p == MAP_FAILED) return Unavailable(path + ": mmap failed: " + std::strerror(err));
+    // Ask for 2 MiB folios when the file is read in: mapped with huge page
+    // entries, decode's weight streams miss the TLB 512x less (F16 decode
+    // ~20% faster here). Advisory: page-cache pages already there stay as
+    // they are (GgufWriter drops what it writes, so tern's own files qualify).
+    ::madvise(p, static_cast<size_t>(file->size_), MADV_HUGEPAGE);
     file->base_ = static_cast<const uint8_t*>(p);
     file->mapped_ = true;
   } else {

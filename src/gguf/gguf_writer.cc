@@ -1,5 +1,6 @@
 #include "gguf/gguf_writer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +114,11 @@ class AtomicFile {
 
   Status Commit() {
     if (::fsync(fd_) != 0) return Error("fsync failed");
+    // Drop the written (now clean) pages from the page cache: pages cached by
+    // write() stay in small folios, while the first mmap read of the file
+    // brings it back in 2 MiB folios that the loader then maps with huge
+    // page entries (decode read F16 weights ~20% faster that way here).
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) return Error("close failed");
