@@ -912,15 +912,17 @@ struct KQuantKernel {
 // (0, 1) and lanes 2-3 (2, 3) of the first register, (4, 5) / (6, 7) of the
 // second.
 struct alignas(64) Q4KScaleIndex {
-  int8_t v[2][64];
+  int8_t v[4][2][64];  // [row's 128-bit lane][half]
 };
 constexpr Q4KScaleIndex MakeQ4KScaleIndex() {
   Q4KScaleIndex idx{};
-  for (int half = 0; half < 2; ++half) {
-    for (int j = 0; j < 32; ++j) {
-      const int lane = j / 8, hi = (j / 4) % 2;
-      idx.v[half][2 * j] = (int8_t)(8 + 4 * half + 2 * (lane / 2) + hi);
-      idx.v[half][2 * j + 1] = 0;
+  for (int row = 0; row < 4; ++row) {
+    for (int half = 0; half < 2; ++half) {
+      for (int j = 0; j < 32; ++j) {
+        const int lane = j / 8, hi = (j / 4) % 2;
+        idx.v[row][half][2 * j] = (int8_t)(16 * row + 8 + 4 * half + 2 * (lane / 2) + hi);
+        idx.v[row][half][2 * j + 1] = 0;
+      }
     }
   }
   return idx;
@@ -940,14 +942,25 @@ struct Q4KKernel512 {
   // mins 0-3 and scales 0-3 are the low 6 bits of bytes 4-7 and 0-3; mins and
   // scales 4-7 take their low 4 bits from the high / low nibbles of bytes
   // 8-11 and their top 2 bits from the top bits of bytes 4-7 / 0-3.
-  static inline __m128i MinsScales(const uint8_t* scales) {
-    const __m128i v = _mm_loadu_si128((const __m128i*)scales);
-    __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11));
-    low = _mm_srlv_epi32(low, _mm_setr_epi32(0, 4, 0, 0));
-    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    const __m128i top = _mm_shuffle_epi8(
-        v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0, 1, 2, 3));
-    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+  // Up to 4 rows at once, one per 128-bit lane (row r's 16 bytes at
+  // scales[r]).
+  template <int R>
+  static inline __m512i MinsScales(const uint8_t* const (&scales)[R]) {
+    static_assert(R <= 4);
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)scales[0]));
+    if constexpr (R > 1) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[1]), 1);
+    if constexpr (R > 2) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[2]), 2);
+    if constexpr (R > 3) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[3]), 3);
+    __m512i low = _mm512_shuffle_epi8(
+        v, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11)));
+    low = _mm512_srlv_epi32(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 4, 0, 0)));
+    low = _mm512_and_si512(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f,
+                                                                      0x3f3f3f3f, 0x0f0f0f0f)));
+    const __m512i top = _mm512_shuffle_epi8(
+        v, _mm512_broadcast_i32x4(
+               _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0, 1, 2, 3)));
+    return _mm512_or_si512(low,
+                           _mm512_and_si512(_mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30)));
   }
 
   template <int R, int T>
@@ -956,8 +969,6 @@ struct Q4KKernel512 {
     const int64_t nb = cols / 256;
     const int64_t rb = nb * kBlockBytes;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i sidx0 = _mm512_load_si512((const void*)kQ4KScaleIndex.v[0]);
-    const __m512i sidx1 = _mm512_load_si512((const void*)kQ4KScaleIndex.v[1]);
     constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
@@ -970,6 +981,11 @@ struct Q4KKernel512 {
                        _MM_HINT_T0);
         }
       }
+      const uint8_t* scales[R];
+      for (int r = 0; r < R; ++r) {
+        scales[r] = ((const BlockQ4_K*)(w + r * wrb + b * kBlockBytes))->scales;
+      }
+      const __m512i ms = MinsScales<R>(scales);
       // Row by row: a row's unpacked quants and scales stay in registers
       // while each token's activations are read (from L1).
 #pragma GCC unroll 8
@@ -981,14 +997,15 @@ struct Q4KKernel512 {
         const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
         const __m512i u2 = _mm512_and_si512(q1, m4);
         const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-        const __m128i ms = MinsScales(blk->scales);
-        const __m512i ms512 = _mm512_castsi128_si512(ms);
-        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx0, ms512);
-        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(kEvenBytes, sidx1, ms512);
+        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(
+            kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][0]), ms);
+        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
+            kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][1]), ms);
+        const __m128i mins = r == 0 ? _mm512_castsi512_si128(ms) : _mm512_extracti32x4_epi32(ms, r);
         // [d, dmin] as floats; dmin_w x the mins.
         const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));
         const __m512 dw = _mm512_broadcastss_ps(dd);
-        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(ms)),
+        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mins)),
                                         _mm256_broadcastss_ps(_mm_movehdup_ps(dd)));
         for (int t = 0; t < T; ++t) {
           const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
