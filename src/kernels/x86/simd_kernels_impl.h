@@ -177,16 +177,25 @@ struct Vec256 {
 };
 
 #ifdef TERN_AVX512_VNNI
+inline float Hsum512(__m512 v) {
+  return Hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
+                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+// y[t * ldy + r] = the horizontal sum of acc[r][t].
+template <int R, int T>
+inline void StoreSums(const __m512 (&acc)[R][T], float* y, int64_t ldy) {
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum512(acc[r][t]);
+}
+
 struct Vec512 {
   using Reg = __m512;
   static constexpr int kLanes = 16;
   static Reg Zero() { return _mm512_setzero_ps(); }
   static Reg LoadX(const float* p) { return _mm512_loadu_ps(p); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static float Sum(Reg v) {
-    return Hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-  }
+  static float Sum(Reg v) { return Hsum512(v); }
   template <DType kType>
   static Reg LoadW(const uint8_t* row, int64_t k) {
     if constexpr (kType == DType::kF32) {
@@ -711,14 +720,7 @@ struct ImageKernel {
         Step<R, T, false, true>(w, wrb, act, arb, full, rb, tail, index(full), prev, acc);
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
-                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                           _mm512_castps_pd(acc[r][t]), 1)));
-        y[t * ldy + r] = Hsum(h);
-      }
-    }
+    StoreSums<R, T>(acc, y, ldy);
   }
 };
 #endif  // TERN_AVX512_VNNI
@@ -1024,14 +1026,7 @@ struct Q4KKernel512 {
         }
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc[r][t]),
-                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                           _mm512_castps_pd(acc[r][t]), 1)));
-        y[t * ldy + r] = Hsum(h);
-      }
-    }
+    StoreSums<R, T>(acc, y, ldy);
   }
 };
 #endif  // TERN_AVX512_VNNI
