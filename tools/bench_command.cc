@@ -3,14 +3,11 @@
 // machine's own limits measured in the same run: memory read bandwidth for
 // decode (tokens/s <= bandwidth / bytes read per token) and the fp32 FMA peak
 // for prefill (tokens/s <= peak / (2 x parameters)).
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -20,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/check.h"
+#include "base/huge_pages.h"
 #include "base/thread_pool.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
@@ -390,17 +387,12 @@ int RunKernelBench(const KernelBenchOptions& o) {
     const int64_t copies =
         std::clamp<int64_t>((768ll << 20) / std::max<int64_t>(matrix_bytes, 1), 1, 64);
     // In 2 MiB pages where the kernel allows, as a model's weights are mapped.
-    constexpr size_t kHuge = 2 << 20;
-    const size_t w_bytes = ((size_t)(copies * matrix_bytes) + kHuge - 1) / kHuge * kHuge;
-    std::unique_ptr<uint8_t, decltype(&std::free)> w(
-        (uint8_t*)std::aligned_alloc(kHuge, w_bytes), &std::free);
-    CHECK(w != nullptr);
-    ::madvise(w.get(), w_bytes, MADV_HUGEPAGE);
+    HugePageBuffer w((size_t)(copies * matrix_bytes));
     for (int64_t r = 0; r < copies * o.rows; ++r) {
-      std::memcpy(w.get() + r * row_bytes, distinct.data() + (r % 64) * row_bytes, row_bytes);
+      std::memcpy(w.data() + r * row_bytes, distinct.data() + (r % 64) * row_bytes, row_bytes);
     }
     auto view = [&](int64_t c) {
-      return kernels::WeightView{t, w.get() + c * matrix_bytes, o.rows, o.cols};
+      return kernels::WeightView{t, w.data() + c * matrix_bytes, o.rows, o.cols};
     };
     // Decode: one token per matmul, cycling through the copies.
     kernels::MatMul(view(0), x.data(), 1, y.data(), &pool);

@@ -64,10 +64,14 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kQ8: return cols / 32 * (int64_t)sizeof(ActBlockQ8);
     case ActKind::kQ8K: return cols / 256 * (int64_t)sizeof(ActBlockQ8K);
     case ActKind::kQ8Pair: return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
-    case ActKind::kImageQ4_0: return (cols / 32 * 18 + 63) / 64 * (int64_t)sizeof(ActImageQ4_0);
-    case ActKind::kImageQ4_1: return (cols / 32 * 20 + 63) / 64 * (int64_t)sizeof(ActImageQ4_1);
+    // One chunk per 64 bytes of the weight row.
+    case ActKind::kImageQ4_0:
+      return (RowBytes(DType::kQ4_0, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ4_0);
+    case ActKind::kImageQ4_1:
+      return (RowBytes(DType::kQ4_1, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ4_1);
+    case ActKind::kImageQ8_0:
+      return (RowBytes(DType::kQ8_0, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     case ActKind::kQ8KImage: return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
-    case ActKind::kImageQ8_0: return (cols / 32 * 34 + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     default: return 0;
   }
 }

@@ -1,7 +1,5 @@
 #include "kernels/machine_probe.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernels.h"
 #include "kernels/x86/probe_avx2.h"
@@ -32,18 +31,13 @@ bool HaveAvx2() {
   return have;
 }
 
-// 64-byte aligned float buffer, pages touched by the thread that reads them.
-// In 2 MiB pages where the kernel allows, as the model's weights are mapped
-// (gguf_file.cc): a probe through 4 KiB pages would pay TLB misses that the
-// weight streams do not, and understate the bandwidth they can have.
+// Float buffer, pages touched by the thread that reads them. In 2 MiB pages
+// where the kernel allows, as the model's weights are mapped (gguf_file.cc):
+// a probe through 4 KiB pages would pay TLB misses that the weight streams
+// do not, and understate the bandwidth they can have.
 struct AlignedBuffer {
-  explicit AlignedBuffer(int64_t n) : n(n) {
-    constexpr size_t kHuge = 2 << 20;
-    const size_t bytes = ((size_t)n * 4 + kHuge - 1) / kHuge * kHuge;
-    data = (float*)std::aligned_alloc(kHuge, bytes);
-    ::madvise(data, bytes, MADV_HUGEPAGE);
-  }
-  ~AlignedBuffer() { std::free(data); }
+  explicit AlignedBuffer(int64_t n) : memory((size_t)n * 4), data((float*)memory.data()), n(n) {}
+  HugePageBuffer memory;
   float* data;
   int64_t n;
 };

@@ -1,7 +1,5 @@
 #include "kv/kv_storage.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -22,23 +20,9 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   // 2 MiB pages where the kernel gives them (transparent huge pages on
   // request): attention walks the pages of many sequences per step, and
   // small pages cost a TLB miss and, first, a page fault per 4 KiB.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t mapped = total + kHuge;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  CHECK(p != MAP_FAILED);  // address space for the KV cache
-  map_base_ = p;
-  mapped_bytes_ = mapped;
-  const uintptr_t aligned = ((uintptr_t)p + kHuge - 1) & ~(uintptr_t)(kHuge - 1);
-  base_ = reinterpret_cast<uint8_t*>(aligned);
-#ifdef MADV_HUGEPAGE
   const char* thp = std::getenv("TERN_KV_HUGEPAGES");  // "0": 4 KiB pages
-  if (thp == nullptr || std::string_view(thp) != "0") madvise(base_, total, MADV_HUGEPAGE);
-#endif
-}
-
-KvStorage::~KvStorage() {
-  if (mapped_bytes_ > 0) munmap(map_base_, mapped_bytes_);
+  memory_ = HugePageBuffer(total, thp == nullptr || std::string_view(thp) != "0");
+  base_ = memory_.data();
 }
 
 int64_t KvStorage::slot_bytes() const {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "tensor/dtype.h"
 
 namespace tern {
@@ -38,7 +39,6 @@ struct KvShape {
 class KvStorage {
  public:
   explicit KvStorage(const KvShape& shape);
-  ~KvStorage();
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
 
@@ -82,9 +82,8 @@ class KvStorage {
 
   KvShape shape_;
   size_t block_bytes_ = 0;    // one block: every layer's K and V
-  size_t mapped_bytes_ = 0;   // 0: nothing mapped
-  void* map_base_ = nullptr;  // the mapping (base_ rounded up to 2 MiB)
-  uint8_t* base_ = nullptr;   // [num_blocks][block_bytes_]
+  HugePageBuffer memory_;
+  uint8_t* base_ = nullptr;  // memory_.data(): [num_blocks][block_bytes_]
 };
 
 }  // namespace tern

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "base/fp16.h"

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "base/fp16.h"
@@ -89,13 +91,14 @@ inline uint32_t LoadU32(const void* p) {
   return v;
 }
 
-// Prefetch address for a decode tile of R rows: block `block` of row r, or,
-// past the row's end, the matching block of row r + R (the row this stream
-// takes in the next tile), so every row stream stays warm across tiles.
-inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, int64_t block,
-                                   int64_t nb, int64_t bb) {
-  return block < nb ? (const char*)(w + r * wrb + block * bb)
-                    : (const char*)(w + (r + R) * wrb + (block - nb) * bb);
+// Prefetch address for a decode tile of R rows: byte `off` of row r (rows of
+// `rb` weight bytes), or, past the row's end, the matching byte of row r + R
+// (the row this stream takes in the next tile), so every row stream stays
+// warm across tiles.
+inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, int64_t off,
+                                   int64_t rb) {
+  return off < rb ? (const char*)(w + r * wrb + off)
+                  : (const char*)(w + (r + R) * wrb + (off - rb));
 }
 
 // ---- tiling driver -------------------------------------------------------------
@@ -180,6 +183,13 @@ struct Vec256 {
 inline float Hsum512(__m512 v) {
   return Hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+// The low and the high nibble of each byte, each as a byte 0..15.
+inline void SplitNibbles(__m512i v, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  *lo = _mm512_and_si512(v, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 }
 
 // y[t * ldy + r] = the horizontal sum of acc[r][t].
@@ -456,7 +466,7 @@ struct LegacyKernel {
       {  // prefetch (decode and the first token tile of a batch)
         if ((b & 1) == 0) {
           for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 16, nb, bb), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 16) * bb, nb * bb), _MM_HINT_T0);
           }
         }
       }
@@ -556,7 +566,7 @@ struct NibblePairKernel {
       {  // prefetch (decode and the first token tile of a batch)
         if ((b & 3) == 0) {
           for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 24, nb, bb), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 24) * bb, nb * bb), _MM_HINT_T0);
           }
         }
       }
@@ -597,10 +607,12 @@ struct ImageKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = kMins ? 2 : 3;
   static constexpr int kDecodeRows = 4;
-  static constexpr int kBlockBytes = kType == DType::kQ4_0 ? 18 : kMins ? 20 : 34;
+  static constexpr int kBlockBytes = kType == DType::kQ4_0   ? (int)sizeof(BlockQ4_0)
+                                     : kType == DType::kQ4_1 ? (int)sizeof(BlockQ4_1)
+                                                             : (int)sizeof(BlockQ8_0);
   static constexpr int kQsOffset = kMins ? 4 : 2;
-  // Chunks before the lane pattern repeats: lcm(kBlockBytes, 64) / 64.
-  static constexpr int kPeriod = kType == DType::kQ4_0 ? 9 : kMins ? 5 : 17;
+  // Chunks before the lane pattern repeats (9, 5, 17).
+  static constexpr int kPeriod = std::lcm(kBlockBytes, 64) / 64;
   // Decode prefetch distance in bytes along each row stream (swept with the
   // weights in 2 MiB pages: Q8_0 tg 47 / 52 / 53 / 51 tok/s at 1, 2, 3, 4 KiB;
   // Q4_0 87-92 / 95-97 / 97-99 at 1, 2, 3 KiB).
@@ -643,9 +655,7 @@ struct ImageKernel {
       const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb, int64_t ch,
       int64_t rb, __mmask64 tail, __m512i idx, __m512i (&prev)[R], __m512 (&acc)[R][T]) {
     for (int r = 0; r < R; ++r) {
-      const int64_t off = ch * 64 + kPrefetchBytes;
-      _mm_prefetch((const char*)(off < rb ? w + r * wrb + off : w + (r + R) * wrb + off - rb),
-                   _MM_HINT_T0);
+      _mm_prefetch(PrefetchAddress(w, wrb, r, R, ch * 64 + kPrefetchBytes, rb), _MM_HINT_T0);
     }
     __m512i u0[R], u1[R];
     __m512 dw[R], mw[R];
@@ -665,8 +675,7 @@ struct ImageKernel {
       if constexpr (kMins) mw[r] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(scales, 1));
       if constexpr (kCarry) prev[r] = cur;
       if constexpr (kNibbles) {
-        u0[r] = _mm512_and_si512(cur, _mm512_set1_epi8(0x0F));
-        u1[r] = _mm512_and_si512(_mm512_srli_epi16(cur, 4), _mm512_set1_epi8(0x0F));
+        SplitNibbles(cur, &u0[r], &u1[r]);
       } else {
         u0[r] = _mm512_xor_si512(cur, _mm512_set1_epi8((char)0x80));
       }
@@ -676,12 +685,9 @@ struct ImageKernel {
       const __m512i c = _mm512_loadu_si512((const void*)a->c);
       const __m512 da = _mm512_loadu_ps(a->d);
       for (int r = 0; r < R; ++r) {
-        __m512i s;
+        __m512i s = _mm512_dpbusd_epi32(c, u0[r], _mm512_loadu_si512((const void*)a->lo));
         if constexpr (kNibbles) {
-          s = _mm512_dpbusd_epi32(c, u0[r], _mm512_loadu_si512((const void*)a->lo));
           s = _mm512_dpbusd_epi32(s, u1[r], _mm512_loadu_si512((const void*)a->hi));
-        } else {
-          s = _mm512_dpbusd_epi32(c, u0[r], _mm512_loadu_si512((const void*)a->lo));
         }
         acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), da), dw[r], acc[r][t]);
         if constexpr (kMins) {
@@ -773,7 +779,7 @@ struct KQuantKernel {
       {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
           for (int64_t off = 0; off < bb; off += 64) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, b + 3, nb, bb) + off, _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 3) * bb, nb * bb) + off, _MM_HINT_T0);
           }
         }
       }
@@ -935,9 +941,8 @@ struct Q4KKernel512 {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 3;
   static constexpr int kDecodeRows = 4;
-  static constexpr int64_t kBlockBytes = 144;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ4_K);
   static constexpr int64_t kPrefetchBytes = 1024;
-
 
   // The 8 mins (bytes 0..7) and 8 scales (bytes 8..15) of a super-block,
   // from its 12 bytes of 6-bit fields (read as 16; the quants follow):
@@ -970,7 +975,6 @@ struct Q4KKernel512 {
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 256;
     const int64_t rb = nb * kBlockBytes;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
@@ -978,8 +982,7 @@ struct Q4KKernel512 {
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          const int64_t off = b * kBlockBytes + k + kPrefetchBytes;
-          _mm_prefetch((const char*)(off < rb ? w + r * wrb + off : w + (r + R) * wrb + off - rb),
+          _mm_prefetch(PrefetchAddress(w, wrb, r, R, b * kBlockBytes + k + kPrefetchBytes, rb),
                        _MM_HINT_T0);
         }
       }
@@ -995,10 +998,9 @@ struct Q4KKernel512 {
         const BlockQ4_K* blk = (const BlockQ4_K*)(w + r * wrb + b * kBlockBytes);
         const __m512i q0 = _mm512_loadu_si512((const void*)blk->qs);
         const __m512i q1 = _mm512_loadu_si512((const void*)(blk->qs + 64));
-        const __m512i u0 = _mm512_and_si512(q0, m4);
-        const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-        const __m512i u2 = _mm512_and_si512(q1, m4);
-        const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+        __m512i u0, u1, u2, u3;
+        SplitNibbles(q0, &u0, &u1);
+        SplitNibbles(q1, &u2, &u3);
         const __m512i sc0 = _mm512_maskz_permutexvar_epi8(
             kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][0]), ms);
         const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
