@@ -63,14 +63,14 @@ static_assert(sizeof(ActBlockQ8Pair) == 128);
 // VNNI table): the same d and quants as ActBlockQ8K, the quants in the order
 // in which a Q4_K super-block's nibbles come in two 64-byte registers
 // (32-element sub-blocks 0, 2 | 1, 3 | 4, 6 | 5, 7: low nibbles of bytes
-// 0..63, high nibbles, low of 64..127, high); dsums[i] = d x the sum of the
+// 0..63, high nibbles, low of 64..127, high); sums32[i] = the sum of the
 // quants of sub-block i (natural order), for the mins.
 struct ActBlockQ8KImage {
   float d;
-  float dsums[8];
+  int16_t sums32[8];
   int8_t qs[256];
 };
-static_assert(sizeof(ActBlockQ8KImage) == 292);
+static_assert(sizeof(ActBlockQ8KImage) == 276);
 
 // ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
 // (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI

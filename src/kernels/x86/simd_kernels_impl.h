@@ -913,7 +913,11 @@ struct KQuantKernel {
 // int16 (|sum| <= 4 x 15 x 127), so two vpackssdw and two vpdpwssd against
 // the 6-bit scales (laid out to match the packing) give the super-block's
 // scaled integer sum. Per (row, token) and super-block:
-//   acc += (cvt(isum) * d_a) * d_w - sum_i (dmin_w * m_i) * (d_a * sum_i a).
+//   acc += cvt(isum) * (d_w * d_a)
+// and, for the mins, per token and the tile's rows together (row r in
+// 128-bit lane r):
+//   macc += cvt(sum_i m_i * sums32_i) * (dmin_w * d_a);
+// the output is hsum(acc) - hsum(macc's lane r).
 // vpermb indices (zeroing the odd bytes) that spread the 8 scale bytes over
 // the int16 lanes of vpackssdw(lo, hi): 128-bit lane L holds 4 sums of the
 // low-nibble sub-block, then 4 of the high one; lanes 0-1 are sub-blocks
@@ -944,28 +948,34 @@ struct Q4KKernel512 {
   static constexpr int64_t kBlockBytes = sizeof(BlockQ4_K);
   static constexpr int64_t kPrefetchBytes = 1024;
 
-  // The 8 mins (bytes 0..7) and 8 scales (bytes 8..15) of a super-block,
-  // from its 12 bytes of 6-bit fields (read as 16; the quants follow):
-  // mins 0-3 and scales 0-3 are the low 6 bits of bytes 4-7 and 0-3; mins and
-  // scales 4-7 take their low 4 bits from the high / low nibbles of bytes
-  // 8-11 and their top 2 bits from the top bits of bytes 4-7 / 0-3.
-  // Up to 4 rows at once, one per 128-bit lane (row r's 16 bytes at
-  // scales[r]).
+  // The first 16 bytes of super-block b of up to 4 rows, row r in 128-bit
+  // lane r (zero past R): d and dmin (fp16), then 12 bytes of 6-bit fields.
   template <int R>
-  static inline __m512i MinsScales(const uint8_t* const (&scales)[R]) {
-    static_assert(R <= 4);
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)scales[0]));
-    if constexpr (R > 1) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[1]), 1);
-    if constexpr (R > 2) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[2]), 2);
-    if constexpr (R > 3) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)scales[3]), 3);
+  static inline __m512i Heads(const uint8_t* w, int64_t wrb, int64_t off) {
+    static_assert(R >= 1 && R <= 4);
+    const auto head = [&](int r) { return _mm_loadu_si128((const __m128i*)(w + r * wrb + off)); };
+    __m512i v = _mm512_zextsi128_si512(head(0));
+    if constexpr (R > 1) v = _mm512_inserti32x4(v, head(1), 1);
+    if constexpr (R > 2) v = _mm512_inserti32x4(v, head(2), 2);
+    if constexpr (R > 3) v = _mm512_inserti32x4(v, head(3), 3);
+    return v;
+  }
+
+  // Per 128-bit lane of Heads: the 8 mins (bytes 0..7) and 8 scales (bytes
+  // 8..15). Mins 0-3 and scales 0-3 are the low 6 bits of field bytes 4-7
+  // and 0-3; mins and scales 4-7 take their low 4 bits from the high / low
+  // nibbles of field bytes 8-11 and their top 2 bits from the top bits of
+  // field bytes 4-7 / 0-3 (field byte i is the lane's byte 4 + i).
+  static inline __m512i MinsScales(__m512i v) {
     __m512i low = _mm512_shuffle_epi8(
-        v, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11)));
+        v, _mm512_broadcast_i32x4(
+               _mm_setr_epi8(8, 9, 10, 11, 12, 13, 14, 15, 4, 5, 6, 7, 12, 13, 14, 15)));
     low = _mm512_srlv_epi32(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 4, 0, 0)));
     low = _mm512_and_si512(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f,
                                                                       0x3f3f3f3f, 0x0f0f0f0f)));
     const __m512i top = _mm512_shuffle_epi8(
         v, _mm512_broadcast_i32x4(
-               _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0, 1, 2, 3)));
+               _mm_setr_epi8(-1, -1, -1, -1, 8, 9, 10, 11, -1, -1, -1, -1, 4, 5, 6, 7)));
     return _mm512_or_si512(low,
                            _mm512_and_si512(_mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30)));
   }
@@ -976,26 +986,50 @@ struct Q4KKernel512 {
     const int64_t nb = cols / 256;
     const int64_t rb = nb * kBlockBytes;
     constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-    __m512 acc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    // Mins bytes 0..7 of each lane as int16.
+    const __m512i mins_index = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1));
+    // Lanes of [d0, dmin0, d1, dmin1, ...]: dmin_r over 128-bit lane r.
+    const __m512i dmin_index =
+        _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
+    __m512 acc[R][T], macc[T];
+    for (int t = 0; t < T; ++t) {
+      macc[t] = _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_setzero_ps();
+    }
     for (int64_t b = 0; b < nb; ++b) {
-      for (int r = 0; r < R; ++r) {
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          _mm_prefetch(PrefetchAddress(w, wrb, r, R, b * kBlockBytes + k + kPrefetchBytes, rb),
-                       _MM_HINT_T0);
-        }
+      // Each row's prefetches (PrefetchAddress) go just before its work, in
+      // this form: a test for the whole block, then a choice per line. So
+      // written, one thread streams Q4_K rows from memory at 28-30 GB/s; the
+      // same addresses computed once per block and issued together
+      // (PrefetchRows) reach 15-24 GB/s, no better than no prefetch at all.
+      const int64_t pf = b * kBlockBytes + kPrefetchBytes;
+      const bool pf_in_row = pf + kBlockBytes <= rb;
+      const __m512i heads = Heads<R>(w, wrb, b * kBlockBytes);
+      const __m512i ms = MinsScales(heads);
+      const __m512i mins = _mm512_shuffle_epi8(ms, mins_index);
+      // [d_w, dmin_w] of each row as floats, then x d_a per token.
+      const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(
+          _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), heads)));
+      __m512 f[T];
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
+        f[t] = _mm512_castps256_ps512(_mm256_mul_ps(dd, _mm256_set1_ps(a->d)));
+        const __m512i msum = _mm512_madd_epi16(
+            mins, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a->sums32)));
+        macc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum),
+                                  _mm512_permutexvar_ps(dmin_index, f[t]), macc[t]);
       }
-      const uint8_t* scales[R];
-      for (int r = 0; r < R; ++r) {
-        scales[r] = ((const BlockQ4_K*)(w + r * wrb + b * kBlockBytes))->scales;
-      }
-      const __m512i ms = MinsScales<R>(scales);
       // Row by row: a row's unpacked quants and scales stay in registers
       // while each token's activations are read (from L1).
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const BlockQ4_K* blk = (const BlockQ4_K*)(w + r * wrb + b * kBlockBytes);
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          _mm_prefetch(pf_in_row ? (const char*)(w + r * wrb + pf + k)
+                                 : PrefetchAddress(w, wrb, r, R, pf + k, rb),
+                       _MM_HINT_T0);
+        }
         const __m512i q0 = _mm512_loadu_si512((const void*)blk->qs);
         const __m512i q1 = _mm512_loadu_si512((const void*)(blk->qs + 64));
         __m512i u0, u1, u2, u3;
@@ -1005,12 +1039,6 @@ struct Q4KKernel512 {
             kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][0]), ms);
         const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
             kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][1]), ms);
-        const __m128i mins = r == 0 ? _mm512_castsi512_si128(ms) : _mm512_extracti32x4_epi32(ms, r);
-        // [d, dmin] as floats; dmin_w x the mins.
-        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));
-        const __m512 dw = _mm512_broadcastss_ps(dd);
-        const __m256 mw = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mins)),
-                                        _mm256_broadcastss_ps(_mm_movehdup_ps(dd)));
         for (int t = 0; t < T; ++t) {
           const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
           const __m512i zero = _mm512_setzero_si512();
@@ -1020,15 +1048,21 @@ struct Q4KKernel512 {
           const __m512i s23 = _mm512_packs_epi32(
               _mm512_dpbusd_epi32(zero, u2, _mm512_loadu_si512((const void*)(a->qs + 128))),
               _mm512_dpbusd_epi32(zero, u3, _mm512_loadu_si512((const void*)(a->qs + 192))));
-          const __m512i isum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, s01, sc0), s23, sc1);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(a->d)),
-                                      dw, acc[r][t]);
-          acc[r][t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(mw),
-                                       _mm512_zextps256_ps512(_mm256_loadu_ps(a->dsums)), acc[r][t]);
+          const __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(s01, sc0), s23, sc1);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                      _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), f[t]),
+                                      acc[r][t]);
         }
       }
     }
-    StoreSums<R, T>(acc, y, ldy);
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float m[16];
+      _mm512_store_ps(m, macc[t]);
+      for (int r = 0; r < R; ++r) {
+        y[t * ldy + r] =
+            Hsum512(acc[r][t]) - ((m[4 * r] + m[4 * r + 1]) + (m[4 * r + 2] + m[4 * r + 3]));
+      }
+    }
   }
 };
 #endif  // TERN_AVX512_VNNI
@@ -1207,7 +1241,7 @@ void QuantizeQ8KImage(const float* x, int64_t n, ActBlockQ8KImage* out) {
     Avx2QuantizeQ8K(x + b * 256, 256, &k);
     out[b].d = k.d;
     for (int i = 0; i < 8; ++i) {
-      out[b].dsums[i] = k.d * (float)k.sums32[i];
+      out[b].sums32[i] = k.sums32[i];
       std::memcpy(out[b].qs + 32 * i, k.qs + 32 * kOrder[i], 32);
     }
   }
