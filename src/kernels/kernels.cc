@@ -130,14 +130,19 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     for (;;) {
       const int64_t next = (int64_t)(r & 0xFFFFFFFFu), end = (int64_t)(r >> 32);
       if (next >= end) return false;
+      // Pieces shrink to half of what is left near a share's end, so the
+      // threads finish within about a grain of each other.
+      const int64_t left = end - next;
+      const int64_t size =
+          left > 2 * piece ? piece : std::max(grain, (left / 2 + grain - 1) / grain * grain);
       uint64_t updated;
       if (front) {
         *b = next;
-        *e = std::min(end, next + piece);
+        *e = std::min(end, next + size);
         updated = (uint64_t)*e | (uint64_t)end << 32;
       } else {
         *e = end;
-        *b = std::max(next, (end - piece) / grain * grain);
+        *b = std::max(next, (end - size) / grain * grain);
         updated = (uint64_t)next | (uint64_t)*b << 32;
       }
       if (share.range.compare_exchange_weak(r, updated, std::memory_order_relaxed)) return true;
