@@ -19,6 +19,13 @@
 #include "quant/blocks.h"
 
 #pragma GCC push_options
+// GCC 12's AVX-512 intrinsics fill their "undefined" operands from
+// themselves, which -Wuninitialized reports at every use; and -Wpsabi notes
+// that these functions pass 512-bit vectors, which only this file's own
+// internal functions do.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi")
 #define TERN_AVX512_VNNI 1
 #include "kernels/x86/simd_kernels_impl.h"

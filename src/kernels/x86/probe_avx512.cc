@@ -8,6 +8,13 @@
 #include "kernels/x86/probe_avx2.h"
 
 #pragma GCC push_options
+// GCC 12's AVX-512 intrinsics fill their "undefined" operands from
+// themselves, which -Wuninitialized reports at every use; and -Wpsabi notes
+// that these functions pass 512-bit vectors, which only this file's own
+// internal functions do.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
 #pragma GCC target("avx512f")
 
 namespace tern::kernels {
