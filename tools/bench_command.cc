@@ -59,13 +59,20 @@ void ReadRss(int64_t* rss, int64_t* hwm) {
   }
 }
 
-// Short read-bandwidth probe over 256 MiB: the best of 7 rounds. A round
-// slowed by other work on the machine reads low, never high, so the best
-// round is the stable estimate of what the memory can deliver (and the
-// conservative denominator of a roofline fraction); the median swung by
-// tens of percent between runs minutes apart.
-double ProbeBandwidth(ThreadPool& pool) {
-  return kernels::MeasureReadBandwidth(pool, 256ll << 20, 7).best;
+// Short read-bandwidth probe: the best of 7 rounds. A round slowed by other
+// work on the machine reads low, never high, so the best round is the stable
+// estimate of what the memory can deliver (and the conservative denominator
+// of a roofline fraction); the median swung by tens of percent between runs
+// minutes apart. The buffer is as large as the bytes decode reads per token
+// (at least 256 MiB, at most 1 GiB), so that, like decode, the probe streams
+// from memory rather than partly from the last-level cache: on the machine
+// of docs/benchmarks.md 64 MiB read at 80-84 GB/s, 256 MiB at 50-61 and
+// 600 MiB or 1 GiB at 50-56.
+int64_t ProbeBytes(double bytes_per_token) {
+  return std::clamp<int64_t>((int64_t)bytes_per_token, 256ll << 20, 1ll << 30);
+}
+double ProbeBandwidth(ThreadPool& pool, int64_t bytes) {
+  return kernels::MeasureReadBandwidth(pool, bytes, 7).best;
 }
 
 // ---- model benchmark ------------------------------------------------------------
@@ -195,6 +202,12 @@ int RunModelBench(const ModelBenchOptions& o) {
   const double kv_bytes_per_pos = (double)cfg.KvBytesPerToken(2.0);
   std::vector<TestResult> results;
 
+  // Weights once per token plus the KV read at the mean depth of tg
+  // (positions 0 .. tg-1).
+  const double tg_bytes_per_token =
+      (double)model->WeightBytes() + kv_bytes_per_pos * (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0 + 0.5;
+  const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
+
   if (o.pp > 0) {
     TestResult r;
     r.test = "pp" + std::to_string(o.pp);
@@ -207,7 +220,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     r.tps = Summarize(tps);
     r.fma_peak_gflops = fma_peak;
     r.bytes_per_token = (double)model->WeightBytes() / (double)o.pp;
-    r.bandwidth_gb_s = ProbeBandwidth(pool);
+    r.bandwidth_gb_s = ProbeBandwidth(pool, probe_bytes);
     // Prefill roofline: 2 flops per layer parameter per token.
     r.roofline_fraction = r.tps.median * 2.0 * (double)layer_params / (fma_peak * 1e9);
     results.push_back(r);
@@ -216,19 +229,17 @@ int RunModelBench(const ModelBenchOptions& o) {
     TestResult r;
     r.test = "tg" + std::to_string(o.tg);
     std::vector<double> tps, bws;
-    bws.push_back(ProbeBandwidth(pool));
+    bws.push_back(ProbeBandwidth(pool, probe_bytes));
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
       for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(i, 1, rng);
       tps.push_back((double)o.tg / Seconds(t0));
-      bws.push_back(ProbeBandwidth(pool));
+      bws.push_back(ProbeBandwidth(pool, probe_bytes));
     }
     r.tps = Summarize(tps);
     r.bandwidth_gb_s = Summarize(bws).median;
     r.fma_peak_gflops = fma_peak;
-    // Weights once per token plus the KV read at the mean depth (0 .. tg-1).
-    r.bytes_per_token =
-        (double)model->WeightBytes() + kv_bytes_per_pos * (double)(o.tg - 1) / 2.0 + 0.5;
+    r.bytes_per_token = tg_bytes_per_token;
     r.roofline_fraction = r.tps.median / (r.bandwidth_gb_s * 1e9 / r.bytes_per_token);
     results.push_back(r);
   }
@@ -251,6 +262,7 @@ int RunModelBench(const ModelBenchOptions& o) {
       j["max"] = r.tps.max;
       j["bytes_per_token"] = (int64_t)r.bytes_per_token;
       j["bandwidth_gb_s"] = r.bandwidth_gb_s;
+      j["bandwidth_probe_bytes"] = probe_bytes;
       j["fma_peak_gflops"] = r.fma_peak_gflops;
       j["roofline_fraction"] = r.roofline_fraction;
       j["file_bytes"] = (int64_t)file_bytes;
@@ -280,6 +292,9 @@ int RunModelBench(const ModelBenchOptions& o) {
   std::printf("resident memory %s (peak %s); file %s + KV %s\n", FormatBytes((double)rss).c_str(),
               FormatBytes((double)hwm).c_str(), FormatBytes(file_bytes).c_str(),
               FormatBytes((double)bench.kv().total_bytes()).c_str());
+  std::printf("bandwidth: read probe over %s, best of 7 rounds, before and after each tg "
+              "repetition\n",
+              FormatBytes((double)probe_bytes).c_str());
   return 0;
 }
 
@@ -468,8 +483,9 @@ int RunBench(int argc, char** argv) {
   ArgParser p("bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
               "of a model, with the roofline measured in the same run: tg against memory "
-              "bandwidth (read-only probe over 256 MiB before and after each repetition, best "
-              "of 7 rounds each, median of the probes) / bytes read per token; pp against the "
+              "bandwidth (read-only probe before and after each repetition over a buffer as "
+              "large as the bytes read per token, 256 MiB to 1 GiB, best of 7 rounds each, "
+              "median of the probes) / bytes read per token; pp against the "
               "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone.");
   p.AddString("-m,--model", "PATH", &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
