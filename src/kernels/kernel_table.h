@@ -109,14 +109,17 @@ static_assert(sizeof(ActImageQ4_0) == 256 && sizeof(ActImageQ4_1) == 320 &&
               sizeof(ActImageQ8_0) == 192);
 
 // Attention of num_queries query positions of one sequence, each for the
-// `group` query heads that share KV head kv_head (online softmax):
-//   out[i][g] = softmax_p(scale * q[i][g] . K[p]) V[p], p in [lo_i, hi_i],
+// `group` query heads that share KV head kv_head, and as many for each of
+// the num_kv_heads - 1 KV heads after it (online softmax):
+//   out[i][h] = softmax_p(scale * q[i][h] . K_h[p]) V_h[p], p in [lo_i, hi_i],
 //   hi_i = positions[i], lo_i = max(0, hi_i - sliding_window + 1) when
-//   sliding_window > 0, else 0.
-// q[i][g] at q + i * row_stride + g * head_dim (out alike);
-// num_queries * group <= kMaxAttnGroup rows. A row's result must not depend
-// on the other rows it is computed with (engine steps bundle different
-// queries together), only on its own query and positions.
+//   sliding_window > 0, else 0; query head h (< group * num_kv_heads) reads
+//   KV head kv_head + h / group.
+// q[i][h] at q + i * row_stride + h * head_dim (out alike);
+// num_queries * group * num_kv_heads <= kMaxAttnGroup rows. A row's result
+// must not depend on the other rows it is computed with (engine steps bundle
+// different queries and KV heads together), only on its own query and
+// positions.
 struct AttnGroupArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -127,6 +130,7 @@ struct AttnGroupArgs {
   int32_t sliding_window = 0;
   int32_t head_dim = 0;
   int32_t kv_head = 0;
+  int32_t num_kv_heads = 1;
   float scale = 1.0f;
   const KvPagesView* kv = nullptr;
 };

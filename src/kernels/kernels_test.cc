@@ -396,7 +396,9 @@ TEST_F(ElementwiseTest, RopeMatchesBothLayouts) {
         double n0 = 0, n1 = 0;
         for (int64_t i = 0; i < head_dim; ++i) {
           const int64_t k = h * head_dim + i;
-          if (i >= rope_dim) ASSERT_EQ(a[k], orig[k]);
+          if (i >= rope_dim) {
+            ASSERT_EQ(a[k], orig[k]);
+          }
           n0 += (double)orig[k] * orig[k];
           n1 += (double)a[k] * a[k];
         }
@@ -620,6 +622,76 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
           ASSERT_EQ(0, std::memcmp(alone.data(), bundled.data(), alone.size() * sizeof(float)))
               << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
               << sh.group << " window " << window;
+        }
+      }
+    }
+  }
+}
+
+// Items of several consecutive KV heads (decode with few heads per KV head)
+// give each head the same result as an item of that head alone, bitwise, and
+// the naive attention's within rounding.
+TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
+  std::vector<const KernelTable*> tables = {&RefKernelTable()};
+  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
+  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  struct Shape { int head_dim, group, n_head_kv; };
+  const Shape shapes[] = {{64, 1, 6}, {32, 2, 4}, {16, 3, 5}, {8, 1, 16}};
+  const int ctx = 150, block_size = 16;
+  for (DType dtype : {DType::kF16, DType::kF32}) {
+    for (const Shape& sh : shapes) {
+      const int slot_elems = sh.n_head_kv * sh.head_dim;
+      PagedKv kv = MakePagedKv(dtype, ctx, slot_elems, block_size, 31 + sh.head_dim);
+      const int n_head = sh.group * sh.n_head_kv;
+      const int64_t row = (int64_t)n_head * sh.head_dim;
+      std::mt19937 rng(7);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> q(row);
+      for (auto& e : q) e = nd(rng) * 2.0f;
+      const float scale = 1.0f / std::sqrt((float)sh.head_dim);
+      for (int32_t pos : {0, 63, 64, 100, 149}) {
+        for (int window : {0, 10}) {
+          const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+          std::vector<float> expect(row);
+          for (int h = 0; h < n_head; ++h) {
+            NaiveAttention(&q[h * sh.head_dim], kv.k, kv.v, lo, pos,
+                           (h / sh.group) * sh.head_dim, sh.head_dim, scale,
+                           &expect[h * sh.head_dim]);
+          }
+          for (const KernelTable* t : tables) {
+            std::vector<float> single(row, NAN);
+            for (int per_item : {1, 2, sh.n_head_kv}) {
+              std::vector<float> out(row, NAN);
+              for (int kvh = 0; kvh < sh.n_head_kv; kvh += per_item) {
+                AttnGroupArgs args;
+                args.q = q.data() + (int64_t)kvh * sh.group * sh.head_dim;
+                args.out = out.data() + (int64_t)kvh * sh.group * sh.head_dim;
+                args.group = sh.group;
+                args.num_queries = 1;
+                args.row_stride = row;
+                args.positions = &pos;
+                args.sliding_window = window;
+                args.head_dim = sh.head_dim;
+                args.kv_head = kvh;
+                args.num_kv_heads = std::min(per_item, sh.n_head_kv - kvh);
+                args.scale = scale;
+                args.kv = &kv.view;
+                if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
+              }
+              if (per_item == 1) {
+                single = out;
+                for (int64_t i = 0; i < row; ++i) {
+                  ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
+                      << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " at "
+                      << i;
+                }
+              } else {
+                ASSERT_EQ(0, std::memcmp(single.data(), out.data(), row * sizeof(float)))
+                    << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+                    << sh.group << " " << per_item << " KV heads per item, position " << pos;
+              }
+            }
+          }
         }
       }
     }

@@ -1473,28 +1473,33 @@ inline __m256 Reduce8(const __m256 (&a)[8]) {
                        _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores[i] = scale * q . K[i] for 8 positions (rows k[0..8)).
+// scores[i] = scale * q . K[i] for 8 positions
+// (rows k[0..8) + off).
 template <bool kF16>
-inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t hd, __m256 scale) {
+inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int64_t hd,
+                      __m256 scale) {
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t d = 0; d < hd; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, LoadKv8<kF16>(k[j], d), acc[j]);
+    for (int j = 0; j < 8; ++j) {
+      acc[j] = _mm256_fmadd_ps(qv, LoadKv8<kF16>(k[j] + off, d), acc[j]);
+    }
   }
   return _mm256_mul_ps(Reduce8(acc), scale);
 }
 
-// out[g][d0 .. d0 + 8 * DC) += sum_i p[g][i] * V[i][...] for G heads.
+// out[g][d0 .. d0 + 8 * DC) += sum_i p[g][i] * V[i][...] for G heads
+// (V[i] at v[i] + voff).
 template <bool kF16, int G, int DC>
-inline void AccumulateV(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
-                        float* out, int64_t hd, int64_t d0) {
+inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const float* p,
+                        int64_t p_stride, float* out, int64_t hd, int64_t d0) {
   __m256 acc[G][DC];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_loadu_ps(out + g * hd + d0 + 8 * c);
   for (int i = 0; i < n; ++i) {
     __m256 vv[DC];
-    for (int c = 0; c < DC; ++c) vv[c] = LoadKv8<kF16>(v[i], d0 + 8 * c);
+    for (int c = 0; c < DC; ++c) vv[c] = LoadKv8<kF16>(v[i] + voff, d0 + 8 * c);
     for (int g = 0; g < G; ++g) {
       const __m256 w = _mm256_broadcast_ss(p + g * p_stride + i);
       for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_fmadd_ps(w, vv[c], acc[g][c]);
@@ -1507,34 +1512,37 @@ inline void AccumulateV(const uint8_t* const* v, int n, const float* p, int64_t 
 // All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
 // as keep G * DC <= 8 accumulators in flight.
 template <bool kF16, int G>
-void AccumulateVHeads(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
-                      float* out, int64_t hd) {
+void AccumulateVHeads(const uint8_t* const* v, int64_t voff, int n, const float* p,
+                      int64_t p_stride, float* out, int64_t hd) {
   constexpr int DC = G >= 8 ? 1 : 8 / G;
   int64_t d = 0;
-  for (; d + 8 * DC <= hd; d += 8 * DC) AccumulateV<kF16, G, DC>(v, n, p, p_stride, out, hd, d);
-  for (; d < hd; d += 8) AccumulateV<kF16, G, 1>(v, n, p, p_stride, out, hd, d);
+  for (; d + 8 * DC <= hd; d += 8 * DC) {
+    AccumulateV<kF16, G, DC>(v, voff, n, p, p_stride, out, hd, d);
+  }
+  for (; d < hd; d += 8) AccumulateV<kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
 }
 
 template <bool kF16>
-void AccumulateVGroup(const uint8_t* const* v, int n, const float* p, int64_t p_stride,
-                      float* out, int64_t hd, int group) {
+void AccumulateVGroup(const uint8_t* const* v, int64_t voff, int n, const float* p,
+                      int64_t p_stride, float* out, int64_t hd, int group) {
   for (int g0 = 0; g0 < group; g0 += 8) {
     const float* pg = p + g0 * p_stride;
     float* og = out + g0 * hd;
     switch (std::min(8, group - g0)) {
-      case 1: AccumulateVHeads<kF16, 1>(v, n, pg, p_stride, og, hd); break;
-      case 2: AccumulateVHeads<kF16, 2>(v, n, pg, p_stride, og, hd); break;
-      case 3: AccumulateVHeads<kF16, 3>(v, n, pg, p_stride, og, hd); break;
-      case 4: AccumulateVHeads<kF16, 4>(v, n, pg, p_stride, og, hd); break;
-      case 5: AccumulateVHeads<kF16, 5>(v, n, pg, p_stride, og, hd); break;
-      case 6: AccumulateVHeads<kF16, 6>(v, n, pg, p_stride, og, hd); break;
-      case 7: AccumulateVHeads<kF16, 7>(v, n, pg, p_stride, og, hd); break;
-      default: AccumulateVHeads<kF16, 8>(v, n, pg, p_stride, og, hd); break;
+      case 1: AccumulateVHeads<kF16, 1>(v, voff, n, pg, p_stride, og, hd); break;
+      case 2: AccumulateVHeads<kF16, 2>(v, voff, n, pg, p_stride, og, hd); break;
+      case 3: AccumulateVHeads<kF16, 3>(v, voff, n, pg, p_stride, og, hd); break;
+      case 4: AccumulateVHeads<kF16, 4>(v, voff, n, pg, p_stride, og, hd); break;
+      case 5: AccumulateVHeads<kF16, 5>(v, voff, n, pg, p_stride, og, hd); break;
+      case 6: AccumulateVHeads<kF16, 6>(v, voff, n, pg, p_stride, og, hd); break;
+      case 7: AccumulateVHeads<kF16, 7>(v, voff, n, pg, p_stride, og, hd); break;
+      default: AccumulateVHeads<kF16, 8>(v, voff, n, pg, p_stride, og, hd); break;
     }
   }
 }
 
-// Rows = (query, head) pairs: num_queries x group, all reading one KV head.
+// Rows = (query, head) pairs: num_queries x group x num_kv_heads; the rows
+// of a KV head read its K/V at a fixed offset from the first's.
 // Chunks are aligned to absolute positions (multiples of 64) and each chunk's
 // positions go 8 to a vector from a multiple of 8, so a row sees the same
 // operations whatever rows it is bundled with: positions outside a row's
@@ -1543,7 +1551,8 @@ template <bool kF16>
 void AttendGroupSimd(const AttnGroupArgs& a) {
   const KvPagesView& kv = *a.kv;
   const int64_t hd = a.head_dim;
-  const int rows = a.group * a.num_queries;
+  const int heads = a.group * a.num_kv_heads;  // query heads per query
+  const int rows = heads * a.num_queries;
   constexpr int64_t kElem = kF16 ? 2 : 4;
   const int64_t head_off = (int64_t)a.kv_head * hd * kElem;
   constexpr int kStride = kSimdAttnChunk;
@@ -1552,6 +1561,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   int32_t row_lo[kMaxAttnGroup], row_hi[kMaxAttnGroup];
   const float* row_q[kMaxAttnGroup];
   float* row_out[kMaxAttnGroup];
+  int64_t row_off[kMaxAttnGroup];  // bytes from the first KV head's K/V
   // Rows in one contiguous block for AccumulateVGroup: out rows are
   // accumulated in a scratch [rows][hd] and copied out at the end.
   float* acc_out = nullptr;
@@ -1562,12 +1572,13 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
     all_lo = std::min(all_lo, lo);
     all_hi = std::max(all_hi, hi);
-    for (int g = 0; g < a.group; ++g) {
-      const int r = qi * a.group + g;
+    for (int h = 0; h < heads; ++h) {
+      const int r = qi * heads + h;
       row_lo[r] = lo;
       row_hi[r] = hi;
-      row_q[r] = a.q + qi * a.row_stride + g * hd;
-      row_out[r] = a.out + qi * a.row_stride + g * hd;
+      row_q[r] = a.q + qi * a.row_stride + h * hd;
+      row_out[r] = a.out + qi * a.row_stride + h * hd;
+      row_off[r] = (int64_t)(h / a.group) * hd * kElem;
     }
   }
   if (a.num_queries == 1) {
@@ -1624,12 +1635,15 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
       __m256 mx = _mm256_set1_ps(-INFINITY);
       for (int i = 0; i < n8; i += 8) {
-        if (r == 0) {  // the first row's pass brings the rows in for the others
+        if (r < heads && r % a.group == 0) {
+          // The first row of each KV head brings its K/V in for the others.
+          const int64_t off = row_off[r];
           for (int j = 0; j < 8; ++j) {
             for (int64_t b = 0; b < hd * kElem; b += 64) {
-              _mm_prefetch((const char*)krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + b,
-                           _MM_HINT_T0);
-              if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + b, _MM_HINT_T0);
+              _mm_prefetch(
+                  (const char*)krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + off + b,
+                  _MM_HINT_T0);
+              if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + off + b, _MM_HINT_T0);
             }
           }
         }
@@ -1638,7 +1652,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
           continue;
         }
-        __m256 sc = Scores8<kF16>(row_q[r], krow + i, hd, scale);
+        __m256 sc = Scores8<kF16>(row_q[r], krow + i, row_off[r], hd, scale);
         if (p0 < lo || p0 + 7 > hi) {
           const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
           const __m256i valid = _mm256_andnot_si256(
@@ -1672,7 +1686,14 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
       running_sum[r] += Hsum(sum);
     }
-    AccumulateVGroup<kF16>(vrow, n, scores, kStride, acc_out, hd, rows);
+    if (a.num_kv_heads == 1) {
+      AccumulateVGroup<kF16>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
+    } else {
+      for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
+        AccumulateVGroup<kF16>(vrow, row_off[r], n, scores + r * kStride, kStride,
+                               acc_out + r * hd, hd, a.group);
+      }
+    }
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = running_sum[r] > 0.0f ? 1.0f / running_sum[r] : 0.0f;
@@ -1682,7 +1703,9 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
 }
 
 bool Avx2AttendGroup(const AttnGroupArgs& a) {
-  if (a.head_dim % 8 != 0 || a.group * a.num_queries > kMaxAttnGroup) return false;
+  if (a.head_dim % 8 != 0 || a.group * a.num_kv_heads * a.num_queries > kMaxAttnGroup) {
+    return false;
+  }
   if (a.kv->dtype == DType::kF16) AttendGroupSimd<true>(a);
   else if (a.kv->dtype == DType::kF32) AttendGroupSimd<false>(a);
   else return false;
