@@ -81,6 +81,7 @@ struct ModelBenchOptions {
   std::string model_path;
   int64_t pp = 512;
   int64_t tg = 128;
+  int64_t depth = 0;  // tokens already in the KV cache before each test
   int threads = 0;
   int reps = 3;
   bool json = false;
@@ -183,7 +184,7 @@ int RunModelBench(const ModelBenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
   const std::string type = WeightTypeName(model->file());
-  const int32_t max_context = (int32_t)std::max(o.pp, o.tg) + 1;
+  const int32_t max_context = (int32_t)(o.depth + std::max(o.pp, o.tg)) + 1;
   if (max_context > cfg.n_ctx_train && cfg.n_ctx_train > 0) {
     std::fprintf(stderr, "tern bench: note: %d tokens exceed the training context %d\n",
                  max_context, cfg.n_ctx_train);
@@ -196,6 +197,12 @@ int RunModelBench(const ModelBenchOptions& o) {
   // Warm up: pages of the mapping, scratch buffers, the pool.
   bench.Run(0, (int32_t)std::min<int64_t>(std::max<int64_t>(o.pp, 1), 32), rng);
   bench.Run(0, 1, rng);
+  // The context every test starts from: depth tokens in the KV cache
+  // (prefilled once; the tests write only positions from depth on).
+  const int32_t depth = (int32_t)o.depth;
+  for (int32_t p0 = 0; p0 < depth; p0 += 512) {
+    bench.Run(p0, std::min<int32_t>(512, depth - p0), rng);
+  }
 
   const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
   const int64_t layer_params = LayerMatmulParams(model->file());
@@ -205,7 +212,8 @@ int RunModelBench(const ModelBenchOptions& o) {
   // Weights once per token plus the KV read at the mean depth of tg
   // (positions 0 .. tg-1).
   const double tg_bytes_per_token =
-      (double)model->WeightBytes() + kv_bytes_per_pos * (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0 + 0.5;
+      (double)model->WeightBytes() +
+      kv_bytes_per_pos * ((double)depth + (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0) + 0.5;
   const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
 
   if (o.pp > 0) {
@@ -214,7 +222,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     std::vector<double> tps;
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
-      bench.Run(0, (int32_t)o.pp, rng);
+      bench.Run(depth, (int32_t)o.pp, rng);
       tps.push_back((double)o.pp / Seconds(t0));
     }
     r.tps = Summarize(tps);
@@ -232,7 +240,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     bws.push_back(ProbeBandwidth(pool, probe_bytes));
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
-      for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(i, 1, rng);
+      for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(depth + i, 1, rng);
       tps.push_back((double)o.tg / Seconds(t0));
       bws.push_back(ProbeBandwidth(pool, probe_bytes));
     }
@@ -251,6 +259,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     for (const TestResult& r : results) {
       nlohmann::json j;
       j["test"] = r.test;
+      j["n_depth"] = o.depth;
       j["model"] = o.model_path;
       j["arch"] = cfg.arch;
       j["type"] = type;
@@ -286,7 +295,8 @@ int RunModelBench(const ModelBenchOptions& o) {
                     FormatBytes(r.bytes_per_token).c_str());
     }
     std::printf("| %s | %s | %s | %d | %s | %.2f (%.2f-%.2f) | %s |\n", cfg.arch.c_str(),
-                type.c_str(), FormatBytes(file_bytes).c_str(), threads, r.test.c_str(),
+                type.c_str(), FormatBytes(file_bytes).c_str(), threads,
+                (r.test + (depth > 0 ? " @ d" + std::to_string(depth) : "")).c_str(),
                 r.tps.median, r.tps.min, r.tps.max, roof);
   }
   std::printf("resident memory %s (peak %s); file %s + KV %s\n", FormatBytes((double)rss).c_str(),
@@ -480,7 +490,7 @@ int RunBench(int argc, char** argv) {
     return RunKernelBench(o);
   }
   ModelBenchOptions o;
-  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]",
+  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
               "of a model, with the roofline measured in the same run: tg against memory "
               "bandwidth (read-only probe before and after each repetition over a buffer as "
@@ -490,6 +500,9 @@ int RunBench(int argc, char** argv) {
   p.AddString("-m,--model", "PATH", &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
   p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");
+  p.AddInt("-d,--depth", "N", &o.depth,
+           "tokens already in the KV cache when each test starts (default 0): speed at a "
+           "long context, where attention reads the KV of every earlier position");
   p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
@@ -498,8 +511,8 @@ int RunBench(int argc, char** argv) {
     std::fprintf(stderr, "tern bench: -m MODEL is required (or `tern bench kernels`)\n");
     return 1;
   }
-  if (o.pp < 0 || o.tg < 0 || o.reps < 1) {
-    std::fprintf(stderr, "tern bench: -p and -n must be >= 0 and -r >= 1\n");
+  if (o.pp < 0 || o.tg < 0 || o.depth < 0 || o.reps < 1) {
+    std::fprintf(stderr, "tern bench: -p, -n and -d must be >= 0 and -r >= 1\n");
     return 1;
   }
   return RunModelBench(o);

@@ -1511,11 +1511,49 @@ inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const floa
 
 // All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
 // as keep G * DC <= 8 accumulators in flight.
+#ifdef TERN_AVX512_VNNI
+// AccumulateV on 16-lane registers: each output element sees the same FMAs
+// in the same order, so the result is bitwise the 8-lane one.
+template <bool kF16, int G, int DC>
+inline void AccumulateV16(const uint8_t* const* v, int64_t voff, int n, const float* p,
+                          int64_t p_stride, float* out, int64_t hd, int64_t d0) {
+  __m512 acc[G][DC];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) acc[g][c] = _mm512_loadu_ps(out + g * hd + d0 + 16 * c);
+  for (int i = 0; i < n; ++i) {
+    __m512 vv[DC];
+    for (int c = 0; c < DC; ++c) {
+      const uint8_t* row = v[i] + voff;
+      if constexpr (kF16) {
+        vv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * (d0 + 16 * c))));
+      } else {
+        vv[c] = _mm512_loadu_ps((const float*)row + d0 + 16 * c);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 w = _mm512_set1_ps(p[g * p_stride + i]);
+      for (int c = 0; c < DC; ++c) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) _mm512_storeu_ps(out + g * hd + d0 + 16 * c, acc[g][c]);
+}
+#endif
+
 template <bool kF16, int G>
 void AccumulateVHeads(const uint8_t* const* v, int64_t voff, int n, const float* p,
                       int64_t p_stride, float* out, int64_t hd) {
-  constexpr int DC = G >= 8 ? 1 : 8 / G;
   int64_t d = 0;
+#ifdef TERN_AVX512_VNNI
+  {  // up to 16 accumulators of 16 lanes
+    constexpr int DC16 = G >= 5 ? 2 : 4;
+    for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
+      AccumulateV16<kF16, G, DC16>(v, voff, n, p, p_stride, out, hd, d);
+    }
+    for (; d + 16 <= hd; d += 16) AccumulateV16<kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
+  }
+#endif
+  constexpr int DC = G >= 8 ? 1 : 8 / G;
   for (; d + 8 * DC <= hd; d += 8 * DC) {
     AccumulateV<kF16, G, DC>(v, voff, n, p, p_stride, out, hd, d);
   }
