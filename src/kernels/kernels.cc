@@ -474,7 +474,8 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
   for (const AttentionSeq& seq : seqs) decode_seqs += seq.num_queries == 1;
   int32_t kv_per_item = 1;
   if (sub == 1 && sub_group < 8 && decode_seqs > 0) {
-    const int64_t items_per_seq = std::max<int64_t>(1, (4 * threads + decode_seqs - 1) / decode_seqs);
+    const int64_t items_per_seq =
+        std::max<int64_t>(1, (4 * threads + decode_seqs - 1) / decode_seqs);
     kv_per_item = (int32_t)std::clamp<int64_t>((n_head_kv + items_per_seq - 1) / items_per_seq, 1,
                                                std::min(n_head_kv, kMaxAttnGroup / sub_group));
   }
