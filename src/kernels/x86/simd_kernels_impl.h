@@ -910,9 +910,9 @@ struct KQuantKernel {
 // A super-block's 128 quant bytes in two registers; the low and high nibbles
 // of each are two sub-blocks per register (8 lanes each), one vpdpbusd each
 // against the activations in register order. The four int32 results fit
-// int16 (|sum| <= 4 x 15 x 127), so two vpackssdw and two vpdpwssd against
-// the 6-bit scales (laid out to match the packing) give the super-block's
-// scaled integer sum. Per (row, token) and super-block:
+// int16 (|sum| <= 4 x 15 x 127), so two vpackssdw, then a vpmaddwd and a
+// vpdpwssd against the 6-bit scales (laid out to match the packing), give the
+// super-block's scaled integer sum. Per (row, token) and super-block:
 //   acc += cvt(isum) * (d_w * d_a)
 // and, for the mins, per token and the tile's rows together (row r in
 // 128-bit lane r):
