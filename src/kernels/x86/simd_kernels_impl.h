@@ -1000,9 +1000,9 @@ struct Q4KKernel512 {
     for (int64_t b = 0; b < nb; ++b) {
       // Each row's prefetches (PrefetchAddress) go just before its work, in
       // this form: a test for the whole block, then a choice per line. So
-      // written, one thread streams Q4_K rows from memory at 28-30 GB/s; the
-      // same addresses computed once per block and issued together
-      // (PrefetchRows) reach 15-24 GB/s, no better than no prefetch at all.
+      // written, one thread streams Q4_K rows from memory at 26-31 GB/s; the
+      // same addresses computed once per block and issued together reached
+      // 15-24 GB/s, no better than no prefetch at all.
       const int64_t pf = b * kBlockBytes + kPrefetchBytes;
       const bool pf_in_row = pf + kBlockBytes <= rb;
       const __m512i heads = Heads<R>(w, wrb, b * kBlockBytes);
@@ -1473,8 +1473,7 @@ inline __m256 Reduce8(const __m256 (&a)[8]) {
                        _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores[i] = scale * q . K[i] for 8 positions
-// (rows k[0..8) + off).
+// scores[i] = scale * q . K[i] for 8 positions (rows k[0..8) + off).
 template <bool kF16>
 inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int64_t hd,
                       __m256 scale) {
