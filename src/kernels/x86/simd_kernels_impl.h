@@ -1508,8 +1508,6 @@ inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const floa
     for (int c = 0; c < DC; ++c) _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc[g][c]);
 }
 
-// All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
-// as keep G * DC <= 8 accumulators in flight.
 #ifdef TERN_AVX512_VNNI
 // AccumulateV on 16-lane registers: each output element sees the same FMAs
 // in the same order, so the result is bitwise the 8-lane one.
@@ -1539,6 +1537,9 @@ inline void AccumulateV16(const uint8_t* const* v, int64_t voff, int n, const fl
 }
 #endif
 
+// All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
+// as keep G * DC <= 8 accumulators in flight (16-lane ones first in the
+// AVX-512 table, up to 16 of them).
 template <bool kF16, int G>
 void AccumulateVHeads(const uint8_t* const* v, int64_t voff, int n, const float* p,
                       int64_t p_stride, float* out, int64_t hd) {
