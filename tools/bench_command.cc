@@ -213,8 +213,13 @@ int RunModelBench(const ModelBenchOptions& o) {
   // The context every test starts from: depth tokens in the KV cache
   // (prefilled once; the tests write only positions from depth on).
   const int32_t depth = (int32_t)o.depth;
-  for (int32_t p0 = 0; p0 < depth; p0 += 512) {
-    bench.Run(p0, std::min<int32_t>(512, depth - p0), rng);
+  if (depth > 0) {
+    std::fprintf(stderr, "tern bench: filling the KV cache to depth %d\n", depth);
+    const auto t0 = Clock::now();
+    for (int32_t p0 = 0; p0 < depth; p0 += 512) {
+      bench.Run(p0, std::min<int32_t>(512, depth - p0), rng);
+    }
+    std::fprintf(stderr, "tern bench: depth %d filled in %.1f s\n", depth, Seconds(t0));
   }
 
   const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
@@ -223,7 +228,7 @@ int RunModelBench(const ModelBenchOptions& o) {
   std::vector<TestResult> results;
 
   // Weights once per token plus the KV read at the mean depth of tg
-  // (positions 0 .. tg-1).
+  // (positions depth .. depth + tg - 1).
   const double tg_bytes_per_token =
       (double)model->WeightBytes() +
       kv_bytes_per_pos * ((double)depth + (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0) + 0.5;
@@ -534,6 +539,11 @@ int RunBench(int argc, char** argv) {
   }
   if (o.pp < 0 || o.tg < 0 || o.depth < 0 || o.reps < 1) {
     std::fprintf(stderr, "tern bench: -p, -n and -d must be >= 0 and -r >= 1\n");
+    return 1;
+  }
+  if (o.depth + std::max(o.pp, o.tg) > (1 << 24)) {
+    std::fprintf(stderr, "tern bench: -d plus the larger of -p and -n must be at most %d tokens\n",
+                 1 << 24);
     return 1;
   }
   return RunModelBench(o);

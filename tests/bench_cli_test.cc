@@ -1,0 +1,83 @@
+// End-to-end tests of `tern bench` on a synthesized tiny model: the JSON
+// fields, the KV bytes a depth adds to each decoded token, and bad options.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "tests/cli_util.h"
+
+namespace tern {
+namespace {
+
+using json = nlohmann::json;
+using tern::testing::RunTern;
+using tern::testing::ShellQuote;
+using tern::testing::TempDir;
+
+class BenchCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (tern::testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)";
+    model_ = dir_.File("tiny.gguf");
+    auto r = RunTern("model synth --preset tiny --type q4_0 -o " + ShellQuote(model_));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // One JSON object per test line of `tern bench --json`.
+  std::vector<json> Bench(const std::string& extra) {
+    auto r = RunTern("bench -m " + ShellQuote(model_) + " -t 1 -r 1 --json " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<json> lines;
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) lines.push_back(json::parse(line));
+    }
+    return lines;
+  }
+  TempDir dir_;
+  std::string model_;
+};
+
+TEST_F(BenchCliTest, JsonHasTheRooflineFieldsAndDepthAddsKvBytes) {
+  const std::vector<json> at0 = Bench("-p 8 -n 4");
+  const std::vector<json> at32 = Bench("-p 8 -n 4 -d 32");
+  ASSERT_EQ(at0.size(), 2u);
+  ASSERT_EQ(at32.size(), 2u);
+  EXPECT_EQ(at0[0]["test"], "pp8");
+  EXPECT_EQ(at0[1]["test"], "tg4");
+  EXPECT_EQ(at32[1]["test"], "tg4");
+  EXPECT_EQ(at0[1]["n_depth"], 0);
+  EXPECT_EQ(at32[1]["n_depth"], 32);
+  for (const json& j : {at0[0], at0[1], at32[0], at32[1]}) {
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0) << j.dump();
+    EXPECT_GT(j["bandwidth_gb_s"].get<double>(), 0.0) << j.dump();
+    EXPECT_GT(j["roofline_fraction"].get<double>(), 0.0) << j.dump();
+    // A tiny model: the probe's floor of 256 MiB.
+    EXPECT_EQ(j["bandwidth_probe_bytes"].get<int64_t>(), 256ll << 20) << j.dump();
+    const double huge = j["weights_2mib_pages_fraction"].get<double>();
+    EXPECT_GE(huge, 0.0);
+    EXPECT_LE(huge, 1.0);
+  }
+  // tg reads the weights and the KV at the mean depth: 32 positions deeper
+  // is 32 positions' KV more per token (F16 K and V of every layer).
+  const int64_t extra = at32[1]["bytes_per_token"].get<int64_t>() -
+                        at0[1]["bytes_per_token"].get<int64_t>();
+  EXPECT_GT(extra, 0);
+  EXPECT_EQ(extra % 32, 0) << extra;
+}
+
+TEST_F(BenchCliTest, BadOptionsExitNonZero) {
+  for (const char* args : {"-d -1", "-n -2", "-r 0", "-d 99999999"}) {
+    auto r = RunTern("bench -m " + ShellQuote(model_) + " " + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find("tern bench"), std::string::npos) << args << ": " << r.err;
+  }
+  auto r = RunTern("bench -m " + ShellQuote(dir_.File("missing.gguf")) + " -p 4 -n 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tern
