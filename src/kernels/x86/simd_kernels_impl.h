@@ -164,6 +164,8 @@ struct Vec256 {
   static constexpr int kLanes = 8;
   static Reg Zero() { return _mm256_setzero_ps(); }
   static Reg LoadX(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg Set1(float v) { return _mm256_set1_ps(v); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static float Sum(Reg v) { return Hsum(v); }
   template <DType kType>
@@ -204,6 +206,8 @@ struct Vec512 {
   static constexpr int kLanes = 16;
   static Reg Zero() { return _mm512_setzero_ps(); }
   static Reg LoadX(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static Reg Set1(float v) { return _mm512_set1_ps(v); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static float Sum(Reg v) { return Hsum512(v); }
   template <DType kType>
@@ -1488,54 +1492,30 @@ inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int6
   return _mm256_mul_ps(Reduce8(acc), scale);
 }
 
-// out[g][d0 .. d0 + 8 * DC) += sum_i p[g][i] * V[i][...] for G heads
-// (V[i] at v[i] + voff).
-template <bool kF16, int G, int DC>
+// out[g][d0 .. d0 + L * DC) += sum_i p[g][i] * V[i][...] for G heads (V[i]
+// at v[i] + voff), on registers of L = Vec::kLanes lanes. Each output
+// element sees the same FMAs in the same order whatever L, so the 16-lane
+// result is bitwise the 8-lane one.
+template <class Vec, bool kF16, int G, int DC>
 inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const float* p,
                         int64_t p_stride, float* out, int64_t hd, int64_t d0) {
-  __m256 acc[G][DC];
+  using Reg = typename Vec::Reg;
+  constexpr int64_t L = Vec::kLanes;
+  constexpr DType kType = kF16 ? DType::kF16 : DType::kF32;
+  Reg acc[G][DC];
   for (int g = 0; g < G; ++g)
-    for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_loadu_ps(out + g * hd + d0 + 8 * c);
+    for (int c = 0; c < DC; ++c) acc[g][c] = Vec::LoadX(out + g * hd + d0 + L * c);
   for (int i = 0; i < n; ++i) {
-    __m256 vv[DC];
-    for (int c = 0; c < DC; ++c) vv[c] = LoadKv8<kF16>(v[i] + voff, d0 + 8 * c);
+    Reg vv[DC];
+    for (int c = 0; c < DC; ++c) vv[c] = Vec::template LoadW<kType>(v[i] + voff, d0 + L * c);
     for (int g = 0; g < G; ++g) {
-      const __m256 w = _mm256_broadcast_ss(p + g * p_stride + i);
-      for (int c = 0; c < DC; ++c) acc[g][c] = _mm256_fmadd_ps(w, vv[c], acc[g][c]);
+      const Reg w = Vec::Set1(p[g * p_stride + i]);
+      for (int c = 0; c < DC; ++c) acc[g][c] = Vec::Fma(w, vv[c], acc[g][c]);
     }
   }
   for (int g = 0; g < G; ++g)
-    for (int c = 0; c < DC; ++c) _mm256_storeu_ps(out + g * hd + d0 + 8 * c, acc[g][c]);
+    for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
 }
-
-#ifdef TERN_AVX512_VNNI
-// AccumulateV on 16-lane registers: each output element sees the same FMAs
-// in the same order, so the result is bitwise the 8-lane one.
-template <bool kF16, int G, int DC>
-inline void AccumulateV16(const uint8_t* const* v, int64_t voff, int n, const float* p,
-                          int64_t p_stride, float* out, int64_t hd, int64_t d0) {
-  __m512 acc[G][DC];
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < DC; ++c) acc[g][c] = _mm512_loadu_ps(out + g * hd + d0 + 16 * c);
-  for (int i = 0; i < n; ++i) {
-    __m512 vv[DC];
-    for (int c = 0; c < DC; ++c) {
-      const uint8_t* row = v[i] + voff;
-      if constexpr (kF16) {
-        vv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * (d0 + 16 * c))));
-      } else {
-        vv[c] = _mm512_loadu_ps((const float*)row + d0 + 16 * c);
-      }
-    }
-    for (int g = 0; g < G; ++g) {
-      const __m512 w = _mm512_set1_ps(p[g * p_stride + i]);
-      for (int c = 0; c < DC; ++c) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);
-    }
-  }
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < DC; ++c) _mm512_storeu_ps(out + g * hd + d0 + 16 * c, acc[g][c]);
-}
-#endif
 
 // All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
 // as keep G * DC <= 8 accumulators in flight (16-lane ones first in the
@@ -1548,16 +1528,18 @@ void AccumulateVHeads(const uint8_t* const* v, int64_t voff, int n, const float*
   {  // up to 16 accumulators of 16 lanes
     constexpr int DC16 = G >= 5 ? 2 : 4;
     for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
-      AccumulateV16<kF16, G, DC16>(v, voff, n, p, p_stride, out, hd, d);
+      AccumulateV<Vec512, kF16, G, DC16>(v, voff, n, p, p_stride, out, hd, d);
     }
-    for (; d + 16 <= hd; d += 16) AccumulateV16<kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
+    for (; d + 16 <= hd; d += 16) {
+      AccumulateV<Vec512, kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
+    }
   }
 #endif
   constexpr int DC = G >= 8 ? 1 : 8 / G;
   for (; d + 8 * DC <= hd; d += 8 * DC) {
-    AccumulateV<kF16, G, DC>(v, voff, n, p, p_stride, out, hd, d);
+    AccumulateV<Vec256, kF16, G, DC>(v, voff, n, p, p_stride, out, hd, d);
   }
-  for (; d < hd; d += 8) AccumulateV<kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
+  for (; d < hd; d += 8) AccumulateV<Vec256, kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
 }
 
 template <bool kF16>
