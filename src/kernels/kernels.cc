@@ -116,7 +116,12 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     std::atomic<uint64_t> range;
   };
   CHECK_LT(n, (int64_t)1 << 32);
-  std::unique_ptr<Share[]> shares(new Share[nt]);
+  // On the stack for the usual thread counts: this runs for every matmul.
+  constexpr int kStackShares = 8;
+  Share stack_shares[kStackShares];
+  std::unique_ptr<Share[]> heap_shares;
+  if (nt > kStackShares) heap_shares.reset(new Share[nt]);
+  Share* const shares = nt > kStackShares ? heap_shares.get() : stack_shares;
   const int64_t units = (n + grain - 1) / grain;
   for (int t = 0; t < nt; ++t) {
     const uint64_t begin = (uint64_t)std::min(n, units * t / nt * grain);

@@ -22,7 +22,6 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   // small pages cost a TLB miss and, first, a page fault per 4 KiB.
   const char* thp = std::getenv("TERN_KV_HUGEPAGES");  // "0": 4 KiB pages
   memory_ = HugePageBuffer(total, thp == nullptr || std::string_view(thp) != "0");
-  base_ = memory_.data();
 }
 
 int64_t KvStorage::slot_bytes() const {

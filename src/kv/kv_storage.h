@@ -51,10 +51,10 @@ class KvStorage {
 
   // Block 0's K (V) of a layer; block b's is block_stride() bytes further on
   // per block (kernels::KvPagesView takes the same three numbers).
-  uint8_t* KeyData(int layer) { return base_ + LayerOffset(layer, 0); }
-  uint8_t* ValueData(int layer) { return base_ + LayerOffset(layer, 1); }
-  const uint8_t* KeyData(int layer) const { return base_ + LayerOffset(layer, 0); }
-  const uint8_t* ValueData(int layer) const { return base_ + LayerOffset(layer, 1); }
+  uint8_t* KeyData(int layer) { return memory_.data() + LayerOffset(layer, 0); }
+  uint8_t* ValueData(int layer) { return memory_.data() + LayerOffset(layer, 1); }
+  const uint8_t* KeyData(int layer) const { return memory_.data() + LayerOffset(layer, 0); }
+  const uint8_t* ValueData(int layer) const { return memory_.data() + LayerOffset(layer, 1); }
   int64_t block_stride() const { return (int64_t)block_bytes_; }
   // The K (V) elements of one slot of one layer.
   uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(slot); }
@@ -82,8 +82,7 @@ class KvStorage {
 
   KvShape shape_;
   size_t block_bytes_ = 0;    // one block: every layer's K and V
-  HugePageBuffer memory_;
-  uint8_t* base_ = nullptr;  // memory_.data(): [num_blocks][block_bytes_]
+  HugePageBuffer memory_;  // [num_blocks][block_bytes_]
 };
 
 }  // namespace tern

@@ -1456,15 +1456,6 @@ void Avx2F32ToF16(const float* x, int64_t n, uint16_t* out) {
 // softmax rescale per chunk.
 constexpr int kSimdAttnChunk = 64;
 
-template <bool kF16>
-inline __m256 LoadKv8(const uint8_t* row, int64_t d) {
-  if constexpr (kF16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * d)));
-  } else {
-    return _mm256_loadu_ps((const float*)row + d);
-  }
-}
-
 // The 8 horizontal sums of a[0..8) as one vector.
 inline __m256 Reduce8(const __m256 (&a)[8]) {
   const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
@@ -1481,12 +1472,13 @@ inline __m256 Reduce8(const __m256 (&a)[8]) {
 template <bool kF16>
 inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int64_t hd,
                       __m256 scale) {
+  constexpr DType kType = kF16 ? DType::kF16 : DType::kF32;
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t d = 0; d < hd; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
     for (int j = 0; j < 8; ++j) {
-      acc[j] = _mm256_fmadd_ps(qv, LoadKv8<kF16>(k[j] + off, d), acc[j]);
+      acc[j] = _mm256_fmadd_ps(qv, Vec256::LoadW<kType>(k[j] + off, d), acc[j]);
     }
   }
   return _mm256_mul_ps(Reduce8(acc), scale);
