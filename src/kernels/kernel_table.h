@@ -49,15 +49,19 @@ static_assert(sizeof(ActBlockQ8K) == 308);
 // Two ActBlockQ8 of 32 (blocks 2i and 2i+1) rearranged for the AVX2 nibble
 // kernels (Q4_0/Q4_1/Q5_0/Q5_1), which unpack two weight blocks into one
 // 256-bit register: lo = [x_2i[0..16) | x_2i+1[0..16)], hi = the same for
-// [16..32); d and s (= d * sum(qs) / 4) broadcast over each 128-bit half.
-// Same d and qs as ActBlockQ8. An odd last block has a zero partner.
+// [16..32); d and s (= d * sum(qs) / 4) broadcast over each 128-bit half;
+// c[j] = 8 x (lo[2j] + lo[2j+1] + hi[2j] + hi[2j+1]), the int16 lanes of
+// vpmaddubsw, so the offset of Q4_0 (q - 8) and Q5_0 (q - 16, 2c) is taken
+// off in integers. Same d and qs as ActBlockQ8. An odd last block has a zero
+// partner.
 struct ActBlockQ8Pair {
   float d[8];
   float s[8];
   int8_t lo[32];
   int8_t hi[32];
+  int16_t c[16];
 };
-static_assert(sizeof(ActBlockQ8Pair) == 128);
+static_assert(sizeof(ActBlockQ8Pair) == 160);
 
 // One activation super-block of 256 for the 512-bit Q4_K kernel (AVX-512
 // VNNI table): the same d and quants as ActBlockQ8K, the quants in the order

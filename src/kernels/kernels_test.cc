@@ -215,7 +215,9 @@ TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
 TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
   const DType t = GetParam();
   ThreadPool pool(3);
-  const int64_t cols = IsKQuant(t) ? 512 : 256;
+  // Column counts that leave the decode tiles' unrolled loops a remainder.
+  for (const int64_t cols : IsKQuant(t) ? std::vector<int64_t>{512, 768}
+                                        : std::vector<int64_t>{256, 352, 480}) {
   for (int64_t tokens : {1, 5, 33}) {
     const int64_t rows = 129;
     const auto w = RandomWeights(t, rows, cols, 7 + (uint32_t)tokens);
@@ -231,7 +233,8 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
     MatMul(view, x.data() + (tokens - 1) * cols, 1, y_one.data(), &pool);
     ASSERT_EQ(0, std::memcmp(y_one.data(), y1.data() + (tokens - 1) * rows,
                              rows * sizeof(float)))
-        << DTypeName(t) << " tokens=" << tokens;
+        << DTypeName(t) << " cols=" << cols << " tokens=" << tokens;
+  }
   }
 }
 

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/fp16.h"
@@ -450,7 +451,10 @@ struct LegacyKernel {
   static constexpr bool kHasMin = !kSigned;
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
-  static constexpr int kDecodeRows = 4;
+  // Decode one row at a time: one sequential stream per thread, which the
+  // memory system serves better than 4 interleaved ones (Q8_0, 2 threads
+  // from memory: 0.98-1.03 of a plain read loop against 0.82-0.89).
+  static constexpr int kDecodeRows = 1;
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
@@ -470,7 +474,8 @@ struct LegacyKernel {
       {  // prefetch (decode and the first token tile of a batch)
         if ((b & 1) == 0) {
           for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 16) * bb, nb * bb), _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 48 : 16)) * bb, nb * bb),
+                         _MM_HINT_T0);
           }
         }
       }
@@ -502,90 +507,223 @@ struct LegacyKernel {
 // Q4_0/Q4_1/Q5_0/Q5_1 two blocks at a time: one 256-bit register holds the low
 // halves (elements 0..15) of blocks b and b+1, another the high halves, so a
 // pair costs about what one block did. Per (row, token) and pair:
-//   acc += cvt(sum q * a) * (d_w * d_a) + m_w * s_a / 4    (4 lanes per block)
-// with m_w = -8 d_w (Q4_0), -16 d_w (Q5_0) or the block's min (Q4_1, Q5_1).
+//   Q4_0, Q5_0:  acc += cvt(sum (q - o) * a) * (d_w * d_a)  (o = 8 or 16, taken
+//                off in integers through ActBlockQ8Pair::c)
+//   Q4_1, Q5_1:  acc += cvt(sum q * a) * (d_w * d_a) + m_w * s_a / 4
+// (4 lanes per block). The main loop reads whole pairs; an odd last block is
+// unpacked with a zero partner after it.
 template <DType kType>
 struct NibblePairKernel {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
-  static constexpr int kDecodeRows = 4;
+  static constexpr int kDecodeRows = 1;  // DecodeRow
   static constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
   static constexpr bool kFive = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  static constexpr int64_t kBlockBytes = kType == DType::kQ4_0   ? sizeof(BlockQ4_0)
+                                         : kType == DType::kQ4_1 ? sizeof(BlockQ4_1)
+                                         : kType == DType::kQ5_0 ? sizeof(BlockQ5_0)
+                                                                 : sizeof(BlockQ5_1);
   // Byte offsets inside a block.
   static constexpr int kQhOffset = kHasMin ? 4 : 2;
   static constexpr int kQsOffset = (kHasMin ? 4 : 2) + (kFive ? 4 : 0);
 
   struct Unpacked {
     __m256i lo, hi;  // quants 0..15 (or 0..31) of both blocks
-    __m256 d, m;     // [d_b x4 | d_b1 x4], [m_b x4 | m_b1 x4]
   };
 
-  // Unpacks blocks b (at p) and b + 1 (at p + bb, unless single).
-  static inline Unpacked Unpack(const uint8_t* p, int64_t bb, bool single) {
+  // Unpacks the quants of blocks b (at p) and b + 1 (zero when kSingle).
+  template <bool kSingle>
+  static inline Unpacked Unpack(const uint8_t* p) {
     Unpacked u;
     const __m128i q0 = _mm_loadu_si128((const __m128i*)(p + kQsOffset));
-    const __m128i q1 =
-        single ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i*)(p + bb + kQsOffset));
+    const __m128i q1 = kSingle ? _mm_setzero_si128()
+                               : _mm_loadu_si128((const __m128i*)(p + kBlockBytes + kQsOffset));
     const __m256i raw = _mm256_set_m128i(q1, q0);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     u.lo = _mm256_and_si256(raw, m4);
     u.hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
     if constexpr (kFive) {
       const uint32_t h0 = LoadU32(p + kQhOffset);
-      const uint32_t h1 = single ? 0u : LoadU32(p + bb + kQhOffset);
+      const uint32_t h1 = kSingle ? 0u : LoadU32(p + kBlockBytes + kQhOffset);
       const __m256i b5 = _mm256_set1_epi8(0x10);
       u.lo = _mm256_or_si256(
           u.lo, _mm256_and_si256(BytesFromBits((h0 & 0xFFFFu) | (h1 << 16)), b5));
       u.hi = _mm256_or_si256(
           u.hi, _mm256_and_si256(BytesFromBits((h0 >> 16) | (h1 & 0xFFFF0000u)), b5));
     }
-    // [d0 m0 d1 m1] as halves (m only meaningful with kHasMin).
-    const uint32_t s0 = LoadU32(p);
-    const uint32_t s1 = single ? 0u : LoadU32(p + bb);
-    const __m128 dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)s1, (int)s0));
-    const __m256 dm8 = _mm256_castps128_ps256(dm);
-    u.d = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
-    if constexpr (kHasMin) {
-      u.m = _mm256_permutevar8x32_ps(dm8, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
-    } else {
-      u.m = _mm256_mul_ps(u.d, _mm256_set1_ps(kFive ? -16.0f : -8.0f));
-    }
     return u;
+  }
+
+  // The half at byte `off` of blocks b (at rows[r] + o) and b + 1 of rows
+  // r < R <= 4, converted once for all rows: [rows 0..3 of b | rows 0..3 of
+  // b + 1] (0 for b + 1 when kSingle, and for rows >= R).
+  template <int R, bool kSingle>
+  static inline __m256 RowHalves(const uint8_t* const* rows, int64_t o, int off) {
+    static_assert(R <= 4);
+    uint64_t lo = 0, hi = 0;
+    for (int r = 0; r < R; ++r) {
+      uint16_t h0, h1 = 0;
+      std::memcpy(&h0, rows[r] + o + off, 2);
+      if constexpr (!kSingle) std::memcpy(&h1, rows[r] + o + kBlockBytes + off, 2);
+      uint64_t x0 = (uint64_t)h0 << (16 * r), x1 = (uint64_t)h1 << (16 * r);
+      // Keeps the assembly in general registers (GCC would otherwise
+      // vectorize it into slower shuffles).
+      asm("" : "+r"(x0), "+r"(x1));
+      lo |= x0;
+      hi |= x1;
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+  }
+
+  // Element r of each 128-bit lane, broadcast over that lane: row r's
+  // [x_b x4 | x_b+1 x4] from RowHalves' layout.
+  template <int r>
+  static inline __m256 RowLanes(__m256 v) {
+    return _mm256_permute_ps(v, r * 0x55);
+  }
+
+  // Integer sums of q * a (minus the format's offset x c) per 4-byte lane.
+  static inline __m256i Dot(const Unpacked& u, const ActBlockQ8Pair* a) {
+    const __m256i alo = _mm256_loadu_si256((const __m256i*)a->lo);
+    const __m256i ahi = _mm256_loadu_si256((const __m256i*)a->hi);
+#ifdef TERN_AVX512_VNNI
+    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u.lo, alo);
+    p = _mm256_dpbusd_epi32(p, u.hi, ahi);
+    if constexpr (!kHasMin) {
+      const __m256i c = _mm256_loadu_si256((const __m256i*)a->c);
+      p = _mm256_dpwssd_epi32(p, c, _mm256_set1_epi16(kFive ? -2 : -1));
+    }
+    return p;
+#else
+    // |sum| <= 2 x 2 x 31 x 127 + 2 x 4064 < 2^15: no int16 saturation.
+    __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, alo),
+                                 _mm256_maddubs_epi16(u.hi, ahi));
+    if constexpr (!kHasMin) {
+      const __m256i c = _mm256_loadu_si256((const __m256i*)a->c);
+      s = _mm256_sub_epi16(s, c);
+      if constexpr (kFive) s = _mm256_sub_epi16(s, c);
+    }
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+  }
+
+  // Blocks b, b + 1 (byte offset o in each row) of R rows x T tokens.
+  template <int R, int T, bool kSingle>
+  static inline void Step(const uint8_t* const* rows, int64_t o, int64_t b,
+                          const ActBlockQ8Pair* const* a, __m256 (&acc)[R][T]) {
+    // d_w x d_a of every (row, token), one multiply per token.
+    const __m256 dw = RowHalves<R, kSingle>(rows, o, 0);
+    __m256 scale[T];
+    for (int t = 0; t < T; ++t) scale[t] = _mm256_mul_ps(dw, _mm256_loadu_ps(a[t][b / 2].d));
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (kHasMin) mw = RowHalves<R, kSingle>(rows, o, 2);
+    StepRows<R, T, kSingle>(rows, o, b, a, scale, mw, acc, std::make_integer_sequence<int, R>());
+  }
+
+  template <int R, int T, bool kSingle, int... rs>
+  static inline void StepRows(const uint8_t* const* rows, int64_t o, int64_t b,
+                              const ActBlockQ8Pair* const* a, const __m256 (&scale)[T],
+                              __m256 mw, __m256 (&acc)[R][T], std::integer_sequence<int, rs...>) {
+    (StepRow<rs, R, T, kSingle>(rows[rs] + o, b, a, scale, mw, acc), ...);
+  }
+
+  template <int r, int R, int T, bool kSingle>
+  static inline void StepRow(const uint8_t* p, int64_t b, const ActBlockQ8Pair* const* a,
+                             const __m256 (&scale)[T], __m256 mw, __m256 (&acc)[R][T]) {
+    const Unpacked u = Unpack<kSingle>(p);
+    for (int t = 0; t < T; ++t) {
+      const ActBlockQ8Pair* ap = a[t] + b / 2;
+      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot(u, ap)), RowLanes<r>(scale[t]),
+                                  acc[r][t]);
+      if constexpr (kHasMin) {
+        acc[r][t] = _mm256_fmadd_ps(RowLanes<r>(mw), _mm256_loadu_ps(ap->s), acc[r][t]);
+      }
+    }
+  }
+
+  // Blocks b .. b + 7 of one row (at p + o) for one token, the scales of all
+  // 8 converted at once: [b, b+2, b+4, b+6 | b+1, b+3, b+5, b+7].
+  static inline __m256 Halves8(const uint8_t* p, int off) {
+    uint64_t lo = 0, hi = 0;
+    for (int j = 0; j < 4; ++j) {
+      uint16_t h0, h1;
+      std::memcpy(&h0, p + 2 * j * kBlockBytes + off, 2);
+      std::memcpy(&h1, p + (2 * j + 1) * kBlockBytes + off, 2);
+      uint64_t x0 = (uint64_t)h0 << (16 * j), x1 = (uint64_t)h1 << (16 * j);
+      asm("" : "+r"(x0), "+r"(x1));
+      lo |= x0;
+      hi |= x1;
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+  }
+
+  template <int j>
+  static inline void RowPair(const uint8_t* p, const ActBlockQ8Pair* ap, __m256 dw8, __m256 mw8,
+                             __m256* acc) {
+    const Unpacked u = Unpack<false>(p + 2 * j * kBlockBytes);
+    const __m256 scale = _mm256_mul_ps(RowLanes<j>(dw8), _mm256_loadu_ps(ap[j].d));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot(u, ap + j)), scale, *acc);
+    if constexpr (kHasMin) {
+      *acc = _mm256_fmadd_ps(RowLanes<j>(mw8), _mm256_loadu_ps(ap[j].s), *acc);
+    }
+  }
+
+  // Decode, one row: the row is one sequential stream (which the memory
+  // system serves better than 4 interleaved ones), 4 pairs per step. The
+  // same operations per output as Step, so equal bitwise to any tile.
+  static void DecodeRow(const uint8_t* w, int64_t wrb, const ActBlockQ8Pair* a, int64_t nb,
+                        float* y) {
+    __m256 acc = _mm256_setzero_ps();
+    const int64_t rb = nb * kBlockBytes;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+      const uint8_t* p = w + b * kBlockBytes;
+      // 8 blocks ahead per step, 128 blocks ahead (PrefetchAddress runs on
+      // into the next row, the next one decoded).
+      for (int k = 0; k < 8 * kBlockBytes; k += 48) {
+        _mm_prefetch(PrefetchAddress(w, wrb, 0, 1, (b + 128) * kBlockBytes + k, rb), _MM_HINT_T0);
+      }
+      const __m256 dw8 = Halves8(p, 0);
+      const __m256 mw8 = kHasMin ? Halves8(p, 2) : _mm256_setzero_ps();
+      const ActBlockQ8Pair* ap = a + b / 2;
+      RowPair<0>(p, ap, dw8, mw8, &acc);
+      RowPair<1>(p, ap, dw8, mw8, &acc);
+      RowPair<2>(p, ap, dw8, mw8, &acc);
+      RowPair<3>(p, ap, dw8, mw8, &acc);
+    }
+    __m256 acc1[1][1] = {{acc}};
+    const uint8_t* rows[1] = {w};
+    for (; b + 1 < nb; b += 2) Step<1, 1, false>(rows, b * kBlockBytes, b, &a, acc1);
+    if (b < nb) Step<1, 1, true>(rows, b * kBlockBytes, b, &a, acc1);
+    *y = Hsum(acc1[0][0]);
   }
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 32;
-    const int64_t bb = BlockBytes(kType);
+    if constexpr (R == 1 && T == 1) {
+      DecodeRow(w, wrb, (const ActBlockQ8Pair*)act, nb, y);
+      return;
+    }
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     const ActBlockQ8Pair* a[T];
     for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8Pair*)(act + t * arb);
-    for (int64_t b = 0; b < nb; b += 2) {
-      const bool single = b + 1 == nb;
-      const ActBlockQ8Pair* ap[T];
-      for (int t = 0; t < T; ++t) ap[t] = a[t] + b / 2;
-      {  // prefetch (decode and the first token tile of a batch)
-        if ((b & 3) == 0) {
-          for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 24) * bb, nb * bb), _MM_HINT_T0);
-          }
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) rows[r] = w + r * wrb;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+      if ((b & 3) == 0) {  // prefetch (decode and the first token tile of a batch)
+        for (int r = 0; r < R; ++r) {
+          _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 24) * kBlockBytes, nb * kBlockBytes),
+                       _MM_HINT_T0);
         }
       }
-      for (int r = 0; r < R; ++r) {
-        const Unpacked u = Unpack(w + r * wrb + b * bb, bb, single);
-        for (int t = 0; t < T; ++t) {
-          const __m256i p =
-              DotU8S8x2(u.lo, _mm256_loadu_si256((const __m256i*)ap[t]->lo), u.hi,
-                        _mm256_loadu_si256((const __m256i*)ap[t]->hi));
-          const __m256 scale = _mm256_mul_ps(u.d, _mm256_loadu_ps(ap[t]->d));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[r][t]);
-          acc[r][t] = _mm256_fmadd_ps(u.m, _mm256_loadu_ps(ap[t]->s), acc[r][t]);
-        }
-      }
+      Step<R, T, false>(rows, b * kBlockBytes, b, a, acc);
     }
+    if (b < nb) Step<R, T, true>(rows, b * kBlockBytes, b, a, acc);
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
   }
@@ -765,7 +903,9 @@ struct KQuantKernel {
 #else
   static constexpr int kTokens = 2;
 #endif
-  static constexpr int kDecodeRows = 4;
+  // Decode one row at a time, as LegacyKernel (Q4_K, 2 threads from memory:
+  // 0.93-0.95 of a plain read loop against 0.65).
+  static constexpr int kDecodeRows = 1;
 
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
@@ -783,7 +923,8 @@ struct KQuantKernel {
       {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
           for (int64_t off = 0; off < bb; off += 64) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + 3) * bb, nb * bb) + off, _MM_HINT_T0);
+            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 16 : 3)) * bb, nb * bb) + off,
+                         _MM_HINT_T0);
           }
         }
       }
@@ -1147,6 +1288,9 @@ void QuantizeNibblePairs(const float* x, int64_t n, ActBlockQ8Pair* out) {
       }
       std::memcpy(o.lo + 16 * h, qs, 16);
       std::memcpy(o.hi + 16 * h, qs + 16, 16);
+    }
+    for (int j = 0; j < 16; ++j) {
+      o.c[j] = (int16_t)(8 * (o.lo[2 * j] + o.lo[2 * j + 1] + o.hi[2 * j] + o.hi[2 * j + 1]));
     }
   }
 }
