@@ -23,6 +23,8 @@ namespace {
 // Activation rows of a token chunk should stay in L2 while a tile of weight
 // rows is reused across them.
 constexpr int64_t kActChunkBytes = 192 * 1024;
+// FloatKernel::kKBlock columns of f32.
+constexpr int64_t kFloatKBlockBytes = 2048 * 4;
 // Row split granularity: a multiple of every kernel's row tile.
 constexpr int64_t kRowGrain = 8;
 
@@ -289,8 +291,14 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
       if (r0 >= r1) continue;
       const int64_t act_row_bytes = ActRowBytes(part.k->act, cols);
       const int64_t w_row_bytes = RowBytes(part.w->dtype, cols);
+      // The float kernels walk K in blocks (kFloatKBlockBytes of a token's
+      // f32 row at a time), so only that much of each token needs to stay in
+      // L2 while a piece's rows stream past.
+      const int64_t chunk_row_bytes = part.k->act == ActKind::kF32
+                                          ? std::min(act_row_bytes, kFloatKBlockBytes)
+                                          : act_row_bytes;
       const int64_t chunk_tokens =
-          std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, act_row_bytes));
+          std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, chunk_row_bytes));
       const uint8_t* wdata = (const uint8_t*)part.w->data;
       const uint8_t* a = act[(int)part.k->act];
       for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk_tokens) {
