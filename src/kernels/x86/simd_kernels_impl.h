@@ -448,6 +448,22 @@ inline LegacyUnpacked UnpackLegacy(const uint8_t* p) {
   return u;
 }
 
+// The f16 at addr(i) for i < N <= 4, packed into one uint64 (element i in
+// bits 16i..16i+15), for one vcvtph2ps of several blocks' scales.
+template <int N, class Addr>
+inline uint64_t PackHalves(Addr addr) {
+  static_assert(N <= 4);
+  uint64_t v = 0;
+  for (int i = 0; i < N; ++i) {
+    uint16_t h;
+    std::memcpy(&h, addr(i), 2);
+    uint64_t x = (uint64_t)h << (16 * i);
+    asm("" : "+r"(x));  // keeps GCC from vectorizing this into slower shuffles
+    v |= x;
+  }
+  return v;
+}
+
 // Element r (< 4) of each 128-bit lane of v, broadcast over that lane.
 inline __m256 LaneElement(__m256 v, int r) {
   switch (r) {
@@ -463,15 +479,7 @@ inline __m256 LaneElement(__m256 v, int r) {
 // (0 for rows >= R).
 template <int R>
 inline __m256 RowHalvesX2(const uint8_t* w, int64_t wrb, int64_t o) {
-  static_assert(R <= 4);
-  uint64_t v = 0;
-  for (int r = 0; r < R; ++r) {
-    uint16_t h;
-    std::memcpy(&h, w + r * wrb + o, 2);
-    uint64_t x = (uint64_t)h << (16 * r);
-    asm("" : "+r"(x));  // keeps GCC from vectorizing the assembly
-    v |= x;
-  }
+  const uint64_t v = PackHalves<R>([&](int r) { return w + r * wrb + o; });
   return _mm256_cvtph_ps(_mm_set1_epi64x((long long)v));
 }
 
@@ -591,19 +599,9 @@ struct NibblePairKernel {
   // b + 1] (0 for b + 1 when kSingle, and for rows >= R).
   template <int R, bool kSingle>
   static inline __m256 RowHalves(const uint8_t* const* rows, int64_t o, int off) {
-    static_assert(R <= 4);
-    uint64_t lo = 0, hi = 0;
-    for (int r = 0; r < R; ++r) {
-      uint16_t h0, h1 = 0;
-      std::memcpy(&h0, rows[r] + o + off, 2);
-      if constexpr (!kSingle) std::memcpy(&h1, rows[r] + o + kBlockBytes + off, 2);
-      uint64_t x0 = (uint64_t)h0 << (16 * r), x1 = (uint64_t)h1 << (16 * r);
-      // Keeps the assembly in general registers (GCC would otherwise
-      // vectorize it into slower shuffles).
-      asm("" : "+r"(x0), "+r"(x1));
-      lo |= x0;
-      hi |= x1;
-    }
+    const uint64_t lo = PackHalves<R>([&](int r) { return rows[r] + o + off; });
+    const uint64_t hi =
+        kSingle ? 0 : PackHalves<R>([&](int r) { return rows[r] + o + kBlockBytes + off; });
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
   }
 
@@ -676,16 +674,9 @@ struct NibblePairKernel {
   // Blocks b .. b + 7 of one row (at p + o) for one token, the scales of all
   // 8 converted at once: [b, b+2, b+4, b+6 | b+1, b+3, b+5, b+7].
   static inline __m256 Halves8(const uint8_t* p, int off) {
-    uint64_t lo = 0, hi = 0;
-    for (int j = 0; j < 4; ++j) {
-      uint16_t h0, h1;
-      std::memcpy(&h0, p + 2 * j * kBlockBytes + off, 2);
-      std::memcpy(&h1, p + (2 * j + 1) * kBlockBytes + off, 2);
-      uint64_t x0 = (uint64_t)h0 << (16 * j), x1 = (uint64_t)h1 << (16 * j);
-      asm("" : "+r"(x0), "+r"(x1));
-      lo |= x0;
-      hi |= x1;
-    }
+    const uint64_t lo = PackHalves<4>([&](int j) { return p + 2 * j * kBlockBytes + off; });
+    const uint64_t hi =
+        PackHalves<4>([&](int j) { return p + (2 * j + 1) * kBlockBytes + off; });
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
   }
 
