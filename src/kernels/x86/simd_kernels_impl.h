@@ -45,18 +45,6 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 #endif
 }
 
-// DotU8S8(u0, s0) + DotU8S8(u1, s1) for u <= 31 (the int16 sums of the AVX2
-// path stay below 2^15).
-inline __m256i DotU8S8x2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
-#ifdef TERN_AVX512_VNNI
-  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
-#else
-  return _mm256_madd_epi16(
-      _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1)),
-      _mm256_set1_epi16(1));
-#endif
-}
-
 // acc + madd(x, s): pairs of int16 products summed into int32 lanes. One
 // vpdpwssd with VNNI; exact integer arithmetic either way, so both builds
 // give the same sums bitwise.
@@ -464,7 +452,9 @@ inline uint64_t PackHalves(Addr addr) {
   return v;
 }
 
-// Element r (< 4) of each 128-bit lane of v, broadcast over that lane.
+// Element r (< 4) of each 128-bit lane of v, broadcast over that lane (one
+// vpermilps once r is a constant): row r's scale from RowHalvesX2's or
+// NibblePairKernel::RowHalves' layout.
 inline __m256 LaneElement(__m256 v, int r) {
   switch (r) {
     case 0: return _mm256_permute_ps(v, 0x00);
@@ -605,13 +595,6 @@ struct NibblePairKernel {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
   }
 
-  // Element r of each 128-bit lane, broadcast over that lane: row r's
-  // [x_b x4 | x_b+1 x4] from RowHalves' layout.
-  template <int r>
-  static inline __m256 RowLanes(__m256 v) {
-    return _mm256_permute_ps(v, r * 0x55);
-  }
-
   // Integer sums of q * a (minus the format's offset x c) per 4-byte lane.
   static inline __m256i Dot(const Unpacked& u, const ActBlockQ8Pair* a) {
     const __m256i alo = _mm256_loadu_si256((const __m256i*)a->lo);
@@ -654,19 +637,19 @@ struct NibblePairKernel {
   static inline void StepRows(const uint8_t* const* rows, int64_t o, int64_t b,
                               const ActBlockQ8Pair* const* a, const __m256 (&scale)[T],
                               __m256 mw, __m256 (&acc)[R][T], std::integer_sequence<int, rs...>) {
-    (StepRow<rs, R, T, kSingle>(rows[rs] + o, b, a, scale, mw, acc), ...);
+    (StepRow<rs, T, kSingle>(rows[rs] + o, b, a, scale, mw, acc[rs]), ...);
   }
 
-  template <int r, int R, int T, bool kSingle>
+  // Row r of the tile; acc is that row's accumulators.
+  template <int r, int T, bool kSingle>
   static inline void StepRow(const uint8_t* p, int64_t b, const ActBlockQ8Pair* const* a,
-                             const __m256 (&scale)[T], __m256 mw, __m256 (&acc)[R][T]) {
+                             const __m256 (&scale)[T], __m256 mw, __m256 (&acc)[T]) {
     const Unpacked u = Unpack<kSingle>(p);
     for (int t = 0; t < T; ++t) {
       const ActBlockQ8Pair* ap = a[t] + b / 2;
-      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot(u, ap)), RowLanes<r>(scale[t]),
-                                  acc[r][t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot(u, ap)), LaneElement(scale[t], r), acc[t]);
       if constexpr (kHasMin) {
-        acc[r][t] = _mm256_fmadd_ps(RowLanes<r>(mw), _mm256_loadu_ps(ap->s), acc[r][t]);
+        acc[t] = _mm256_fmadd_ps(LaneElement(mw, r), _mm256_loadu_ps(ap->s), acc[t]);
       }
     }
   }
@@ -684,10 +667,10 @@ struct NibblePairKernel {
   static inline void RowPair(const uint8_t* p, const ActBlockQ8Pair* ap, __m256 dw8, __m256 mw8,
                              __m256* acc) {
     const Unpacked u = Unpack<false>(p + 2 * j * kBlockBytes);
-    const __m256 scale = _mm256_mul_ps(RowLanes<j>(dw8), _mm256_loadu_ps(ap[j].d));
+    const __m256 scale = _mm256_mul_ps(LaneElement(dw8, j), _mm256_loadu_ps(ap[j].d));
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot(u, ap + j)), scale, *acc);
     if constexpr (kHasMin) {
-      *acc = _mm256_fmadd_ps(RowLanes<j>(mw8), _mm256_loadu_ps(ap[j].s), *acc);
+      *acc = _mm256_fmadd_ps(LaneElement(mw8, j), _mm256_loadu_ps(ap[j].s), *acc);
     }
   }
 
