@@ -28,6 +28,9 @@ CpuFeatures DetectCpuFeatures() {
   const bool vnni = (ecx >> 11) & 1, vbmi = (ecx >> 1) & 1;
   const bool zmm_state = (xcr0_lo & 0xE0) == 0xE0;  // opmask, ZMM0-15 upper, ZMM16-31
   f.avx512_vnni = avx512f && avx512bw && avx512vl && vnni && vbmi && zmm_state;
+  const bool amx_tile = (edx >> 24) & 1, amx_int8 = (edx >> 25) & 1;
+  const bool tile_state = (xcr0_lo & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
+  f.amx_int8 = amx_tile && amx_int8 && tile_state;
 #endif
   return f;
 }

@@ -141,9 +141,33 @@ struct AttnGroupArgs {
 constexpr int kMaxAttnGroup = 16;
 
 enum class ActKind : uint8_t {
-  kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0, kQ8KImage
+  kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0, kQ8KImage,
+  kAmxQ8
 };
-constexpr int kNumActKinds = 9;
+constexpr int kNumActKinds = 10;
+
+// kAmxQ8 (AMX table): the ActBlockQ8 quants and scales of 16 tokens at a
+// time (a group; the last one padded with zero tokens), laid out per block
+// of 32 as an AMX B tile and the tokens' scales:
+//   qs[k / 4][token][k % 4] (8 x 64 bytes), then d[token] (16 floats),
+// 576 bytes per block. Per token cols / 32 x 36 bytes, so the group holding
+// token t starts at act + (t / 16) x 16 x act_row_bytes, and a GemmFn for
+// this kind is given act at the first token of a group.
+// A last group that holds one token (num_tokens % 16 == 1) is followed by
+// that token's blocks as AmxDecodeQ8 (d, 128 x the sum of the quants, the
+// quants in order), which a GemmFn given one token reads.
+struct AmxBlockQ8 {
+  int8_t qs[8][16][4];
+  float d[16];
+};
+static_assert(sizeof(AmxBlockQ8) == 576);
+struct AmxDecodeQ8 {
+  float d;
+  int32_t qsum128;
+  int8_t qs[32];
+};
+static_assert(sizeof(AmxDecodeQ8) == 40);
+constexpr int kAmxGroup = 16;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
@@ -213,6 +237,11 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
+// The AVX-512 VNNI table with Q8_0 through AMX-INT8 tiles (every token
+// count, decode included, so outputs do not depend on the batch; not
+// bitwise equal to the other tables), or nullptr when the CPU or the OS
+// lacks AMX.
+const KernelTable* AmxKernelTable();
 // The table chosen at start-up.
 const KernelTable& ActiveKernelTable();
 

@@ -25,8 +25,9 @@ namespace {
 constexpr int64_t kActChunkBytes = 192 * 1024;
 // FloatKernel::kKBlock columns of f32.
 constexpr int64_t kFloatKBlockBytes = 2048 * 4;
-// Row split granularity: a multiple of every kernel's row tile.
-constexpr int64_t kRowGrain = 8;
+// Row split granularity: a multiple of every kernel's row tile (16: the
+// AMX tiles).
+constexpr int64_t kRowGrain = 16;
 
 KernelTable MakeRefTable() {
   KernelTable t;
@@ -48,11 +49,15 @@ const KernelTable* MakeSimdTable(bool available) {
   return &t;
 }
 
-// TERN_ISA: "scalar" or "avx2" caps the choice; default the best the CPU has.
+// TERN_ISA: "scalar", "avx2" or "avx512vnni" caps the choice; default the
+// best the CPU has.
 const KernelTable& ChooseTable() {
   const char* isa = std::getenv("TERN_ISA");
   const std::string cap = isa != nullptr ? isa : "";
   if (cap == "scalar") return RefKernelTable();
+  if (cap != "avx2" && cap != "avx512vnni") {
+    if (const KernelTable* t = AmxKernelTable()) return *t;
+  }
   if (cap != "avx2") {
     if (const KernelTable* t = Avx512VnniKernelTable()) return *t;
   }
@@ -74,6 +79,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
     case ActKind::kImageQ8_0:
       return (RowBytes(DType::kQ8_0, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     case ActKind::kQ8KImage: return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
+    case ActKind::kAmxQ8: return cols / 32 * (int64_t)sizeof(AmxBlockQ8) / kAmxGroup;
     default: return 0;
   }
 }
@@ -172,11 +178,64 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
   });
 }
 
+// kAmxQ8: each group of 16 tokens quantized as ActBlockQ8 rows (the same
+// quants and scales as the other tables), then laid out as AmxBlockQ8s.
+const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
+                                     int64_t num_tokens, int64_t cols, ThreadPool* pool) {
+  const int64_t nb = cols / 32;
+  const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
+  const int64_t group_bytes = nb * (int64_t)sizeof(AmxBlockQ8);
+  // A last group of one token (which a chunk may hand a kernel alone) is
+  // followed by its AmxDecodeQ8 blocks.
+  const bool lone_last = num_tokens % kAmxGroup == 1;
+  const int64_t decode_bytes = lone_last ? nb * (int64_t)sizeof(AmxDecodeQ8) : 0;
+  std::vector<uint8_t>& scratch = ActScratch(ActKind::kAmxQ8);
+  if ((int64_t)scratch.size() < group_bytes * groups + decode_bytes) {
+    scratch.resize(group_bytes * groups + decode_bytes);
+  }
+  uint8_t* act = scratch.data();
+  auto body = [&](int64_t g0, int64_t g1, int) {
+    thread_local std::vector<ActBlockQ8> rows;
+    rows.resize(kAmxGroup * nb);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n = std::min<int64_t>(kAmxGroup, num_tokens - g * kAmxGroup);
+      for (int64_t t = 0; t < n; ++t) {
+        table.quantize_q8(x + (g * kAmxGroup + t) * cols, cols, rows.data() + t * nb);
+      }
+      AmxBlockQ8* out = (AmxBlockQ8*)(act + g * group_bytes);
+      if (n < kAmxGroup) std::memset(out, 0, group_bytes);  // the padding tokens
+      for (int64_t b = 0; b < nb; ++b) {
+        AmxBlockQ8& o = out[b];
+        for (int64_t t = 0; t < n; ++t) {
+          const ActBlockQ8& a = rows[t * nb + b];
+          o.d[t] = a.d;
+          for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
+        }
+      }
+      if (lone_last && g == groups - 1) {
+        AmxDecodeQ8* dec = (AmxDecodeQ8*)(act + groups * group_bytes);
+        for (int64_t b = 0; b < nb; ++b) {
+          const ActBlockQ8& a = rows[b];
+          int32_t sum = 0;
+          for (int k = 0; k < 32; ++k) sum += a.qs[k];
+          dec[b].d = a.d;
+          dec[b].qsum128 = 128 * sum;
+          std::memcpy(dec[b].qs, a.qs, 32);
+        }
+      }
+    }
+  };
+  if (groups >= 2) ForRange(pool, groups, 1, body);
+  else body(0, groups, 0);
+  return act;
+}
+
 // Quantizes (or passes through) the activations; returns the row pointer.
 const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
                                   const float* x, int64_t num_tokens, int64_t cols,
                                   ThreadPool* pool) {
   if (kind == ActKind::kF32) return (const uint8_t*)x;
+  if (kind == ActKind::kAmxQ8) return PrepareAmxActivations(table, x, num_tokens, cols, pool);
   const int64_t row_bytes = ActRowBytes(kind, cols);
   std::vector<uint8_t>& scratch = ActScratch(kind);
   if ((int64_t)scratch.size() < row_bytes * num_tokens) {
@@ -243,6 +302,12 @@ const KernelTable* Avx512VnniKernelTable() {
   return t;
 }
 
+const KernelTable* AmxKernelTable() {
+  static const KernelTable* t =
+      MakeSimdTable<FillAmxKernels>(DetectCpuFeatures().HasAmxInt8() && EnableAmx());
+  return t;
+}
+
 const KernelTable& ActiveKernelTable() {
   static const KernelTable& t = ChooseTable();
   return t;
@@ -297,8 +362,12 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
       const int64_t chunk_row_bytes = part.k->act == ActKind::kF32
                                           ? std::min(act_row_bytes, kFloatKBlockBytes)
                                           : act_row_bytes;
-      const int64_t chunk_tokens =
+      int64_t chunk_tokens =
           std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, chunk_row_bytes));
+      // AMX activations come in groups of 16 tokens.
+      if (part.k->act == ActKind::kAmxQ8) {
+        chunk_tokens = std::max<int64_t>(kAmxGroup, chunk_tokens / kAmxGroup * kAmxGroup);
+      }
       const uint8_t* wdata = (const uint8_t*)part.w->data;
       const uint8_t* a = act[(int)part.k->act];
       for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk_tokens) {

@@ -113,7 +113,8 @@ class MatMulFormatTest : public ::testing::TestWithParam<DType> {};
 TEST_P(MatMulFormatTest, SimdMatchesReference) {
   const DType t = GetParam();
   if (Avx2KernelTable() == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
-  for (const KernelTable* simd : {Avx2KernelTable(), Avx512VnniKernelTable()}) {
+  for (const KernelTable* simd :
+       {Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
   if (simd == nullptr) continue;  // no AVX-512 VNNI
   SCOPED_TRACE(simd->isa);
   uint32_t seed = 1;
@@ -235,6 +236,27 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
                              rows * sizeof(float)))
         << DTypeName(t) << " cols=" << cols << " tokens=" << tokens;
   }
+  }
+}
+
+// The AMX table computes a token alone (decode, on the vector unit) and in
+// token groups of 16 (tiles) with the same float operations: any batch, cut
+// into chunks or not, gives each token the bits it gets alone.
+TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
+  const KernelTable* amx = AmxKernelTable();
+  if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
+  const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
+  const auto w = RandomWeights(DType::kQ8_0, rows, cols, 21);
+  const WeightView view{DType::kQ8_0, w.data(), rows, cols};
+  for (int64_t tokens : {2, 15, 16, 17, 33, 47}) {
+    const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
+    std::vector<float> y(tokens * rows), one(rows);
+    MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr);
+    for (int64_t t = 0; t < tokens; ++t) {
+      MatMulWith(*amx, view, x.data() + t * cols, 1, one.data(), nullptr);
+      ASSERT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, rows * sizeof(float)))
+          << "tokens=" << tokens << " token " << t;
+    }
   }
 }
 
@@ -566,6 +588,7 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
   std::vector<const KernelTable*> tables = {&RefKernelTable()};
   if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
   if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{8, 8, 1}, {64, 1, 3}, {64, 8, 2}, {128, 4, 2}, {16, 16, 1},
                           {12, 3, 2}, {24, 7, 1}, {32, 5, 2}};
@@ -638,6 +661,7 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
   std::vector<const KernelTable*> tables = {&RefKernelTable()};
   if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
   if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{64, 1, 6}, {32, 2, 4}, {16, 3, 5},
                           {8, 1, 16}, {64, 8, 2}, {48, 5, 3}};
@@ -752,6 +776,7 @@ TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {
   std::vector<const KernelTable*> tables = {&RefKernelTable()};
   if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
   if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
+  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
   for (const KernelTable* t : tables) {
     std::vector<uint16_t> out(x.size());
     t->f32_to_f16(x.data(), (int64_t)x.size(), out.data());
@@ -763,7 +788,7 @@ TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {
 
 TEST(KernelsTest, ActiveIsaIsKnown) {
   const std::string isa = ActiveIsa();
-  EXPECT_TRUE(isa == "avx512vnni" || isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_TRUE(isa == "amx" || isa == "avx512vnni" || isa == "avx2" || isa == "scalar") << isa;
 }
 
 }  // namespace

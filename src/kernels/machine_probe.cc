@@ -22,7 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 // The FMA peak is measured at the vector width of the active kernel table.
 bool UseAvx512Fma() {
-  static const bool use = std::string(ActiveIsa()) == "avx512vnni";
+  static const bool use =
+      std::string(ActiveIsa()) == "avx512vnni" || std::string(ActiveIsa()) == "amx";
   return use;
 }
 
