@@ -154,8 +154,8 @@ constexpr int kNumActKinds = 10;
 // token t starts at act + (t / 16) x 16 x act_row_bytes, and a GemmFn for
 // this kind is given act at the first token of a group.
 // A last group that holds one token (num_tokens % 16 == 1) is followed by
-// that token's blocks as AmxDecodeQ8 (d, 128 x the sum of the quants, the
-// quants in order), which a GemmFn given one token reads.
+// that token's blocks as AmxDecodeQ8 (d, the sum of the quants, the quants
+// in order), which a GemmFn given one token reads.
 struct AmxBlockQ8 {
   int8_t qs[8][16][4];
   float d[16];
@@ -163,7 +163,7 @@ struct AmxBlockQ8 {
 static_assert(sizeof(AmxBlockQ8) == 576);
 struct AmxDecodeQ8 {
   float d;
-  int32_t qsum128;
+  int32_t qsum;
   int8_t qs[32];
 };
 static_assert(sizeof(AmxDecodeQ8) == 40);
@@ -237,7 +237,7 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
-// The AVX-512 VNNI table with Q8_0 through AMX-INT8 tiles (every token
+// The AVX-512 VNNI table with Q8_0 and Q4_0 through AMX-INT8 tiles (every token
 // count, decode included, so outputs do not depend on the batch; not
 // bitwise equal to the other tables), or nullptr when the CPU or the OS
 // lacks AMX.

@@ -219,7 +219,7 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
           int32_t sum = 0;
           for (int k = 0; k < 32; ++k) sum += a.qs[k];
           dec[b].d = a.d;
-          dec[b].qsum128 = 128 * sum;
+          dec[b].qsum = sum;
           std::memcpy(dec[b].qs, a.qs, 32);
         }
       }
@@ -364,9 +364,12 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
                                           : act_row_bytes;
       int64_t chunk_tokens =
           std::max<int64_t>(8, kActChunkBytes / std::max<int64_t>(1, chunk_row_bytes));
-      // AMX activations come in groups of 16 tokens.
+      // AMX activations come in groups of 16 tokens; a tile reads 512 bytes
+      // of them per block, so they may come from anywhere in L2, and bigger
+      // chunks spread the per-row-tile set-up (Q4_0 unpacking) wider.
       if (part.k->act == ActKind::kAmxQ8) {
-        chunk_tokens = std::max<int64_t>(kAmxGroup, chunk_tokens / kAmxGroup * kAmxGroup);
+        chunk_tokens = std::max<int64_t>(
+            kAmxGroup, 4 * kActChunkBytes / chunk_row_bytes / kAmxGroup * kAmxGroup);
       }
       const uint8_t* wdata = (const uint8_t*)part.w->data;
       const uint8_t* a = act[(int)part.k->act];

@@ -1,14 +1,15 @@
-// AMX-INT8 build: the AVX-512 VNNI table with Q8_0 weights through tile
-// dot products (tdpbssd). Compiled with the AVX2 flags only; AVX-512 and AMX
-// are switched on by pragma after every library header, as in
+// AMX-INT8 build: the AVX-512 VNNI table with Q8_0 and Q4_0 weights through
+// tile dot products (tdpbssd). Compiled with the AVX2 flags only; AVX-512
+// and AMX are switched on by pragma after every library header, as in
 // avx512_vnni_kernels.cc.
 //
-// Q8_0 x kAmxQ8, per tile of 16 weight rows x a group of 16 tokens and per
-// block b of 32 (in order), with isum the exact int32 sum of q_w x q_a:
+// Per tile of 16 weight rows x a group of 16 tokens (kAmxQ8) and per block
+// b of 32 (in order), with isum the exact int32 sum of q_w x q_a (Q4_0: the
+// quants less 8):
 //   acc[r][t] = fma(float(isum[r][t][b]), d_a[t][b] x d_w[r][b], acc[r][t])
-// Each (r, t) goes through the same operations whatever the tile holds
-// around it, so decode (one token in a group of zeros) equals the same
-// token in any batch bitwise.
+// A lone token (decode) takes the same exact sums from vpdpbusd on the
+// vector unit and the same float operations lane for lane, so it equals the
+// same token in any batch bitwise.
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -50,7 +51,9 @@ namespace {
 // Tile registers (token groups): 0 and 1 the sums of two consecutive
 // blocks (16 rows x 16 tokens of int32), 2 and 3 their weights (16 rows x
 // 32 quants), 4 the activations (8 x 16 tokens x 4 quants).
-constexpr int kQ8BlockBytes = (int)sizeof(quant::BlockQ8_0);
+template <DType kType>
+constexpr int kBlockBytes =
+    kType == DType::kQ8_0 ? (int)sizeof(quant::BlockQ8_0) : (int)sizeof(quant::BlockQ4_0);
 
 struct alignas(64) TileConfig {
   uint8_t palette_id;
@@ -76,7 +79,9 @@ void ConfigureTiles() {
     c.rows[s.tile] = (uint8_t)s.rows;
     c.colsb[s.tile] = (uint16_t)s.colsb;
   }
-  _tile_loadconfig(&c);
+  // ldtilecfg through asm with the config as a memory input: GCC 12 does
+  // not see the builtin read it and drops the stores that fill it.
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));
   configured = true;
 }
 
@@ -86,13 +91,20 @@ inline __m512i RowOffsets(int64_t wrb) {
                             _mm512_set1_epi32((int)wrb));
 }
 
+// d_w of block b of 16 rows (d leads both formats' blocks): the 4 bytes at
+// each row's block start, d and 2 quant bytes (dropped).
+template <DType kType>
+inline __m512 BlockScales(const uint8_t* w, __m512i offsets, int64_t b) {
+  return _mm512_cvtph_ps(
+      _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, w + b * kBlockBytes<kType>, 1)));
+}
+
 // d_w of blocks [0, nb) of 16 rows, transposed: out[b * 16 + r].
+template <DType kType>
 void RowScales(const uint8_t* w, int64_t wrb, int64_t nb, float* out) {
   const __m512i offsets = RowOffsets(wrb);
   for (int64_t b = 0; b < nb; ++b) {
-    // The 4 bytes at each row's block start: d, then 2 quants (dropped).
-    const __m512i v = _mm512_i32gather_epi32(offsets, w + b * kQ8BlockBytes, 1);
-    _mm512_storeu_ps(out + b * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+    _mm512_storeu_ps(out + b * 16, BlockScales<kType>(w, offsets, b));
   }
 }
 
@@ -113,19 +125,20 @@ inline void StoreTile(const __m512 (&acc)[16], int rows, int tokens, float* y, i
   }
 }
 
-// Block b of a token group into sums (tiles c, a, x: see above).
-#define TERN_AMX_GROUP_BLOCK(c, a, x, b)                      \
-  do {                                                        \
-    _tile_zero(c);                                            \
-    _tile_loadd(a, wt + (b) * kQ8BlockBytes + 2, wrb);        \
-    _tile_loadd(x, act_g[b].qs, 64);                          \
-    _tile_dpbssd(c, a, x);                                    \
+// Block b of a token group into sums (tiles c, a, x: see above); block b of
+// the 16 weight rows' quants at wq + b * wstep, rows wrb apart.
+#define TERN_AMX_GROUP_BLOCK(c, a, x, b)        \
+  do {                                          \
+    _tile_zero(c);                              \
+    _tile_loadd(a, wq + (b) * wstep, wrb);      \
+    _tile_loadd(x, act_g[b].qs, 64);            \
+    _tile_dpbssd(c, a, x);                      \
   } while (0)
 
-// One group of 16 tokens against the 16 rows at wt, two blocks a step so
-// that the tile unit works on one while the vector unit scales the other.
-void GroupTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxBlockQ8* act_g,
-               const float* dw, __m512 (&acc)[16]) {
+// One group of 16 tokens against 16 rows, two blocks a step so that the
+// tile unit works on one while the vector unit scales the other.
+void GroupTile(const uint8_t* wq, int64_t wstep, int64_t wrb, int64_t nb,
+               const AmxBlockQ8* act_g, const float* dw, __m512 (&acc)[16]) {
   alignas(64) int32_t sums[2][16 * 16];
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
@@ -144,87 +157,148 @@ void GroupTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxBlockQ8* act
 }
 #undef TERN_AMX_GROUP_BLOCK
 
-// Lane i of the result: the sum of the 8 int32 lanes of row i, where row
-// 2j fills lanes 0-7 and row 2j + 1 lanes 8-15 of v[j].
-inline __m512i RowSums16(const __m512i (&v)[8]) {
-  // Each level adds lane pairs: even lanes of (a, b) + odd lanes of (a, b),
-  // a's in the low half; rows keep their order.
+// Adds lane pairs: lane k < 8 of the result is a[2k] + a[2k + 1], lane
+// 8 + k is b[2k] + b[2k + 1] (rows spread over lanes keep their order).
+inline __m512i PairSums(__m512i a, __m512i b) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  auto level = [&](__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b),
-                            _mm512_permutex2var_epi32(a, odd, b));
-  };
-  const __m512i e0 = level(v[0], v[1]), e1 = level(v[2], v[3]);
-  const __m512i e2 = level(v[4], v[5]), e3 = level(v[6], v[7]);
-  return level(level(e0, e1), level(e2, e3));
+  return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b),
+                          _mm512_permutex2var_epi32(a, odd, b));
 }
 
-// One token against the 16 rows at wt, on the vector unit: the same exact
-// int32 sums as the tiles (vpdpbusd on q_w + 128, less 128 x the sum of the
-// token's quants), then lane for lane the float operations of GroupTile
-// (d_w x d_a multiplied the other way round, the same product).
-__m512 DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a) {
-  __m512 acc = _mm512_setzero_ps();
-  const __m512i offsets = RowOffsets(wrb);
-  const __m512i flip = _mm512_set1_epi8((char)0x80);
-  const uint8_t* next = wt + 16 * wrb;  // the next tile, prefetched along
-  for (int64_t b = 0; b < nb; ++b) {
-    // The next tile into L2 along this one (into L1 it would push this
-    // tile out: 2 threads from memory, 0.75-0.78 -> 0.85-0.89 of the read
-    // probe).
-    for (int j = 0; j < 9; ++j) {
-      _mm_prefetch((const char*)(next + b * 16 * kQ8BlockBytes + 64 * j), _MM_HINT_T1);
-    }
-    const __m512i ab = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)a[b].qs));
-    const uint8_t* p = wt + b * kQ8BlockBytes + 2;
+// Exact int32 sums of block b of 16 rows (at p, the block's start in row
+// 0, rows wrb apart) with the lone token's quants: lane r is row r.
+template <DType kType>
+inline __m512i DecodeSums(const uint8_t* p, int64_t wrb, const AmxDecodeQ8& a) {
+  if constexpr (kType == DType::kQ8_0) {
+    // vpdpbusd on q_w + 128 (2 rows a register, 8 lanes each), less 128 x
+    // the sum of the token's quants.
+    const __m512i ab = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)a.qs));
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i v[8];
     for (int j = 0; j < 8; ++j) {
-      const __m256i lo = _mm256_loadu_si256((const __m256i*)(p + 2 * j * wrb));
-      const __m256i hi = _mm256_loadu_si256((const __m256i*)(p + (2 * j + 1) * wrb));
+      const __m256i lo = _mm256_loadu_si256((const __m256i*)(p + 2 + 2 * j * wrb));
+      const __m256i hi = _mm256_loadu_si256((const __m256i*)(p + 2 + (2 * j + 1) * wrb));
       const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
       v[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q, flip), ab);
     }
-    const __m512i isum = _mm512_sub_epi32(RowSums16(v), _mm512_set1_epi32(a[b].qsum128));
-    const __m512 dwb = _mm512_cvtph_ps(
-        _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, p - 2, 1)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dwb, _mm512_set1_ps(a[b].d)),
+    const __m512i s = PairSums(PairSums(PairSums(v[0], v[1]), PairSums(v[2], v[3])),
+                               PairSums(PairSums(v[4], v[5]), PairSums(v[6], v[7])));
+    return _mm512_sub_epi32(s, _mm512_set1_epi32(128 * a.qsum));
+  } else {
+    // Q4_0: 4 rows a register (16 nibble bytes each, 4 lanes), vpdpbusd on
+    // the low nibbles (elements 0..15) and the high ones (16..31), less 8 x
+    // the sum of the token's quants.
+    const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a.qs));
+    const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    // Rows 4j + i at q + 4j x wrb + i x wrb: four bases and three strides
+    // keep the address arithmetic in the load operands.
+    const uint8_t* q = p + 2;
+    const int64_t w2 = 2 * wrb, w3 = 3 * wrb, w4 = 4 * wrb;
+    __m512i v[4];
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* b4 = q + j * w4;
+      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + wrb)), 1);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + w2)), 2);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + w3)), 3);
+      const __m512i lo = _mm512_and_si512(raw, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      v[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+    }
+    const __m512i s = PairSums(PairSums(v[0], v[1]), PairSums(v[2], v[3]));
+    return _mm512_sub_epi32(s, _mm512_set1_epi32(8 * a.qsum));
+  }
+}
+
+// One token against the 16 rows at wt, on the vector unit: lane r of the
+// result is row r, through the same float operations as GroupTile (d_w x
+// d_a multiplied the other way round, the same product).
+template <DType kType>
+__m512 DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a) {
+  constexpr int kBB = kBlockBytes<kType>;
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i offsets = RowOffsets(wrb);
+  auto scale = [&](int64_t b, __m512i isum) {
+    const __m512 dw = BlockScales<kType>(wt, offsets, b);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a[b].d)),
                           acc);
+  };
+  // The next tile into L2 along this one (into L1 it would push this tile
+  // out: Q8_0, 2 threads from memory, 0.75-0.78 -> 0.85-0.89 of the read
+  // probe; without it 0.5-0.7 in the model).
+  const uint8_t* next = wt + 16 * wrb;
+  constexpr int kLines = (16 * kBB + 63) / 64;
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 16 * kBB + 64 * j), _MM_HINT_T1);
+    }
+    scale(b, DecodeSums<kType>(wt + b * kBB, wrb, a[b]));
   }
   return acc;
 }
 
-void AmxGemmQ8_0(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
-                 int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+// Q4_0 quants of blocks [0, nb) of 16 rows as int8 (q - 8), block b's rows
+// at out + b * 512, 32 bytes each: the tiles' weights.
+void UnpackQ4_0(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
+  const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  for (int r = 0; r < 16; ++r) {
+    const uint8_t* row = w + r * wrb;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m128i raw = _mm_loadu_si128((const __m128i*)(row + b * kBlockBytes<DType::kQ4_0> + 2));
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), eight);
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight);
+      int8_t* o = out + (b * 16 + r) * 32;
+      _mm_storeu_si128((__m128i*)o, lo);
+      _mm_storeu_si128((__m128i*)(o + 16), hi);
+    }
+  }
+}
+
+template <DType kType>
+void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
+             int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
   ConfigureTiles();
   const int64_t nb = cols / 32;
   const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
   const int64_t group_bytes = kAmxGroup * arb;
   thread_local std::vector<float> dw_storage;
   thread_local std::vector<uint8_t> pad;
+  thread_local std::vector<int8_t> unpacked;
   if ((int64_t)dw_storage.size() < 16 * nb) dw_storage.resize(16 * nb);
+  if (kType == DType::kQ4_0 && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
   float* dw = dw_storage.data();
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int nr = (int)std::min<int64_t>(16, rows - r0);
     const uint8_t* wt = w + r0 * wrb;
     if (nr < 16) {
       // A short last tile: its rows, then zero rows (never stored), so no
-      // tile load reads past the matrix.
+      // load reads past the matrix.
       pad.assign(16 * wrb, 0);
       std::memcpy(pad.data(), wt, nr * wrb);
       wt = pad.data();
     }
     if (num_tokens == 1) {
       alignas(64) float out[16];
-      _mm512_store_ps(out, DecodeTile(wt, wrb, nb, (const AmxDecodeQ8*)(act + group_bytes)));
+      _mm512_store_ps(out, DecodeTile<kType>(wt, wrb, nb, (const AmxDecodeQ8*)(act + group_bytes)));
       std::memcpy(y + r0, out, nr * sizeof(float));
       continue;
     }
-    RowScales(wt, wrb, nb, dw);
+    RowScales<kType>(wt, wrb, nb, dw);
+    // The tiles' weights: Q8_0 as they lie, Q4_0 unpacked once per row tile.
+    const uint8_t* wq = wt + 2;
+    int64_t wstep = kBlockBytes<kType>, wstride = wrb;
+    if constexpr (kType == DType::kQ4_0) {
+      UnpackQ4_0(wt, wrb, nb, unpacked.data());
+      wq = (const uint8_t*)unpacked.data();
+      wstep = 512;
+      wstride = 32;
+    }
     for (int64_t g = 0; g < groups; ++g) {
       __m512 acc[16];
       for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
-      GroupTile(wt, wrb, nb, (const AmxBlockQ8*)(act + g * group_bytes), dw, acc);
+      GroupTile(wq, wstep, wstride, nb, (const AmxBlockQ8*)(act + g * group_bytes), dw, acc);
       const int nt = (int)std::min<int64_t>(kAmxGroup, num_tokens - g * kAmxGroup);
       StoreTile(acc, nr, nt, y + g * kAmxGroup * ldy + r0, ldy);
     }
@@ -236,7 +310,8 @@ void AmxGemmQ8_0(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act
 void FillAmxKernels(KernelTable* t) {
   FillAvx512VnniKernels(t);
   t->isa = "amx";
-  t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemmQ8_0};
+  t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
+  t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
 }
 
 }  // namespace tern::kernels
