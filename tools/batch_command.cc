@@ -398,14 +398,12 @@ int RunBatch(int argc, char** argv) {
   while (num_done < items.size()) {
     output_generation = engine.WaitForOutputs(output_generation, WaitBudget(items, states, start));
     if (Status st = submit_due(); !st.ok()) return Fail(st.message());
-    bool progressed = false;
     for (size_t i = 0; i < items.size(); ++i) {
       ItemState& st = states[i];
       if (st.done || !st.submitted) continue;
       while (std::optional<RequestOutput> o = st.channel->Pop(std::chrono::milliseconds(0))) {
         tokens += o->new_token_ids.size();
         Consume(*o, items[i], st, engine);
-        progressed = true;
         if (st.done) {
           ++num_done;
           break;
