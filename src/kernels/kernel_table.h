@@ -153,9 +153,10 @@ constexpr int kNumActKinds = 10;
 // 576 bytes per block. Per token cols / 32 x 36 bytes, so the group holding
 // token t starts at act + (t / 16) x 16 x act_row_bytes, and a GemmFn for
 // this kind is given act at the first token of a group.
-// A last group that holds one token (num_tokens % 16 == 1) is followed by
-// that token's blocks as AmxDecodeQ8 (d, the sum of the quants, the quants
-// in order), which a GemmFn given one token reads.
+// A last group of at most kAmxFewTokens tokens is followed by those tokens'
+// blocks as AmxDecodeQ8 (d, the sum of the quants, the quants in order),
+// token after token: the kernels take such tokens one at a time on the
+// vector unit (the same bits as in a tile), cheaper than a tile of padding.
 struct AmxBlockQ8 {
   int8_t qs[8][16][4];
   float d[16];
@@ -168,6 +169,10 @@ struct AmxDecodeQ8 {
 };
 static_assert(sizeof(AmxDecodeQ8) == 40);
 constexpr int kAmxGroup = 16;
+// Up to this many tokens a group goes token by token on the vector unit
+// (weights loaded once for 3 tokens): tinyllama Q4_0 `tern batch` at 8
+// sequences 81 tok/s through a tile, 103-104 so (the VNNI table: 83).
+constexpr int kAmxFewTokens = 10;
 
 // y[t * ldy + r] = dot(weight row r, activation row t) for r < rows,
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the

@@ -185,10 +185,11 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
   const int64_t nb = cols / 32;
   const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
   const int64_t group_bytes = nb * (int64_t)sizeof(AmxBlockQ8);
-  // A last group of one token (which a chunk may hand a kernel alone) is
-  // followed by its AmxDecodeQ8 blocks.
-  const bool lone_last = num_tokens % kAmxGroup == 1;
-  const int64_t decode_bytes = lone_last ? nb * (int64_t)sizeof(AmxDecodeQ8) : 0;
+  // A last group of few tokens (the last chunk's last group) is followed by
+  // their AmxDecodeQ8 blocks.
+  const int64_t last_n = num_tokens - (groups - 1) * kAmxGroup;
+  const bool few_last = last_n <= kAmxFewTokens;
+  const int64_t decode_bytes = few_last ? last_n * nb * (int64_t)sizeof(AmxDecodeQ8) : 0;
   std::vector<uint8_t>& scratch = ActScratch(ActKind::kAmxQ8);
   if ((int64_t)scratch.size() < group_bytes * groups + decode_bytes) {
     scratch.resize(group_bytes * groups + decode_bytes);
@@ -212,9 +213,9 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
           for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
         }
       }
-      if (lone_last && g == groups - 1) {
+      if (few_last && g == groups - 1) {
         AmxDecodeQ8* dec = (AmxDecodeQ8*)(act + groups * group_bytes);
-        for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t b = 0; b < n * nb; ++b) {
           const ActBlockQ8& a = rows[b];
           int32_t sum = 0;
           for (int k = 0; k < 32; ++k) sum += a.qs[k];

@@ -248,7 +248,7 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
   const auto w = RandomWeights(DType::kQ8_0, rows, cols, 21);
   const WeightView view{DType::kQ8_0, w.data(), rows, cols};
-  for (int64_t tokens : {2, 15, 16, 17, 33, 47}) {
+  for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
     const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
     std::vector<float> y(tokens * rows), one(rows);
     MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "base/fp16.h"
@@ -166,65 +167,76 @@ inline __m512i PairSums(__m512i a, __m512i b) {
                           _mm512_permutex2var_epi32(a, odd, b));
 }
 
-// Exact int32 sums of block b of 16 rows (at p, the block's start in row
-// 0, rows wrb apart) with the lone token's quants: lane r is row r.
+// Block b of 16 rows (at p, the block's start in row 0, rows wrb apart)
+// in registers for DecodeSums: Q8_0, q_w + 128 of 2 rows a register (8
+// lanes each); Q4_0, the low (elements 0..15) and high (16..31) nibbles of
+// 4 rows a register (4 lanes each).
+struct DecodeWeights {
+  __m512i v[8];
+};
+
 template <DType kType>
-inline __m512i DecodeSums(const uint8_t* p, int64_t wrb, const AmxDecodeQ8& a) {
+inline DecodeWeights LoadDecodeWeights(const uint8_t* p, int64_t wrb) {
+  DecodeWeights w;
+  const uint8_t* q = p + 2;
   if constexpr (kType == DType::kQ8_0) {
-    // vpdpbusd on q_w + 128 (2 rows a register, 8 lanes each), less 128 x
-    // the sum of the token's quants.
-    const __m512i ab = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)a.qs));
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512i v[8];
     for (int j = 0; j < 8; ++j) {
-      const __m256i lo = _mm256_loadu_si256((const __m256i*)(p + 2 + 2 * j * wrb));
-      const __m256i hi = _mm256_loadu_si256((const __m256i*)(p + 2 + (2 * j + 1) * wrb));
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      v[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q, flip), ab);
+      const __m256i lo = _mm256_loadu_si256((const __m256i*)(q + 2 * j * wrb));
+      const __m256i hi = _mm256_loadu_si256((const __m256i*)(q + (2 * j + 1) * wrb));
+      w.v[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
     }
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* b4 = q + 4 * j * wrb;
+      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + wrb)), 1);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + 2 * wrb)), 2);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + 3 * wrb)), 3);
+      w.v[2 * j] = _mm512_and_si512(raw, m4);
+      w.v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    }
+  }
+  return w;
+}
+
+// Exact int32 sums of a block of 16 rows (LoadDecodeWeights) with one
+// token's quants: lane r is row r. vpdpbusd on the unsigned weights, a tree
+// of PairSums to one lane a row, less the offset (Q8_0: 128, Q4_0: 8) x the
+// sum of the token's quants.
+template <DType kType>
+inline __m512i DecodeSums(const DecodeWeights& w, const AmxDecodeQ8& a) {
+  const __m512i zero = _mm512_setzero_si512();
+  if constexpr (kType == DType::kQ8_0) {
+    const __m512i ab = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)a.qs));
+    __m512i v[8];
+    for (int j = 0; j < 8; ++j) v[j] = _mm512_dpbusd_epi32(zero, w.v[j], ab);
     const __m512i s = PairSums(PairSums(PairSums(v[0], v[1]), PairSums(v[2], v[3])),
                                PairSums(PairSums(v[4], v[5]), PairSums(v[6], v[7])));
     return _mm512_sub_epi32(s, _mm512_set1_epi32(128 * a.qsum));
   } else {
-    // Q4_0: 4 rows a register (16 nibble bytes each, 4 lanes), vpdpbusd on
-    // the low nibbles (elements 0..15) and the high ones (16..31), less 8 x
-    // the sum of the token's quants.
     const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a.qs));
     const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    // Rows 4j + i at q + 4j x wrb + i x wrb: four bases and three strides
-    // keep the address arithmetic in the load operands.
-    const uint8_t* q = p + 2;
-    const int64_t w2 = 2 * wrb, w3 = 3 * wrb, w4 = 4 * wrb;
     __m512i v[4];
     for (int j = 0; j < 4; ++j) {
-      const uint8_t* b4 = q + j * w4;
-      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + wrb)), 1);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + w2)), 2);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + w3)), 3);
-      const __m512i lo = _mm512_and_si512(raw, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      v[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+      v[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w.v[2 * j], alo), w.v[2 * j + 1], ahi);
     }
     const __m512i s = PairSums(PairSums(v[0], v[1]), PairSums(v[2], v[3]));
     return _mm512_sub_epi32(s, _mm512_set1_epi32(8 * a.qsum));
   }
 }
 
-// One token against the 16 rows at wt, on the vector unit: lane r of the
-// result is row r, through the same float operations as GroupTile (d_w x
-// d_a multiplied the other way round, the same product).
-template <DType kType>
-__m512 DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a) {
+// T tokens (AmxDecodeQ8 rows nb apart) against the 16 rows at wt, on the
+// vector unit, the weights loaded once for all: out[t] lane r is row r,
+// through the same float operations as GroupTile (d_w x d_a multiplied the
+// other way round, the same product).
+template <DType kType, int T>
+void DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a,
+                __m512 (&acc)[T]) {
   constexpr int kBB = kBlockBytes<kType>;
-  __m512 acc = _mm512_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i offsets = RowOffsets(wrb);
-  auto scale = [&](int64_t b, __m512i isum) {
-    const __m512 dw = BlockScales<kType>(wt, offsets, b);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a[b].d)),
-                          acc);
-  };
   // The next tile into L2 along this one (into L1 it would push this tile
   // out: Q8_0, 2 threads from memory, 0.75-0.78 -> 0.85-0.89 of the read
   // probe; without it 0.5-0.7 in the model).
@@ -234,9 +246,35 @@ __m512 DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8*
     for (int j = 0; j < kLines; ++j) {
       _mm_prefetch((const char*)(next + b * 16 * kBB + 64 * j), _MM_HINT_T1);
     }
-    scale(b, DecodeSums<kType>(wt + b * kBB, wrb, a[b]));
+    const DecodeWeights w = LoadDecodeWeights<kType>(wt + b * kBB, wrb);
+    const __m512 dw = BlockScales<kType>(wt, offsets, b);
+    for (int t = 0; t < T; ++t) {
+      const AmxDecodeQ8& at = a[t * nb + b];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DecodeSums<kType>(w, at)),
+                               _mm512_mul_ps(dw, _mm512_set1_ps(at.d)), acc[t]);
+    }
   }
-  return acc;
+}
+
+// Tokens [0, n) of a few-token group (n <= kAmxFewTokens) against the 16
+// rows at wt (nr of them real), up to 3 at a time.
+template <DType kType>
+void DecodeFew(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a, int64_t n,
+               int nr, float* y, int64_t ldy) {
+  auto run = [&](auto tokens, int64_t t0) {
+    constexpr int T = decltype(tokens)::value;
+    __m512 acc[T];
+    DecodeTile<kType, T>(wt, wrb, nb, a + t0 * nb, acc);
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      std::memcpy(y + (t0 + t) * ldy, out, nr * sizeof(float));
+    }
+  };
+  int64_t t = 0;
+  for (; t + 3 <= n; t += 3) run(std::integral_constant<int, 3>(), t);
+  if (n - t == 2) run(std::integral_constant<int, 2>(), t);
+  if (n - t == 1) run(std::integral_constant<int, 1>(), t);
 }
 
 // Q4_0 quants of blocks [0, nb) of 16 rows as int8 (q - 8), block b's rows
@@ -263,6 +301,9 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
   const int64_t nb = cols / 32;
   const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
   const int64_t group_bytes = kAmxGroup * arb;
+  const int64_t last_n = num_tokens - (groups - 1) * kAmxGroup;
+  const bool few = last_n <= kAmxFewTokens;  // see kAmxFewTokens
+  const int64_t tile_groups = few ? groups - 1 : groups;
   thread_local std::vector<float> dw_storage;
   thread_local std::vector<uint8_t> pad;
   thread_local std::vector<int8_t> unpacked;
@@ -279,11 +320,12 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
       std::memcpy(pad.data(), wt, nr * wrb);
       wt = pad.data();
     }
-    if (num_tokens == 1) {
-      alignas(64) float out[16];
-      _mm512_store_ps(out, DecodeTile<kType>(wt, wrb, nb, (const AmxDecodeQ8*)(act + group_bytes)));
-      std::memcpy(y + r0, out, nr * sizeof(float));
-      continue;
+    // A last group of few tokens: one token at a time on the vector unit,
+    // while the tile's rows are in cache.
+    if (few) {
+      DecodeFew<kType>(wt, wrb, nb, (const AmxDecodeQ8*)(act + groups * group_bytes), last_n, nr,
+                       y + (groups - 1) * kAmxGroup * ldy + r0, ldy);
+      if (groups == 1) continue;
     }
     RowScales<kType>(wt, wrb, nb, dw);
     // The tiles' weights: Q8_0 as they lie, Q4_0 unpacked once per row tile.
@@ -295,7 +337,7 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
       wstep = 512;
       wstride = 32;
     }
-    for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t g = 0; g < tile_groups; ++g) {
       __m512 acc[16];
       for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
       GroupTile(wq, wstep, wstride, nb, (const AmxBlockQ8*)(act + g * group_bytes), dw, acc);
