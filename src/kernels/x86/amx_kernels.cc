@@ -320,8 +320,8 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
       std::memcpy(pad.data(), wt, nr * wrb);
       wt = pad.data();
     }
-    // A last group of few tokens: one token at a time on the vector unit,
-    // while the tile's rows are in cache.
+    // A last group of few tokens: on the vector unit (DecodeFew), before
+    // the tiles take the full groups from the same rows in cache.
     if (few) {
       DecodeFew<kType>(wt, wrb, nb, (const AmxDecodeQ8*)(act + groups * group_bytes), last_n, nr,
                        y + (groups - 1) * kAmxGroup * ldy + r0, ldy);
