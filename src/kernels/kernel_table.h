@@ -155,8 +155,9 @@ constexpr int kNumActKinds = 10;
 // this kind is given act at the first token of a group.
 // A last group of at most kAmxFewTokens tokens is followed by those tokens'
 // blocks as AmxDecodeQ8 (d, the sum of the quants, the quants in order),
-// token after token: the kernels take such tokens one at a time on the
-// vector unit (the same bits as in a tile), cheaper than a tile of padding.
+// token after token: the kernels take such tokens on the vector unit, up to
+// 3 per load of the weights (the same bits as in a tile), cheaper than a
+// tile of padding.
 struct AmxBlockQ8 {
   int8_t qs[8][16][4];
   float d[16];

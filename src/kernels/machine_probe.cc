@@ -22,8 +22,10 @@ using Clock = std::chrono::steady_clock;
 
 // The FMA peak is measured at the vector width of the active kernel table.
 bool UseAvx512Fma() {
-  static const bool use =
-      std::string(ActiveIsa()) == "avx512vnni" || std::string(ActiveIsa()) == "amx";
+  static const bool use = [] {
+    const std::string isa = ActiveIsa();
+    return isa == "avx512vnni" || isa == "amx";
+  }();
   return use;
 }
 

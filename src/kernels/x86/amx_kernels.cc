@@ -284,7 +284,8 @@ void UnpackQ4_0(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
   for (int r = 0; r < 16; ++r) {
     const uint8_t* row = w + r * wrb;
     for (int64_t b = 0; b < nb; ++b) {
-      const __m128i raw = _mm_loadu_si128((const __m128i*)(row + b * kBlockBytes<DType::kQ4_0> + 2));
+      const __m128i raw =
+          _mm_loadu_si128((const __m128i*)(row + b * kBlockBytes<DType::kQ4_0> + 2));
       const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), eight);
       const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight);
       int8_t* o = out + (b * 16 + r) * 32;
@@ -307,8 +308,11 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
   thread_local std::vector<float> dw_storage;
   thread_local std::vector<uint8_t> pad;
   thread_local std::vector<int8_t> unpacked;
-  if ((int64_t)dw_storage.size() < 16 * nb) dw_storage.resize(16 * nb);
-  if (kType == DType::kQ4_0 && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
+  // Scratch of the tile path only (a lone token never touches it).
+  if (tile_groups > 0) {
+    if ((int64_t)dw_storage.size() < 16 * nb) dw_storage.resize(16 * nb);
+    if (kType == DType::kQ4_0 && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
+  }
   float* dw = dw_storage.data();
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int nr = (int)std::min<int64_t>(16, rows - r0);
