@@ -246,16 +246,55 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const KernelTable* amx = AmxKernelTable();
   if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
-  const auto w = RandomWeights(DType::kQ8_0, rows, cols, 21);
-  const WeightView view{DType::kQ8_0, w.data(), rows, cols};
-  for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
-    const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
-    std::vector<float> y(tokens * rows), one(rows);
-    MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr);
-    for (int64_t t = 0; t < tokens; ++t) {
-      MatMulWith(*amx, view, x.data() + t * cols, 1, one.data(), nullptr);
-      ASSERT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, rows * sizeof(float)))
-          << "tokens=" << tokens << " token " << t;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    const auto w = RandomWeights(t, rows, cols, 21);
+    const WeightView view{t, w.data(), rows, cols};
+    for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
+      const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
+      std::vector<float> y(tokens * rows), one(rows);
+      MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr);
+      for (int64_t k = 0; k < tokens; ++k) {
+        MatMulWith(*amx, view, x.data() + k * cols, 1, one.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
+            << DTypeName(t) << " tokens=" << tokens << " token " << k;
+      }
+    }
+  }
+}
+
+// Extreme quants (every weight quant at its largest magnitude, activations
+// all +1 or all -1, so quantized to +-127) push the integer sums of every
+// table's kernels to their bounds: each output must be the exact dot
+// product (scales 1 and 1/127, so only rounding of the float sums differs).
+TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
+  const int64_t rows = 33, cols = 256;
+  for (const KernelTable* table :
+       {&RefKernelTable(), Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
+    if (table == nullptr) continue;
+    SCOPED_TRACE(table->isa);
+    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        // Weights all at the top (Q4_0 nibble 15, Q8_0 127: patterns 0, 1) or
+        // the bottom (nibble 0, -128: 2, 3); activations +1 (0, 2) or -1.
+        const bool top = pattern < 2;
+        const uint8_t q = t == DType::kQ4_0 ? (top ? 0xFF : 0x00) : (top ? 0x7F : 0x80);
+        std::vector<uint8_t> w(rows * RowBytes(t, cols), q);
+        for (int64_t off = 0; off < (int64_t)w.size(); off += BlockBytes(t)) {
+          PutHalf(w.data() + off, 1.0f);
+        }
+        const float per = t == DType::kQ4_0 ? (top ? 7.0f : -8.0f) : (top ? 127.0f : -128.0f);
+        const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
+        const std::vector<float> x(3 * cols, sign);
+        const double exact = (double)per * sign * cols;
+        for (int64_t tokens : {1, 3}) {
+          std::vector<float> y(tokens * rows);
+          MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+          for (int64_t i = 0; i < tokens * rows; ++i) {
+            ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
+                << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
+          }
+        }
+      }
     }
   }
 }
