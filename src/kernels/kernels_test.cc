@@ -216,6 +216,10 @@ TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
 TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
   const DType t = GetParam();
   ThreadPool pool(3);
+  for (const KernelTable* table : {&RefKernelTable(), Avx2KernelTable(),
+                                   Avx512VnniKernelTable(), AmxKernelTable()}) {
+  if (table == nullptr) continue;
+  SCOPED_TRACE(table->isa);
   // Column counts that leave the decode tiles' unrolled loops a remainder.
   for (const int64_t cols : IsKQuant(t) ? std::vector<int64_t>{512, 768}
                                         : std::vector<int64_t>{256, 352, 480}) {
@@ -225,16 +229,19 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
     const auto x = RandomActivations(tokens * cols, 9);
     std::vector<float> y1(tokens * rows), y2(tokens * rows);
     const WeightView view{t, w.data(), rows, cols};
-    MatMul(view, x.data(), tokens, y1.data(), nullptr);
-    MatMul(view, x.data(), tokens, y2.data(), &pool);
+    MatMulWith(*table, view, x.data(), tokens, y1.data(), nullptr);
+    MatMulWith(*table, view, x.data(), tokens, y2.data(), &pool);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
         << DTypeName(t) << " tokens=" << tokens;
-    // A single token's row of a batch equals that token alone.
-    std::vector<float> y_one(rows);
-    MatMul(view, x.data() + (tokens - 1) * cols, 1, y_one.data(), &pool);
-    ASSERT_EQ(0, std::memcmp(y_one.data(), y1.data() + (tokens - 1) * rows,
-                             rows * sizeof(float)))
-        << DTypeName(t) << " cols=" << cols << " tokens=" << tokens;
+    // A token's row of a batch (the first, in a full token tile, and the
+    // last) equals that token alone.
+    for (const int64_t k : {(int64_t)0, tokens - 1}) {
+      std::vector<float> y_one(rows);
+      MatMulWith(*table, view, x.data() + k * cols, 1, y_one.data(), &pool);
+      ASSERT_EQ(0, std::memcmp(y_one.data(), y1.data() + k * rows, rows * sizeof(float)))
+          << DTypeName(t) << " cols=" << cols << " tokens=" << tokens << " token " << k;
+    }
+  }
   }
   }
 }
