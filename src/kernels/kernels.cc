@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/fp16.h"
 #include "kernels/cpu_features.h"
+#include "base/aligned_vector.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x86/avx2_kernels.h"
@@ -23,8 +24,9 @@ namespace {
 // Activation rows of a token chunk should stay in L2 while a tile of weight
 // rows is reused across them.
 constexpr int64_t kActChunkBytes = 192 * 1024;
-// FloatKernel::kKBlock columns of f32.
-constexpr int64_t kFloatKBlockBytes = 2048 * 4;
+// FloatKernel::kPackCols columns of f32: the columns of a token chunk that
+// a packed 16-bit weight block is reused across.
+constexpr int64_t kFloatKBlockBytes = 1024 * 4;
 // Row split granularity: a multiple of every kernel's row tile (16: the
 // AMX tiles).
 constexpr int64_t kRowGrain = 16;
@@ -86,8 +88,8 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
 
 // Per-thread scratch for quantized activations, one per ActKind (grows,
 // never shrinks).
-std::vector<uint8_t>& ActScratch(ActKind kind) {
-  thread_local std::vector<uint8_t> scratch[kNumActKinds];
+AlignedVector<uint8_t>& ActScratch(ActKind kind) {
+  thread_local AlignedVector<uint8_t> scratch[kNumActKinds];
   return scratch[(int)kind];
 }
 
@@ -190,7 +192,7 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
   const int64_t last_n = num_tokens - (groups - 1) * kAmxGroup;
   const bool few_last = last_n <= kAmxFewTokens;
   const int64_t decode_bytes = few_last ? last_n * nb * (int64_t)sizeof(AmxDecodeQ8) : 0;
-  std::vector<uint8_t>& scratch = ActScratch(ActKind::kAmxQ8);
+  AlignedVector<uint8_t>& scratch = ActScratch(ActKind::kAmxQ8);
   if ((int64_t)scratch.size() < group_bytes * groups + decode_bytes) {
     scratch.resize(group_bytes * groups + decode_bytes);
   }
@@ -238,7 +240,7 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
   if (kind == ActKind::kF32) return (const uint8_t*)x;
   if (kind == ActKind::kAmxQ8) return PrepareAmxActivations(table, x, num_tokens, cols, pool);
   const int64_t row_bytes = ActRowBytes(kind, cols);
-  std::vector<uint8_t>& scratch = ActScratch(kind);
+  AlignedVector<uint8_t>& scratch = ActScratch(kind);
   if ((int64_t)scratch.size() < row_bytes * num_tokens) {
     scratch.resize(row_bytes * num_tokens);
   }

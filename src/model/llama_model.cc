@@ -165,7 +165,7 @@ void LlamaModel::MatMulMany(std::initializer_list<const Weight*> ws, const float
 void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
   const ModelConfig& c = config_;
   const size_t T = batch.num_tokens();
-  auto grow = [](std::vector<float>& v, size_t n) {
+  auto grow = [](auto& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };
   grow(x_, T * c.n_embd);

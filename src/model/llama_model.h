@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -81,7 +82,8 @@ class LlamaModel : public Model {
   std::vector<std::unique_ptr<std::vector<float>>> owned_vectors_;
 
   // Scratch, [num_tokens, width] row-major unless noted.
-  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
+  // Activations, 64-byte aligned (see base/aligned_vector.h).
+  AlignedVector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
   std::vector<float> rope_cos_sin_;  // [num_tokens, rope_dim / 2, {cos, sin}]
   std::vector<kernels::AttentionSeq> attn_seqs_;  // one step's sequences (Attention)
 };
