@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/check.h"
 #include "base/fp16.h"
 #include "kernels/cpu_features.h"
-#include "base/aligned_vector.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x86/avx2_kernels.h"

@@ -21,6 +21,15 @@ constexpr DType kFormats[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::k
 
 bool IsKQuant(DType t) { return BlockSize(t) == 256; }
 
+// The scalar reference and every SIMD table this CPU runs.
+std::vector<const KernelTable*> AvailableTables() {
+  std::vector<const KernelTable*> tables = {&RefKernelTable()};
+  for (const KernelTable* t : {Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
+    if (t != nullptr) tables.push_back(t);
+  }
+  return tables;
+}
+
 void PutHalf(uint8_t* p, float v) {
   const uint16_t h = Fp32ToFp16(v);
   std::memcpy(p, &h, 2);
@@ -216,9 +225,7 @@ TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
 TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
   const DType t = GetParam();
   ThreadPool pool(3);
-  for (const KernelTable* table : {&RefKernelTable(), Avx2KernelTable(),
-                                   Avx512VnniKernelTable(), AmxKernelTable()}) {
-  if (table == nullptr) continue;
+  for (const KernelTable* table : AvailableTables()) {
   SCOPED_TRACE(table->isa);
   // Column counts that leave the decode tiles' unrolled loops a remainder.
   for (const int64_t cols : IsKQuant(t) ? std::vector<int64_t>{512, 768}
@@ -275,9 +282,7 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
 // product (scales 1 and 1/127, so only rounding of the float sums differs).
 TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
   const int64_t rows = 33, cols = 256;
-  for (const KernelTable* table :
-       {&RefKernelTable(), Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
-    if (table == nullptr) continue;
+  for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
     for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
       for (int pattern = 0; pattern < 4; ++pattern) {
@@ -631,10 +636,7 @@ PagedKv MakePagedKv(DType dtype, int ctx, int slot_elems, int block_size, uint32
 // against the naive double-precision attention, over head sizes with and
 // without a SIMD kernel, group sizes 1..16 and several chunks of context.
 TEST(AttentionTest, EveryTableMatchesNaive) {
-  std::vector<const KernelTable*> tables = {&RefKernelTable()};
-  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
-  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
-  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
+  const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{8, 8, 1}, {64, 1, 3}, {64, 8, 2}, {128, 4, 2}, {16, 16, 1},
                           {12, 3, 2}, {24, 7, 1}, {32, 5, 2}};
@@ -704,10 +706,7 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
 // give each head the same result as an item of that head alone, bitwise, and
 // the naive attention's within rounding; the SIMD tables agree bitwise.
 TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
-  std::vector<const KernelTable*> tables = {&RefKernelTable()};
-  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
-  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
-  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
+  const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{64, 1, 6}, {32, 2, 4}, {16, 3, 5},
                           {8, 1, 16}, {64, 8, 2}, {48, 5, 3}};
@@ -819,10 +818,7 @@ TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {
     const float f = Fp32FromBits(bits(rng));
     if (!std::isnan(f)) x.push_back(f);
   }
-  std::vector<const KernelTable*> tables = {&RefKernelTable()};
-  if (Avx2KernelTable()) tables.push_back(Avx2KernelTable());
-  if (Avx512VnniKernelTable()) tables.push_back(Avx512VnniKernelTable());
-  if (AmxKernelTable()) tables.push_back(AmxKernelTable());
+  const std::vector<const KernelTable*> tables = AvailableTables();
   for (const KernelTable* t : tables) {
     std::vector<uint16_t> out(x.size());
     t->f32_to_f16(x.data(), (int64_t)x.size(), out.data());

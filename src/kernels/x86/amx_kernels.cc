@@ -86,10 +86,15 @@ void ConfigureTiles() {
   configured = true;
 }
 
-// r x wrb in lane r (gather offsets of 16 rows).
-inline __m512i RowOffsets(int64_t wrb) {
-  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                            _mm512_set1_epi32((int)wrb));
+// Lane i holds i.
+inline __m512i LaneIndex() {
+  return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+}
+
+// Gather offsets of 16 rows: lane i holds rows[i] x wrb (rows: the row in
+// each lane, by default lane r row r).
+inline __m512i RowOffsets(int64_t wrb, __m512i rows = LaneIndex()) {
+  return _mm512_mullo_epi32(rows, _mm512_set1_epi32((int)wrb));
 }
 
 // d_w of block b of 16 rows (d leads both formats' blocks): the 4 bytes at
@@ -231,7 +236,7 @@ inline __m512i DecodeLaneRows() {
   if constexpr (kType == DType::kQ4_0) {
     return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
   } else {
-    return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return LaneIndex();
   }
 }
 
@@ -277,8 +282,7 @@ void DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a
                 __m512 (&acc)[T]) {
   constexpr int kBB = kBlockBytes<kType>;
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i offsets =
-      _mm512_mullo_epi32(DecodeLaneRows<kType>(), _mm512_set1_epi32((int)wrb));
+  const __m512i offsets = RowOffsets(wrb, DecodeLaneRows<kType>());
   const RowStrides strides(wrb);
   // The next tile into L2 along this one (into L1 it would push this tile
   // out: Q8_0, 2 threads from memory, 0.75-0.78 -> 0.85-0.89 of the read

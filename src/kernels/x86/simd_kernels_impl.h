@@ -313,6 +313,21 @@ struct FloatKernel {
     const int64_t cols8 = cols / kLanes * kLanes;
     const int64_t tiles = (num_tokens + T - 1) / T;
     for (int64_t i = 0; i < tiles * R * T; ++i) park[i] = V::Zero();
+    // step(tokens, act, park) on every token tile of the chunk (a last
+    // partial tile token by token).
+    const auto for_tiles = [&](auto step) {
+      int64_t t = 0;
+      for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
+        Reg* p = park + tile * R * T;
+        if (t + T <= num_tokens) {
+          step(std::integral_constant<int, T>(), act + t * arb, p);
+        } else {
+          for (int64_t u = t; u < num_tokens; ++u) {
+            step(std::integral_constant<int, 1>(), act + u * arb, p + (u - t) * R);
+          }
+        }
+      }
+    };
     if constexpr (kPack) {
       alignas(64) float packed[R * kPackCols];  // 16 KiB (AVX2) or 32 KiB
       for (int64_t s0 = 0; s0 < cols8; s0 += kPackCols) {
@@ -322,32 +337,19 @@ struct FloatKernel {
             V::Store(packed + r * kPackCols + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
           }
         }
-        int64_t t = 0;
-        for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
-          Reg* p = park + tile * R * T;
-          if (t + T <= num_tokens) {
-            PackedStep<R, T>(packed, act + t * arb, arb, s0, s1, p);
-          } else {
-            for (int64_t u = t; u < num_tokens; ++u) {
-              PackedStep<R, 1>(packed, act + u * arb, arb, s0, s1, p + (u - t) * R);
-            }
-          }
-        }
+        // The copy as f32 weights (rows kPackCols apart, column s0 first),
+        // the activations from column s0; no prefetch (it is in L1).
+        for_tiles([&](auto tokens, const uint8_t* a, Reg* p) {
+          FloatKernel<DType::kF32, V>::template Step<R, decltype(tokens)::value, false>(
+              (const uint8_t*)packed, kPackCols * 4, a + s0 * 4, arb, 0, s1 - s0, p);
+        });
       }
     } else {
       for (int64_t k0 = 0; k0 < cols8; k0 += kKBlock) {
         const int64_t k1 = std::min(cols8, k0 + kKBlock);
-        int64_t t = 0;
-        for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
-          Reg* p = park + tile * R * T;
-          if (t + T <= num_tokens) {
-            Step<R, T>(w, wrb, act + t * arb, arb, k0, k1, p);
-          } else {
-            for (int64_t u = t; u < num_tokens; ++u) {
-              Step<R, 1>(w, wrb, act + u * arb, arb, k0, k1, p + (u - t) * R);
-            }
-          }
-        }
+        for_tiles([&](auto tokens, const uint8_t* a, Reg* p) {
+          Step<R, decltype(tokens)::value>(w, wrb, a, arb, k0, k1, p);
+        });
       }
     }
     int64_t t = 0;
@@ -363,7 +365,7 @@ struct FloatKernel {
     }
   }
 
-  template <int R, int T>
+  template <int R, int T, bool kPrefetch = true>
   static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                           int64_t k0, int64_t k1, Reg* park) {
     Reg acc[R][T];
@@ -371,23 +373,7 @@ struct FloatKernel {
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
-    Accumulate<R, T>(w, wrb, x, k0, k1, acc);
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) park[t * R + r] = acc[r][t];
-  }
-
-  // Step over columns [s0, s1) with the weights from BlockedRows' f32 copy
-  // (rows kPackCols apart, column s0 first).
-  template <int R, int T>
-  static inline void PackedStep(const float* packed, const uint8_t* act, int64_t arb, int64_t s0,
-                                int64_t s1, Reg* park) {
-    Reg acc[R][T];
-    const float* x[T];
-    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb) + s0;
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
-    FloatKernel<DType::kF32, V>::template Accumulate<R, T, false>(
-        (const uint8_t*)packed, kPackCols * 4, x, 0, s1 - s0, acc);
+    Accumulate<R, T, kPrefetch>(w, wrb, x, k0, k1, acc);
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) park[t * R + r] = acc[r][t];
   }
@@ -576,9 +562,6 @@ struct LegacyKernel {
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 32;
     if constexpr (kSigned && R == 1 && T == 1) {
-      (void)wrb;
-      (void)arb;
-      (void)ldy;
       DecodeRowQ8(w, (const ActBlockQ8*)act, nb, y);
       return;
     }
