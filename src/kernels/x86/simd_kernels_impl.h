@@ -958,24 +958,31 @@ struct ImageKernel {
 
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
 
-// 6-bit scales and mins of Q4_K/Q5_K: bytes 0..7 scales, 8..15 mins.
-inline __m256i KScalesMins16(const uint8_t* scales) {
-  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, scales, 12);
-  u[3] = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
-  const uint32_t aux = u[1] & kMask1;
-  u[1] = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
-  u[2] = aux;
-  u[0] &= kMask1;
-  return _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+// The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
+// the mins. `s` points at the block's 12 scale bytes; 16 bytes are read (the
+// last 4 are the block's next field). Scales and mins 0..3 are the low 6 bits
+// of bytes 0..3 and 4..7; scales 4..7 take the low nibbles of bytes 8..11 and
+// mins 4..7 the high nibbles, each with bits 6..7 of bytes 0..3 / 4..7 as
+// bits 4..5.
+inline __m128i KScalesMins(const uint8_t* s) {
+  const __m128i v = _mm_loadu_si128((const __m128i*)s);
+  const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7,
+                                                         8, 9, 10, 11));
+  const __m128i keep = _mm_setr_epi8(0x3f, 0x3f, 0x3f, 0x3f, 0x0f, 0x0f, 0x0f, 0x0f, 0x3f, 0x3f,
+                                     0x3f, 0x3f, 0, 0, 0, 0);
+  const __m128i keep_hi = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0x0f, 0x0f,
+                                        0x0f);
+  const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
+                                                         -1, 4, 5, 6, 7));
+  return _mm_or_si128(
+      _mm_or_si128(_mm_and_si128(low, keep), _mm_and_si128(_mm_srli_epi16(low, 4), keep_hi)),
+      _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
-// Shuffle selecting int16 lane j of each 128-bit lane, broadcast.
+// Shuffle of KScalesMins' bytes (broadcast to both 128-bit lanes) giving scale
+// j zero-extended into every int16 lane.
 inline __m256i ScaleShuffle(int j) {
-  const char lo = (char)(2 * j), hi = (char)(2 * j + 1);
-  return _mm256_set_epi8(hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo,
-                         hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo);
+  return _mm256_set1_epi16((short)(0x8000 | j));
 }
 
 template <DType kType>
@@ -1001,7 +1008,9 @@ struct KQuantKernel {
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 256;
-    const int64_t bb = BlockBytes(kType);
+    constexpr int64_t bb = kType == DType::kQ4_K   ? sizeof(BlockQ4_K)
+                           : kType == DType::kQ5_K ? sizeof(BlockQ5_K)
+                                                   : sizeof(BlockQ6_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
@@ -1012,17 +1021,15 @@ struct KQuantKernel {
     for (int64_t b = 0; b < nb; ++b) {
       {  // prefetch (decode and the first token tile of a batch)
         for (int r = 0; r < R; ++r) {
-          for (int64_t off = 0; off < bb; off += 64) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 16 : 3)) * bb, nb * bb) + off,
-                         _MM_HINT_T0);
-          }
+          const char* p = PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 16 : 3)) * bb, nb * bb);
+          for (int64_t off = 0; off < bb; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
         }
       }
       __m256i isum[R][T];
       for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-      float d[R], dmin[R];
       if constexpr (kType == DType::kQ6_K) {
+        float d[R];
         __m128i sc8[R];
         for (int r = 0; r < R; ++r) {
           const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
@@ -1080,15 +1087,18 @@ struct KQuantKernel {
       } else {
         __m256i sc[R];
         __m128i mins[R];
+        __m256 dd[R];  // d x4 | -dmin x4
         const uint8_t* qs[R];
         __m256i qh[R];
         for (int r = 0; r < R; ++r) {
           const uint8_t* blk = w + r * wrb + b * bb;
-          const __m256i sm = KScalesMins16(blk + 4);
-          sc[r] = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-          mins[r] = _mm256_extracti128_si256(sm, 1);
-          d[r] = HalfToFloat(LoadU32(blk) & 0xFFFF);
-          dmin[r] = HalfToFloat(LoadU32(blk) >> 16);
+          const __m128i sm = KScalesMins(blk + 4);
+          sc[r] = _mm256_broadcastsi128_si256(sm);
+          mins[r] = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+          const __m128 h = _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk))),
+                                      _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
+          dd[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(h),
+                                           _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
           if constexpr (kType == DType::kQ4_K) {
             qs[r] = ((const BlockQ4_K*)blk)->qs;
           } else {
@@ -1121,15 +1131,19 @@ struct KQuantKernel {
             }
           }
         }
-        for (int r = 0; r < R; ++r) {
-          for (int t = 0; t < T; ++t) {
-            const __m128i s32 = _mm_loadu_si128((const __m128i*)a[t][b].sums32);
-            const __m128i msum = _mm_madd_epi16(mins[r], s32);
-            const __m256 mf =
-                _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), msum, 0));
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
-                                        _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
-            acc[r][t] = _mm256_fnmadd_ps(mf, _mm256_set1_ps(dmin[r] * a[t][b].d), acc[r][t]);
+        // One FMA a block: lanes 0..3 the scaled sums (pairs of lanes added;
+        // exact in int32 and in f32: at most 2 x 8 x 4 x 31 x 127 x 63 < 2^24)
+        // times d, lanes 4..7 the mins' sums times -dmin.
+        for (int t = 0; t < T; ++t) {
+          const __m128i s32 = _mm_loadu_si128((const __m128i*)a[t][b].sums32);
+          const __m256 da = _mm256_set1_ps(a[t][b].d);
+          for (int r = 0; r < R; ++r) {
+            const __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(isum[r][t]),
+                                             _mm256_extracti128_si256(isum[r][t], 1));
+            const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q4),
+                                                         _mm_madd_epi16(mins[r], s32), 1);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), _mm256_mul_ps(dd[r], da),
+                                        acc[r][t]);
           }
         }
       }
