@@ -142,9 +142,9 @@ constexpr int kMaxAttnGroup = 16;
 
 enum class ActKind : uint8_t {
   kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0, kQ8KImage,
-  kAmxQ8
+  kAmxQ8, kAmxQ8K
 };
-constexpr int kNumActKinds = 10;
+constexpr int kNumActKinds = 11;
 
 // kAmxQ8 (AMX table): the ActBlockQ8 quants and scales of 16 tokens at a
 // time (a group; the last one padded with zero tokens), laid out per block
@@ -170,6 +170,21 @@ struct AmxDecodeQ8 {
 };
 static_assert(sizeof(AmxDecodeQ8) == 40);
 constexpr int kAmxGroup = 16;
+
+// kAmxQ8K (AMX table, Q4_K weights): the ActBlockQ8K quants of a group of 16
+// tokens per super-block of 256 as four B tiles of 64 elements each
+// (qs[s][k / 4][token][k % 4], element 64 s + k), then the tokens' d, then
+// per token the sub-block sums of the quants in pairs for vpdpwssd against
+// the mins (sums[2i] in the low 16 bits, sums[2i + 1] in the high): 16 x 276
+// bytes, so per token cols / 256 x 276 bytes, as ActBlockQ8KImage. A last
+// group of at most kAmxFewTokens tokens is followed by those tokens'
+// ActBlockQ8KImage rows.
+struct AmxBlockQ8K {
+  int8_t qs[4][16][16][4];
+  float d[16];
+  int32_t sum_pairs[4][16];
+};
+static_assert(sizeof(AmxBlockQ8K) == 16 * 276);
 // Up to this many tokens a group goes token by token on the vector unit
 // (weights loaded once for 3 tokens): tinyllama Q4_0 `tern batch` at 8
 // sequences 81 tok/s through a tile, 103-104 so (the VNNI table: 83).
@@ -243,7 +258,7 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
-// The AVX-512 VNNI table with Q8_0 and Q4_0 through AMX-INT8 tiles (every token
+// The AVX-512 VNNI table with Q8_0, Q4_0 and Q4_K through AMX-INT8 tiles (every token
 // count, decode included, so outputs do not depend on the batch; not
 // bitwise equal to the other tables), or nullptr when the CPU or the OS
 // lacks AMX.

@@ -82,6 +82,7 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
       return (RowBytes(DType::kQ8_0, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     case ActKind::kQ8KImage: return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
     case ActKind::kAmxQ8: return cols / 32 * (int64_t)sizeof(AmxBlockQ8) / kAmxGroup;
+    case ActKind::kAmxQ8K: return cols / 256 * (int64_t)sizeof(AmxBlockQ8K) / kAmxGroup;
     default: return 0;
   }
 }
@@ -180,51 +181,43 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
   });
 }
 
-// kAmxQ8: each group of 16 tokens quantized as ActBlockQ8 rows (the same
-// quants and scales as the other tables), then laid out as AmxBlockQ8s.
-const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
-                                     int64_t num_tokens, int64_t cols, ThreadPool* pool) {
-  const int64_t nb = cols / 32;
+// kAmxQ8 / kAmxQ8K: each group of 16 tokens quantized as Q rows (ActBlockQ8
+// / ActBlockQ8K: the same quants and scales as the other tables), then laid
+// out per block as the group's tiles (fill_group(q, token, group block)) and,
+// after a last group of few tokens, as those tokens' blocks for the vector
+// unit (fill_decode(q, decode block)).
+template <class Q, class Group, class Decode, int kBlockCols, class Quantize, class FillGroup,
+          class FillDecode>
+const uint8_t* PrepareAmx(ActKind kind, const float* x, int64_t num_tokens, int64_t cols,
+                          ThreadPool* pool, Quantize quantize, FillGroup fill_group,
+                          FillDecode fill_decode) {
+  const int64_t nb = cols / kBlockCols;
   const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
-  const int64_t group_bytes = nb * (int64_t)sizeof(AmxBlockQ8);
-  // A last group of few tokens (the last chunk's last group) is followed by
-  // their AmxDecodeQ8 blocks.
+  const int64_t group_bytes = nb * (int64_t)sizeof(Group);
   const int64_t last_n = num_tokens - (groups - 1) * kAmxGroup;
   const bool few_last = last_n <= kAmxFewTokens;
-  const int64_t decode_bytes = few_last ? last_n * nb * (int64_t)sizeof(AmxDecodeQ8) : 0;
-  AlignedVector<uint8_t>& scratch = ActScratch(ActKind::kAmxQ8);
+  const int64_t decode_bytes = few_last ? last_n * nb * (int64_t)sizeof(Decode) : 0;
+  AlignedVector<uint8_t>& scratch = ActScratch(kind);
   if ((int64_t)scratch.size() < group_bytes * groups + decode_bytes) {
     scratch.resize(group_bytes * groups + decode_bytes);
   }
   uint8_t* act = scratch.data();
   auto body = [&](int64_t g0, int64_t g1, int) {
-    thread_local std::vector<ActBlockQ8> rows;
+    thread_local std::vector<Q> rows;
     rows.resize(kAmxGroup * nb);
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t n = std::min<int64_t>(kAmxGroup, num_tokens - g * kAmxGroup);
       for (int64_t t = 0; t < n; ++t) {
-        table.quantize_q8(x + (g * kAmxGroup + t) * cols, cols, rows.data() + t * nb);
+        quantize(x + (g * kAmxGroup + t) * cols, cols, rows.data() + t * nb);
       }
-      AmxBlockQ8* out = (AmxBlockQ8*)(act + g * group_bytes);
-      if (n < kAmxGroup) std::memset(out, 0, group_bytes);  // the padding tokens
+      Group* out = (Group*)(act + g * group_bytes);
+      if (n < kAmxGroup) std::memset((void*)out, 0, group_bytes);  // the padding tokens
       for (int64_t b = 0; b < nb; ++b) {
-        AmxBlockQ8& o = out[b];
-        for (int64_t t = 0; t < n; ++t) {
-          const ActBlockQ8& a = rows[t * nb + b];
-          o.d[t] = a.d;
-          for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
-        }
+        for (int64_t t = 0; t < n; ++t) fill_group(rows[t * nb + b], (int)t, out[b]);
       }
       if (few_last && g == groups - 1) {
-        AmxDecodeQ8* dec = (AmxDecodeQ8*)(act + groups * group_bytes);
-        for (int64_t b = 0; b < n * nb; ++b) {
-          const ActBlockQ8& a = rows[b];
-          int32_t sum = 0;
-          for (int k = 0; k < 32; ++k) sum += a.qs[k];
-          dec[b].d = a.d;
-          dec[b].qsum = sum;
-          std::memcpy(dec[b].qs, a.qs, 32);
-        }
+        Decode* dec = (Decode*)(act + groups * group_bytes);
+        for (int64_t i = 0; i < n * nb; ++i) fill_decode(rows[i], dec[i]);
       }
     }
   };
@@ -233,12 +226,55 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, const float* x,
   return act;
 }
 
+const uint8_t* PrepareAmxActivations(const KernelTable& table, ActKind kind, const float* x,
+                                     int64_t num_tokens, int64_t cols, ThreadPool* pool) {
+  if (kind == ActKind::kAmxQ8) {
+    return PrepareAmx<ActBlockQ8, AmxBlockQ8, AmxDecodeQ8, 32>(
+        kind, x, num_tokens, cols, pool, table.quantize_q8,
+        [](const ActBlockQ8& a, int t, AmxBlockQ8& o) {
+          o.d[t] = a.d;
+          for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
+        },
+        [](const ActBlockQ8& a, AmxDecodeQ8& o) {
+          int32_t sum = 0;
+          for (int k = 0; k < 32; ++k) sum += a.qs[k];
+          o.d = a.d;
+          o.qsum = sum;
+          std::memcpy(o.qs, a.qs, 32);
+        });
+  }
+  return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8KImage, 256>(
+      kind, x, num_tokens, cols, pool, table.quantize_q8k,
+      [](const ActBlockQ8K& a, int t, AmxBlockQ8K& o) {
+        o.d[t] = a.d;
+        for (int s = 0; s < 4; ++s) {
+          for (int k4 = 0; k4 < 16; ++k4) std::memcpy(o.qs[s][k4][t], a.qs + 64 * s + 4 * k4, 4);
+        }
+        for (int i = 0; i < 4; ++i) {
+          o.sum_pairs[i][t] = (int32_t)(uint16_t)a.sums32[2 * i] |
+                              (int32_t)((uint32_t)(uint16_t)a.sums32[2 * i + 1] << 16);
+        }
+      },
+      [](const ActBlockQ8K& a, ActBlockQ8KImage& o) {
+        // Natural-order sub-block at register-order position i (as
+        // quantize_q8k_image).
+        constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+        o.d = a.d;
+        for (int i = 0; i < 8; ++i) {
+          o.sums32[i] = a.sums32[i];
+          std::memcpy(o.qs + 32 * i, a.qs + 32 * kOrder[i], 32);
+        }
+      });
+}
+
 // Quantizes (or passes through) the activations; returns the row pointer.
 const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
                                   const float* x, int64_t num_tokens, int64_t cols,
                                   ThreadPool* pool) {
   if (kind == ActKind::kF32) return (const uint8_t*)x;
-  if (kind == ActKind::kAmxQ8) return PrepareAmxActivations(table, x, num_tokens, cols, pool);
+  if (kind == ActKind::kAmxQ8 || kind == ActKind::kAmxQ8K) {
+    return PrepareAmxActivations(table, kind, x, num_tokens, cols, pool);
+  }
   const int64_t row_bytes = ActRowBytes(kind, cols);
   AlignedVector<uint8_t>& scratch = ActScratch(kind);
   if ((int64_t)scratch.size() < row_bytes * num_tokens) {
@@ -370,7 +406,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
       // AMX activations come in groups of 16 tokens; a tile reads 512 bytes
       // of them per block, so they may come from anywhere in L2, and bigger
       // chunks spread the per-row-tile set-up (Q4_0 unpacking) wider.
-      if (part.k->act == ActKind::kAmxQ8) {
+      if (part.k->act == ActKind::kAmxQ8 || part.k->act == ActKind::kAmxQ8K) {
         chunk_tokens = std::max<int64_t>(
             kAmxGroup, 4 * kActChunkBytes / chunk_row_bytes / kAmxGroup * kAmxGroup);
       }
