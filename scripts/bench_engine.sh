@@ -2,7 +2,7 @@
 # Engine benchmarks of docs/benchmarks.md (serving-engine and prefix-caching
 # sections), driven through `tern batch` on synthetic models.
 #
-#   scripts/bench_engine.sh [batch|chunked|prefix|all] [stories110m|tinyllama-1.1b]
+#   [TYPE=q4_k] scripts/bench_engine.sh [batch|chunked|prefix|all] [stories110m|tinyllama-1.1b]
 #
 # Models are generated under $BENCH_DIR (default /tmp/tern-bench), never in
 # the repo. Each section prints a small table; the numbers of one run are
@@ -14,6 +14,7 @@ BENCH_DIR=${BENCH_DIR:-/tmp/tern-bench}
 WHAT=${1:-all}
 PRESET=${2:-stories110m}
 THREADS=${THREADS:-2}
+TYPE=${TYPE:-q4_0}  # weight type of the synthetic models
 mkdir -p "$BENCH_DIR"
 
 model_for() {  # preset type -> path (synthesized once)
@@ -43,8 +44,8 @@ PY
 json_field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 
 bench_batch() {  # aggregate output tok/s at max-num-seqs 1, 4, 16, 64
-  local model; model=$(model_for "$PRESET" q4_0)
-  echo "## tern batch, $PRESET Q4_0, 16 prompt + 128 output tokens, ignore_eos, $THREADS threads"
+  local model; model=$(model_for "$PRESET" "$TYPE")
+  echo "## tern batch, $PRESET ${TYPE^^}, 16 prompt + 128 output tokens, ignore_eos, $THREADS threads"
   echo "| max-num-seqs | requests | output tok/s | speed-up vs 1 |"
   echo "|---|---|---|---|"
   local base=""
@@ -68,8 +69,8 @@ bench_chunked() {  # 8 running decodes, then a 2048-token prompt arrives
   # long prompt counts from its arrival. A fixed 512 MiB KV cache (the run
   # needs < 100 MiB): the default sizes it from free memory and touching
   # ~10 GiB of it costs seconds of system time and slows the steps.
-  local model; model=$(model_for "$PRESET" q4_0)
-  echo "## chunked prefill, $PRESET Q4_0: 8 decodes (128 tokens) + a 2048-token prompt arriving at 1 s, --max-num-batched-tokens 256"
+  local model; model=$(model_for "$PRESET" "$TYPE")
+  echo "## chunked prefill, $PRESET ${TYPE^^}: 8 decodes (128 tokens) + a 2048-token prompt arriving at 1 s, --max-num-batched-tokens 256"
   echo "| mode | decodes' median ITL (ms) | ITL p90 (ms) | decodes' max ITL (ms) | max / median | long prompt TTFT (ms) |"
   echo "|---|---|---|---|---|---|"
   make_prompts 8 16 128 0 2048 1000 > "$BENCH_DIR/chunk.jsonl"
@@ -108,8 +109,8 @@ PY
 }
 
 bench_prefix() {  # 32 requests sharing a 1024-token system prompt
-  local model; model=$(model_for "$PRESET" q4_0)
-  echo "## prefix caching, $PRESET Q4_0: 32 requests = shared 1024-token prefix + 32 unique tokens, 32 output tokens"
+  local model; model=$(model_for "$PRESET" "$TYPE")
+  echo "## prefix caching, $PRESET ${TYPE^^}: 32 requests = shared 1024-token prefix + 32 unique tokens, 32 output tokens"
   echo "| prefix cache | requests | mean TTFT of requests 2.. (ms) | hit rate | total s |"
   echo "|---|---|---|---|---|"
   make_prompts 32 32 32 1024 0 0 > "$BENCH_DIR/prefix.jsonl"

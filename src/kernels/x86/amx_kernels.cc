@@ -25,7 +25,6 @@
 #include "kernels/x86/avx2_kernels.h"
 #include "kernels/x86/row_prefetch.h"
 #include "quant/blocks.h"
-#include "quant/formats.h"
 
 namespace tern::kernels {
 
@@ -470,31 +469,43 @@ struct Q4KTile {
 
 void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  for (int r = 0; r < 16; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const quant::BlockQ4_K* blk = (const quant::BlockQ4_K*)(w + r * wrb + b * kQ4KBytes);
-      t.d[b * 16 + r] = _cvtsh_ss(blk->d);
-      t.dmin[b * 16 + r] = _cvtsh_ss(blk->dmin);
-      uint8_t sc[8], m[8];
-      for (int j = 0; j < 8; ++j) quant::UnpackScaleMinK4(blk->scales, j, &sc[j], &m[j]);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int g = 0; g < 4; ++g) {
+      // 4 rows' d, dmin (fp16) and mins / scales (bytes, Q4KMinsScales).
+      alignas(64) uint8_t heads[64], ms[64];
+      const __m512i h = Q4KHeads<4>(w + 4 * g * wrb, wrb, b * kQ4KBytes);
+      _mm512_store_si512((void*)heads, h);
+      _mm512_store_si512((void*)ms, Q4KMinsScales(h));
       for (int i = 0; i < 4; ++i) {
-        t.min_pairs[(b * 4 + i) * 16 + r] = (int32_t)m[2 * i] | ((int32_t)m[2 * i + 1] << 16);
-      }
-      for (int s = 0; s < 4; ++s) {
-        // Elements 64 s .. 64 s + 31: low nibbles (sub-block 2 s), then the
-        // high ones (2 s + 1). A byte times a scale <= 7 stays within its
-        // byte, so 16-bit multiplies scale both bytes of a lane.
-        const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk->qs + 32 * s));
-        const __m256i q0 = _mm256_and_si256(raw, m4);
-        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        const int64_t o = ((b * 4 + s) * 16 + r) * 64;
-        for (int part = 0; part < 2; ++part) {
-          uint8_t* dst = part == 0 ? t.lo : t.hi;
-          const int sa = part == 0 ? sc[2 * s] & 7 : sc[2 * s] >> 3;
-          const int sb = part == 0 ? sc[2 * s + 1] & 7 : sc[2 * s + 1] >> 3;
-          _mm256_storeu_si256((__m256i*)(dst + o), _mm256_mullo_epi16(q0, _mm256_set1_epi16(sa)));
-          _mm256_storeu_si256((__m256i*)(dst + o + 32),
-                              _mm256_mullo_epi16(q1, _mm256_set1_epi16(sb)));
+        const int r = 4 * g + i;
+        const uint8_t* m = ms + 16 * i;
+        const uint8_t* sc = m + 8;
+        uint16_t d, dmin;
+        std::memcpy(&d, heads + 16 * i, 2);
+        std::memcpy(&dmin, heads + 16 * i + 2, 2);
+        t.d[b * 16 + r] = _cvtsh_ss(d);
+        t.dmin[b * 16 + r] = _cvtsh_ss(dmin);
+        for (int j = 0; j < 4; ++j) {
+          t.min_pairs[(b * 4 + j) * 16 + r] = (int32_t)m[2 * j] | ((int32_t)m[2 * j + 1] << 16);
+        }
+        const uint8_t* qs = ((const quant::BlockQ4_K*)(w + r * wrb + b * kQ4KBytes))->qs;
+        for (int s = 0; s < 4; ++s) {
+          // Elements 64 s .. 64 s + 31: low nibbles (sub-block 2 s), then the
+          // high ones (2 s + 1). A byte times a scale <= 7 stays within its
+          // byte, so 16-bit multiplies scale both bytes of a lane.
+          const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs + 32 * s));
+          const __m256i q0 = _mm256_and_si256(raw, m4);
+          const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          const int64_t o = ((b * 4 + s) * 16 + r) * 64;
+          for (int part = 0; part < 2; ++part) {
+            uint8_t* dst = part == 0 ? t.lo : t.hi;
+            const int sa = part == 0 ? sc[2 * s] & 7 : sc[2 * s] >> 3;
+            const int sb = part == 0 ? sc[2 * s + 1] & 7 : sc[2 * s + 1] >> 3;
+            _mm256_storeu_si256((__m256i*)(dst + o),
+                                _mm256_mullo_epi16(q0, _mm256_set1_epi16((short)sa)));
+            _mm256_storeu_si256((__m256i*)(dst + o + 32),
+                                _mm256_mullo_epi16(q1, _mm256_set1_epi16((short)sb)));
+          }
         }
       }
     }
@@ -555,8 +566,10 @@ inline __m512i LaneTotals(__m512i s) {
 // (rows wrb apart) on the vector unit: row r's result in the lanes of
 // 128-bit lane r of out[t]. One sequential stream a row, prefetched 1 KiB
 // ahead (past a row's end, into the row 4 further: the next call's).
+// Not inlined: inlined into DecodeFewQ4K's caller it streamed 7% slower
+// (tinyllama Q4_K tg 40.7-41.3 against 43-44 tok/s), the same code.
 template <int T>
-void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int64_t nb, const ActBlockQ8KImage* a,
+__attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int64_t nb, const ActBlockQ8KImage* a,
                     __m512 (&acc)[T]) {
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
