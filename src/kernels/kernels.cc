@@ -210,14 +210,16 @@ const uint8_t* PrepareAmx(ActKind kind, const float* x, int64_t num_tokens, int6
       for (int64_t t = 0; t < n; ++t) {
         quantize(x + (g * kAmxGroup + t) * cols, cols, rows.data() + t * nb);
       }
+      if (few_last && g == groups - 1) {
+        // The kernels take these tokens on the vector unit: no tiles.
+        Decode* dec = (Decode*)(act + groups * group_bytes);
+        for (int64_t i = 0; i < n * nb; ++i) fill_decode(rows[i], dec[i]);
+        continue;
+      }
       Group* out = (Group*)(act + g * group_bytes);
       if (n < kAmxGroup) std::memset((void*)out, 0, group_bytes);  // the padding tokens
       for (int64_t b = 0; b < nb; ++b) {
         for (int64_t t = 0; t < n; ++t) fill_group(rows[t * nb + b], (int)t, out[b]);
-      }
-      if (few_last && g == groups - 1) {
-        Decode* dec = (Decode*)(act + groups * group_bytes);
-        for (int64_t i = 0; i < n * nb; ++i) fill_decode(rows[i], dec[i]);
       }
     }
   };

@@ -261,7 +261,7 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const KernelTable* amx = AmxKernelTable();
   if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
     const auto w = RandomWeights(t, rows, cols, 21);
     const WeightView view{t, w.data(), rows, cols};
     for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
@@ -312,36 +312,40 @@ TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
   }
 }
 
-// The same for Q4_K at the bounds of its integer sums: every nibble 15 with
-// every 6-bit scale 63 (the scaled sum of a super-block, 8 x 63 x 32 x 15 x
-// 127, past 2^24), or every nibble 0 with every min 63.
-TEST(MatMulTest, ExtremeQ4KGivesExactSums) {
+// The same for Q4_K and Q5_K at the bounds of their integer sums: every
+// quant at its top (15 / 31) with every 6-bit scale 63 (a super-block's
+// scaled sum, 8 x 63 x 32 x 31 x 127, past 2^25), or every quant 0 with
+// every min 63.
+TEST(MatMulTest, ExtremeKQuantsGiveExactSums) {
   const int64_t rows = 33, cols = 512;
-  const int64_t bb = BlockBytes(DType::kQ4_K);
   for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
-    for (int pattern = 0; pattern < 4; ++pattern) {
-      const bool top = pattern < 2;
-      const uint8_t sc[8] = {63, 63, 63, 63, 63, 63, 63, 63};
-      const uint8_t mn[8] = {63, 63, 63, 63, 63, 63, 63, 63};
-      std::vector<uint8_t> w(rows * RowBytes(DType::kQ4_K, cols));
-      for (int64_t off = 0; off < (int64_t)w.size(); off += bb) {
-        PutHalf(w.data() + off, 1.0f);
-        PutHalf(w.data() + off + 2, 1.0f);
-        quant::PackScaleMinK4(sc, mn, w.data() + off + 4);
-        std::memset(w.data() + off + 16, top ? 0xFF : 0x00, 128);
-      }
-      const float per = top ? 63.0f * 15.0f - 63.0f : -63.0f;
-      const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
-      const std::vector<float> x(17 * cols, sign);
-      const double exact = (double)per * sign * cols;
-      for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
-        std::vector<float> y(tokens * rows);
-        MatMulWith(*table, {DType::kQ4_K, w.data(), rows, cols}, x.data(), tokens, y.data(),
-                   nullptr);
-        for (int64_t i = 0; i < tokens * rows; ++i) {
-          ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
-              << "pattern " << pattern << " tokens " << tokens << " at " << i;
+    for (DType t : {DType::kQ4_K, DType::kQ5_K}) {
+      const int64_t bb = BlockBytes(t);
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        const bool top = pattern < 2;
+        const uint8_t sc[8] = {63, 63, 63, 63, 63, 63, 63, 63};
+        const uint8_t mn[8] = {63, 63, 63, 63, 63, 63, 63, 63};
+        std::vector<uint8_t> w(rows * RowBytes(t, cols));
+        for (int64_t off = 0; off < (int64_t)w.size(); off += bb) {
+          PutHalf(w.data() + off, 1.0f);
+          PutHalf(w.data() + off + 2, 1.0f);
+          quant::PackScaleMinK4(sc, mn, w.data() + off + 4);
+          // The quants (and Q5_K's fifth bits) all ones or all zeros.
+          std::memset(w.data() + off + 16, top ? 0xFF : 0x00, bb - 16);
+        }
+        const float q = t == DType::kQ4_K ? 15.0f : 31.0f;
+        const float per = top ? 63.0f * q - 63.0f : -63.0f;
+        const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
+        const std::vector<float> x(17 * cols, sign);
+        const double exact = (double)per * sign * cols;
+        for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
+          std::vector<float> y(tokens * rows);
+          MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+          for (int64_t i = 0; i < tokens * rows; ++i) {
+            ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
+                << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
+          }
         }
       }
     }

@@ -472,7 +472,21 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
 // then int16 products with the scales) and reduce each row's lanes to one
 // sum; the same integers, then the same float operations lane for lane.
 
-constexpr int kQ4KBytes = (int)sizeof(quant::BlockQ4_K);
+// Q4_K and Q5_K: the same head (d, dmin, 12 bytes of 6-bit scales and
+// mins); Q5_K then has 32 bytes of fifth bits (qh: bit 2 c of byte i is
+// element 64 c + i's, bit 2 c + 1 element 64 c + 32 + i's), then the
+// nibbles as Q4_K's. Its quants (<= 31) times a scale part (<= 7) still fit
+// a byte (217), and 4 products with activation quants an int16 lane.
+template <DType kType>
+constexpr int kKBytes =
+    kType == DType::kQ4_K ? (int)sizeof(quant::BlockQ4_K) : (int)sizeof(quant::BlockQ5_K);
+template <DType kType>
+constexpr int kKQsOffset = kType == DType::kQ4_K ? 16 : 48;
+// How far ahead a decode row stream is prefetched. Tinyllama tg, Q5_K:
+// 1 KiB 28.9, 2 KiB 32.2, 4 KiB 32.5-32.9 tok/s (VNNI 33.4-33.9); Q4_K the
+// same within noise from 1 to 4 KiB.
+template <DType kType>
+constexpr int64_t kKPrefetchBytes = kType == DType::kQ4_K ? 1024 : 4096;
 
 // A 16-row tile of Q4_K weights unpacked for the tiles (thread-local storage):
 // lo / hi: q x sl and q x sh at [((b x 4 + s) x 16 + r) x 64 + k] (super-block
@@ -486,7 +500,9 @@ struct Q4KTile {
   int32_t* min_pairs;
 };
 
+template <DType kType>
 void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
+  constexpr int kQ4KBytes = kKBytes<kType>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     for (int g = 0; g < 4; ++g) {
@@ -507,14 +523,23 @@ void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
         for (int j = 0; j < 4; ++j) {
           t.min_pairs[(b * 4 + j) * 16 + r] = (int32_t)m[2 * j] | ((int32_t)m[2 * j + 1] << 16);
         }
-        const uint8_t* qs = ((const quant::BlockQ4_K*)(w + r * wrb + b * kQ4KBytes))->qs;
+        const uint8_t* blk = w + r * wrb + b * kQ4KBytes;
+        const uint8_t* qs = blk + kKQsOffset<kType>;
         for (int s = 0; s < 4; ++s) {
           // Elements 64 s .. 64 s + 31: low nibbles (sub-block 2 s), then the
           // high ones (2 s + 1). A byte times a scale <= 7 stays within its
           // byte, so 16-bit multiplies scale both bytes of a lane.
           const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs + 32 * s));
-          const __m256i q0 = _mm256_and_si256(raw, m4);
-          const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          __m256i q0 = _mm256_and_si256(raw, m4);
+          __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          if constexpr (kType == DType::kQ5_K) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+            const __m256i one = _mm256_set1_epi8(1);
+            q0 = _mm256_or_si256(
+                q0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), one), 4));
+            q1 = _mm256_or_si256(
+                q1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * s + 1), one), 4));
+          }
           const int64_t o = ((b * 4 + s) * 16 + r) * 64;
           for (int part = 0; part < 2; ++part) {
             uint8_t* dst = part == 0 ? t.lo : t.hi;
@@ -594,13 +619,15 @@ inline __m512i LaneTotals(__m512i s) {
 
 // T tokens (ActBlockQ8KImage rows nb apart) against the 4 Q4_K rows at w
 // (rows wrb apart) on the vector unit: row r's result in the lanes of
-// 128-bit lane r of out[t]. One sequential stream a row, prefetched 1 KiB
-// ahead (past a row's end, into the row 4 further: the next call's).
+// 128-bit lane r of out[t]. One sequential stream a row, prefetched
+// kKPrefetchBytes ahead (past a row's end, into the row 4 further: the next
+// call's).
 // Not inlined: inlined into DecodeFewQ4K's caller it streamed 7% slower
 // (tinyllama Q4_K tg 40.7-41.3 against 43-44 tok/s), the same code.
-template <int T>
-__attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int64_t nb, const ActBlockQ8KImage* a,
-                    __m512 (&acc)[T]) {
+template <DType kType, int T>
+__attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int64_t nb,
+                                              const ActBlockQ8KImage* a, __m512 (&acc)[T]) {
+  constexpr int kQ4KBytes = kKBytes<kType>;
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
   const __m512i mins_index = _mm512_broadcast_i32x4(
@@ -610,7 +637,7 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* base = Opaque(w + b * kQ4KBytes);
     const uint8_t* at[4] = {base, base + strides.wrb, base + 2 * strides.wrb, base + strides.w3};
-    const int64_t pf = b * kQ4KBytes + 1024;
+    const int64_t pf = b * kQ4KBytes + kKPrefetchBytes<kType>;
     __m512i aq[T][4];
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k < 4; ++k) {
@@ -630,13 +657,25 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
       for (int k = 0; k < kQ4KBytes; k += 64) {
         _mm_prefetch(PrefetchAddress(w, wrb, i, 4, pf + k, rb), _MM_HINT_T0);
       }
-      const __m512i q0 = _mm512_loadu_si512((const void*)(at[i] + 16));
-      const __m512i q1 = _mm512_loadu_si512((const void*)(at[i] + 80));
+      const __m512i q0 = _mm512_loadu_si512((const void*)(at[i] + kKQsOffset<kType>));
+      const __m512i q1 = _mm512_loadu_si512((const void*)(at[i] + kKQsOffset<kType> + 64));
       const __m512i m4 = _mm512_set1_epi8(0x0F);
-      const __m512i u0 = _mm512_and_si512(q0, m4);
-      const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-      const __m512i u2 = _mm512_and_si512(q1, m4);
-      const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+      __m512i u[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
+                      _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
+      if constexpr (kType == DType::kQ5_K) {
+        // u[k]'s bytes 0-31 are chunk c = 2 (k / 2) (low or high nibbles: k
+        // % 2), bytes 32-63 chunk c + 1: qh bit 2 c + k % 2, then 2 further.
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(at[i] + 16)));
+        const __m512i one = _mm512_set1_epi8(1);
+        for (int k = 0; k < 4; ++k) {
+          const int bit = 4 * (k / 2) + k % 2;
+          const __m512i count = _mm512_inserti64x4(_mm512_set1_epi16((short)bit),
+                                                   _mm256_set1_epi16((short)(bit + 2)), 1);
+          u[k] = _mm512_or_si512(
+              u[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, count), one), 4));
+        }
+      }
+      const __m512i u0 = u[0], u1 = u[1], u2 = u[2], u3 = u[3];
       const __m512i sc0 = _mm512_maskz_permutexvar_epi8(
           kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[i][0]), ms);
       const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
@@ -669,6 +708,7 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
 
 // Tokens [0, n) against rows [0, rows) at w, up to 3 tokens a pass over 4
 // rows; rows past `rows` up to a multiple of 4 are read (zero padding).
+template <DType kType>
 void DecodeFewQ4K(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
                   const ActBlockQ8KImage* a, int64_t n, float* y, int64_t ldy) {
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
@@ -676,7 +716,7 @@ void DecodeFewQ4K(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
     auto run = [&](auto tokens, int64_t t0) {
       constexpr int T = decltype(tokens)::value;
       __m512 acc[T];
-      DecodeRows4Q4K<T>(w + r0 * wrb, wrb, nb, a + t0 * nb, acc);
+      DecodeRows4Q4K<kType, T>(w + r0 * wrb, wrb, nb, a + t0 * nb, acc);
       for (int t = 0; t < T; ++t) {
         alignas(64) float out[16];
         _mm512_store_ps(out, acc[t]);
@@ -687,6 +727,7 @@ void DecodeFewQ4K(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
   }
 }
 
+template <DType kType>
 void AmxGemmQ4K(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
                 int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
   const int64_t nb = cols / 256;
@@ -703,9 +744,10 @@ void AmxGemmQ4K(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   AmxRowTiles(
       w, wrb, rows, act, arb, num_tokens, y, ldy,
       [&](const uint8_t* wt, int nr, const uint8_t* a, float* yf) {
-        DecodeFewQ4K(wt, wrb, nr, nb, (const ActBlockQ8KImage*)a, split.last_n, yf, ldy);
+        DecodeFewQ4K<kType>(wt, wrb, nr, nb, (const ActBlockQ8KImage*)a, split.last_n, yf,
+                            ldy);
       },
-      [&](const uint8_t* wt) { UnpackQ4K(wt, wrb, nb, tile); },
+      [&](const uint8_t* wt) { UnpackQ4K<kType>(wt, wrb, nb, tile); },
       [&](const uint8_t* a, int64_t group_bytes, int64_t n, __m512* accs) {
         GroupsTileQ4K(tile, nb, a, group_bytes, n, accs);
       });
@@ -718,7 +760,8 @@ void FillAmxKernels(KernelTable* t) {
   t->isa = "amx";
   t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
   t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
-  t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmQ4K};
+  t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmQ4K<DType::kQ4_K>};
+  t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmQ4K<DType::kQ5_K>};
 }
 
 }  // namespace tern::kernels
