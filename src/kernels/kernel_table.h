@@ -171,7 +171,7 @@ struct AmxDecodeQ8 {
 static_assert(sizeof(AmxDecodeQ8) == 40);
 constexpr int kAmxGroup = 16;
 
-// kAmxQ8K (AMX table, Q4_K weights): the ActBlockQ8K quants of a group of 16
+// kAmxQ8K (AMX table, Q4_K / Q5_K weights): the ActBlockQ8K quants of a group of 16
 // tokens per super-block of 256 as four B tiles of 64 elements each
 // (qs[s][k / 4][token][k % 4], element 64 s + k), then the tokens' d, then
 // per token the sub-block sums of the quants in pairs for vpdpwssd against
@@ -258,7 +258,7 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
-// The AVX-512 VNNI table with Q8_0, Q4_0 and Q4_K through AMX-INT8 tiles (every token
+// The AVX-512 VNNI table with Q8_0, Q4_0, Q4_K, Q5_K through AMX-INT8 tiles (every token
 // count, decode included, so outputs do not depend on the batch; not
 // bitwise equal to the other tables), or nullptr when the CPU or the OS
 // lacks AMX.

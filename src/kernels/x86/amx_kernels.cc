@@ -1,5 +1,6 @@
-// AMX-INT8 build: the AVX-512 VNNI table with Q8_0 and Q4_0 weights through
-// tile dot products (tdpbssd). Compiled with the AVX2 flags only; AVX-512
+// AMX-INT8 build: the AVX-512 VNNI table with Q8_0, Q4_0, Q4_K and Q5_K
+// weights through tile dot products (tdpbssd / tdpbusd; the K-quants: see
+// "Q4_K" below). Compiled with the AVX2 flags only; AVX-512
 // and AMX are switched on by pragma after every library header, as in
 // avx512_vnni_kernels.cc.
 //
