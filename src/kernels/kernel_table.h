@@ -75,6 +75,8 @@ struct ActBlockQ8KImage {
   int8_t qs[256];
 };
 static_assert(sizeof(ActBlockQ8KImage) == 276);
+// The same super-block as an ActBlockQ8KImage (kernels.cc).
+void Q8KToImage(const ActBlockQ8K& k, ActBlockQ8KImage* out);
 
 // ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
 // (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI

@@ -257,16 +257,7 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, ActKind kind, con
                               (int32_t)((uint32_t)(uint16_t)a.sums32[2 * i + 1] << 16);
         }
       },
-      [](const ActBlockQ8K& a, ActBlockQ8KImage& o) {
-        // Natural-order sub-block at register-order position i (as
-        // quantize_q8k_image).
-        constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-        o.d = a.d;
-        for (int i = 0; i < 8; ++i) {
-          o.sums32[i] = a.sums32[i];
-          std::memcpy(o.qs + 32 * i, a.qs + 32 * kOrder[i], 32);
-        }
-      });
+      [](const ActBlockQ8K& a, ActBlockQ8KImage& o) { Q8KToImage(a, &o); });
 }
 
 // Quantizes (or passes through) the activations; returns the row pointer.
@@ -325,6 +316,16 @@ void MatMulFallback(const KernelTable& table, const WeightView& w, const float* 
 }
 
 }  // namespace
+
+void Q8KToImage(const ActBlockQ8K& k, ActBlockQ8KImage* out) {
+  // Natural-order sub-block stored at register-order position i.
+  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  out->d = k.d;
+  for (int i = 0; i < 8; ++i) {
+    out->sums32[i] = k.sums32[i];
+    std::memcpy(out->qs + 32 * i, k.qs + 32 * kOrder[i], 32);
+  }
+}
 
 const KernelTable& RefKernelTable() {
   static const KernelTable t = MakeRefTable();

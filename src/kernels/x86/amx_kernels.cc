@@ -292,8 +292,8 @@ inline __m512i DecodeSums(const DecodeWeights& w, const AmxDecodeQ8& a) {
 // decode streamed 10% slower; out of line it is 5-8% faster than the
 // session-8 build (tinyllama Q4_0 tg 43-45 -> 46-48 tok/s).
 template <DType kType, int T>
-__attribute__((noinline)) void DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a,
-                __m512 (&acc)[T]) {
+__attribute__((noinline)) void DecodeTile(const uint8_t* wt, int64_t wrb, int64_t nb,
+                                          const AmxDecodeQ8* a, __m512 (&acc)[T]) {
   constexpr int kBB = kBlockBytes<kType>;
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i offsets = RowOffsets(wrb, DecodeLaneRows<kType>());
@@ -365,13 +365,14 @@ void UnpackQ4_0(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
 // How a batch splits into groups of kAmxGroup tokens: a last group of at
 // most kAmxFewTokens tokens goes to the vector unit (see kAmxFewTokens).
 struct AmxGroups {
-  int64_t groups, last_n, tile_groups;
+  int64_t groups, last_n;
   bool few;
+  int64_t tile_groups;
   explicit AmxGroups(int64_t num_tokens)
       : groups((num_tokens + kAmxGroup - 1) / kAmxGroup),
         last_n(num_tokens - (groups - 1) * kAmxGroup),
-        tile_groups(last_n <= kAmxFewTokens ? groups - 1 : groups),
-        few(last_n <= kAmxFewTokens) {}
+        few(last_n <= kAmxFewTokens),
+        tile_groups(few ? groups - 1 : groups) {}
 };
 
 // The walk of the AMX kernels over tiles of 16 rows: a short last tile is
@@ -530,6 +531,8 @@ void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
         }
         const uint8_t* blk = w + r * wrb + b * kQ4KBytes;
         const uint8_t* qs = blk + kKQsOffset<kType>;
+        [[maybe_unused]] const __m256i qh =
+            _mm256_loadu_si256((const __m256i*)(blk + 16));  // Q5_K's fifth bits
         for (int s = 0; s < 4; ++s) {
           // Elements 64 s .. 64 s + 31: low nibbles (sub-block 2 s), then the
           // high ones (2 s + 1). A byte times a scale <= 7 stays within its
@@ -538,7 +541,6 @@ void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
           __m256i q0 = _mm256_and_si256(raw, m4);
           __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
           if constexpr (kType == DType::kQ5_K) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
             const __m256i one = _mm256_set1_epi8(1);
             q0 = _mm256_or_si256(
                 q0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), one), 4));
@@ -634,9 +636,6 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
                                               const ActBlockQ8KImage* a, __m512 (&acc)[T]) {
   constexpr int kQ4KBytes = kKBytes<kType>;
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-  const __m512i mins_index = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1));
   const int64_t rb = nb * kQ4KBytes;
   const RowStrides strides(wrb);
   for (int64_t b = 0; b < nb; ++b) {
@@ -644,11 +643,7 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
     const uint8_t* at[4] = {base, base + strides.wrb, base + 2 * strides.wrb, base + strides.w3};
     const int64_t pf = b * kQ4KBytes + kKPrefetchBytes<kType>;
     __m512i aq[T][4];
-    for (int t = 0; t < T; ++t) {
-      for (int k = 0; k < 4; ++k) {
-        aq[t][k] = _mm512_loadu_si512((const void*)(a[t * nb + b].qs + 64 * k));
-      }
-    }
+    for (int t = 0; t < T; ++t) Q4KActivations(a[t * nb + b], aq[t]);
     __m512i heads = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)at[0]));
     for (int i = 1; i < 4; ++i) {
       heads = _mm512_inserti32x4(heads, _mm_loadu_si128((const __m128i*)at[i]), i);
@@ -680,30 +675,21 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
               u[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, count), one), 4));
         }
       }
-      const __m512i u0 = u[0], u1 = u[1], u2 = u[2], u3 = u[3];
-      const __m512i sc0 = _mm512_maskz_permutexvar_epi8(
-          kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[i][0]), ms);
-      const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
-          kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[i][1]), ms);
+      __m512i sc0, sc1;
+      Q4KRowScales(ms, i, &sc0, &sc1);
       for (int t = 0; t < T; ++t) {
-        const __m512i zero = _mm512_setzero_si512();
-        const __m512i s01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, u0, aq[t][0]),
-                                               _mm512_dpbusd_epi32(zero, u1, aq[t][1]));
-        const __m512i s23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, u2, aq[t][2]),
-                                               _mm512_dpbusd_epi32(zero, u3, aq[t][3]));
-        srow[t][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(s01, sc0), s23, sc1);
+        srow[t][i] = Q4KScaledSum(u[0], u[1], u[2], u[3], aq[t], sc0, sc1);
       }
     }
     // d | dmin << 16 of row r over 128-bit lane r.
     const __m512i dd = _mm512_shuffle_epi32(heads, _MM_PERM_AAAA);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-    const __m512i mins = _mm512_shuffle_epi8(ms, mins_index);
+    const __m512i mins = Q4KMins(ms);
     for (int t = 0; t < T; ++t) {
       const ActBlockQ8KImage& at_t = a[t * nb + b];
       const __m512i s = RowTotals4(srow[t]);
-      const __m512i m = LaneTotals(_mm512_madd_epi16(
-          mins, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)at_t.sums32))));
+      const __m512i m = LaneTotals(Q4KMinSums(mins, at_t));
       const __m512 da = _mm512_set1_ps(at_t.d);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, da), acc[t]);
       acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, da), acc[t]);

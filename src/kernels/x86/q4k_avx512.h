@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/kernel_table.h"
+
 namespace tern::kernels {
 namespace {
 
@@ -65,6 +67,49 @@ constexpr Q4KScaleIndex MakeQ4KScaleIndex() {
   return idx;
 }
 constexpr Q4KScaleIndex kQ4KScaleIndex = MakeQ4KScaleIndex();
+
+// Row `row`'s scales (128-bit lane `row` of Q4KMinsScales) as int16 in the
+// order of Q4KScaledSum's two vpackssdw results.
+inline void Q4KRowScales(__m512i ms, int row, __m512i* sc0, __m512i* sc1) {
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+  *sc0 = _mm512_maskz_permutexvar_epi8(
+      kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[row][0]), ms);
+  *sc1 = _mm512_maskz_permutexvar_epi8(
+      kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[row][1]), ms);
+}
+
+// The scaled integer sum of one super-block row with one token (16 int32
+// lanes): u0..u3 the low and high nibbles of the row's two 64-byte halves
+// of quants (Q5_K: with the fifth bits), a the token's ActBlockQ8KImage
+// quants (Q4KActivations), sc0 / sc1 from Q4KRowScales. Each vpdpbusd lane
+// is at most 4 x 31 x 127, so vpackssdw is exact.
+inline __m512i Q4KScaledSum(__m512i u0, __m512i u1, __m512i u2, __m512i u3,
+                            const __m512i (&a)[4], __m512i sc0, __m512i sc1) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i s01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, u0, a[0]),
+                                         _mm512_dpbusd_epi32(zero, u1, a[1]));
+  const __m512i s23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, u2, a[2]),
+                                         _mm512_dpbusd_epi32(zero, u3, a[3]));
+  return _mm512_dpwssd_epi32(_mm512_madd_epi16(s01, sc0), s23, sc1);
+}
+
+// A token's 256 ActBlockQ8KImage quants in four registers.
+inline void Q4KActivations(const ActBlockQ8KImage& a, __m512i (&out)[4]) {
+  for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512((const void*)(a.qs + 64 * k));
+}
+
+// The mins bytes (0..7 of each 128-bit lane of Q4KMinsScales) as int16.
+inline __m512i Q4KMins(__m512i ms) {
+  return _mm512_shuffle_epi8(ms, _mm512_broadcast_i32x4(_mm_setr_epi8(
+                                     0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1)));
+}
+
+// Per 128-bit lane (row) of Q4KMins: the mins times the token's sub-block
+// sums of quants, in 4 int32 lanes (pairs of sub-blocks).
+inline __m512i Q4KMinSums(__m512i mins, const ActBlockQ8KImage& a) {
+  return _mm512_madd_epi16(mins,
+                           _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a.sums32)));
+}
 
 }  // namespace
 }  // namespace tern::kernels

@@ -1173,10 +1173,6 @@ struct Q4KKernel512 {
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 256;
     const int64_t rb = nb * kBlockBytes;
-    constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-    // Mins bytes 0..7 of each lane as int16.
-    const __m512i mins_index = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1));
     // Lanes of [d0, dmin0, d1, dmin1, ...]: dmin_r over 128-bit lane r.
     const __m512i dmin_index =
         _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
@@ -1195,7 +1191,7 @@ struct Q4KKernel512 {
       const bool pf_in_row = pf + kBlockBytes <= rb;
       const __m512i heads = Q4KHeads<R>(w, wrb, b * kBlockBytes);
       const __m512i ms = Q4KMinsScales(heads);
-      const __m512i mins = _mm512_shuffle_epi8(ms, mins_index);
+      const __m512i mins = Q4KMins(ms);
       // [d_w, dmin_w] of each row as floats, then x d_a per token.
       const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(
           _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), heads)));
@@ -1203,9 +1199,7 @@ struct Q4KKernel512 {
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
         f[t] = _mm512_castps256_ps512(_mm256_mul_ps(dd, _mm256_set1_ps(a->d)));
-        const __m512i msum = _mm512_madd_epi16(
-            mins, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a->sums32)));
-        macc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum),
+        macc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Q4KMinSums(mins, *a)),
                                   _mm512_permutexvar_ps(dmin_index, f[t]), macc[t]);
       }
       // Row by row: a row's unpacked quants and scales stay in registers
@@ -1223,20 +1217,12 @@ struct Q4KKernel512 {
         __m512i u0, u1, u2, u3;
         SplitNibbles(q0, &u0, &u1);
         SplitNibbles(q1, &u2, &u3);
-        const __m512i sc0 = _mm512_maskz_permutexvar_epi8(
-            kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][0]), ms);
-        const __m512i sc1 = _mm512_maskz_permutexvar_epi8(
-            kEvenBytes, _mm512_load_si512((const void*)kQ4KScaleIndex.v[r][1]), ms);
+        __m512i sc0, sc1;
+        Q4KRowScales(ms, r, &sc0, &sc1);
         for (int t = 0; t < T; ++t) {
-          const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
-          const __m512i zero = _mm512_setzero_si512();
-          const __m512i s01 = _mm512_packs_epi32(
-              _mm512_dpbusd_epi32(zero, u0, _mm512_loadu_si512((const void*)a->qs)),
-              _mm512_dpbusd_epi32(zero, u1, _mm512_loadu_si512((const void*)(a->qs + 64))));
-          const __m512i s23 = _mm512_packs_epi32(
-              _mm512_dpbusd_epi32(zero, u2, _mm512_loadu_si512((const void*)(a->qs + 128))),
-              _mm512_dpbusd_epi32(zero, u3, _mm512_loadu_si512((const void*)(a->qs + 192))));
-          const __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(s01, sc0), s23, sc1);
+          __m512i a[4];
+          Q4KActivations(((const ActBlockQ8KImage*)(act + t * arb))[b], a);
+          const __m512i isum = Q4KScaledSum(u0, u1, u2, u3, a, sc0, sc1);
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
                                       _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), f[t]),
                                       acc[r][t]);
@@ -1425,16 +1411,10 @@ void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
 #ifdef TERN_AVX512_VNNI
 // ActBlockQ8K's d and quants with the quants in Q4KKernel512's register order.
 void QuantizeQ8KImage(const float* x, int64_t n, ActBlockQ8KImage* out) {
-  // Natural-order sub-block stored at register-order position i.
-  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
   for (int64_t b = 0; b < n / 256; ++b) {
     ActBlockQ8K k;
     Avx2QuantizeQ8K(x + b * 256, 256, &k);
-    out[b].d = k.d;
-    for (int i = 0; i < 8; ++i) {
-      out[b].sums32[i] = k.sums32[i];
-      std::memcpy(out[b].qs + 32 * i, k.qs + 32 * kOrder[i], 32);
-    }
+    Q8KToImage(k, out + b);
   }
 }
 #endif
