@@ -144,9 +144,9 @@ constexpr int kMaxAttnGroup = 16;
 
 enum class ActKind : uint8_t {
   kNone = 0, kF32, kQ8, kQ8K, kQ8Pair, kImageQ4_0, kImageQ4_1, kImageQ8_0, kQ8KImage,
-  kAmxQ8, kAmxQ8K
+  kAmxQ8, kAmxQ8K, kAmxQ8KPlain
 };
-constexpr int kNumActKinds = 11;
+constexpr int kNumActKinds = 12;
 
 // kAmxQ8 (AMX table): the ActBlockQ8 quants and scales of 16 tokens at a
 // time (a group; the last one padded with zero tokens), laid out per block
@@ -187,6 +187,9 @@ struct AmxBlockQ8K {
   int32_t sum_pairs[4][16];
 };
 static_assert(sizeof(AmxBlockQ8K) == 16 * 276);
+// kAmxQ8KPlain (AMX table, Q6_K weights): the groups as kAmxQ8K, but a last
+// group of few tokens is followed by those tokens' ActBlockQ8K rows (the
+// quants in order, with the sums of 16 that Q6_K's offset of 32 needs).
 // Up to this many tokens a group goes token by token on the vector unit
 // (weights loaded once for 3 tokens): tinyllama Q4_0 `tern batch` at 8
 // sequences 81 tok/s through a tile, 103-104 so (the VNNI table: 83).
@@ -260,10 +263,10 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
-// The AVX-512 VNNI table with Q8_0, Q4_0, Q4_K, Q5_K through AMX-INT8 tiles (every token
-// count, decode included, so outputs do not depend on the batch; not
-// bitwise equal to the other tables), or nullptr when the CPU or the OS
-// lacks AMX.
+// The AVX-512 VNNI table with Q8_0, Q4_0, Q4_K, Q5_K, Q6_K through AMX-INT8
+// tiles (every token count, decode included, so outputs do not depend on
+// the batch; not bitwise equal to the other tables), or nullptr when the CPU
+// or the OS lacks AMX.
 const KernelTable* AmxKernelTable();
 // The table chosen at start-up.
 const KernelTable& ActiveKernelTable();

@@ -82,7 +82,8 @@ int64_t ActRowBytes(ActKind kind, int64_t cols) {
       return (RowBytes(DType::kQ8_0, cols) + 63) / 64 * (int64_t)sizeof(ActImageQ8_0);
     case ActKind::kQ8KImage: return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
     case ActKind::kAmxQ8: return cols / 32 * (int64_t)sizeof(AmxBlockQ8) / kAmxGroup;
-    case ActKind::kAmxQ8K: return cols / 256 * (int64_t)sizeof(AmxBlockQ8K) / kAmxGroup;
+    case ActKind::kAmxQ8K:
+    case ActKind::kAmxQ8KPlain: return cols / 256 * (int64_t)sizeof(AmxBlockQ8K) / kAmxGroup;
     default: return 0;
   }
 }
@@ -181,11 +182,11 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
   });
 }
 
-// kAmxQ8 / kAmxQ8K: each group of 16 tokens quantized as Q rows (ActBlockQ8
-// / ActBlockQ8K: the same quants and scales as the other tables), then laid
-// out per block as the group's tiles (fill_group(q, token, group block)) and,
-// after a last group of few tokens, as those tokens' blocks for the vector
-// unit (fill_decode(q, decode block)).
+// kAmxQ8 / kAmxQ8K / kAmxQ8KPlain: each group of 16 tokens quantized as Q
+// rows (ActBlockQ8 / ActBlockQ8K: the same quants and scales as the other
+// tables), then laid out per block as the group's tiles (fill_group(q,
+// token, group block)) and, after a last group of few tokens, as those
+// tokens' blocks for the vector unit (fill_decode(q, decode block)).
 template <class Q, class Group, class Decode, int kBlockCols, class Quantize, class FillGroup,
           class FillDecode>
 const uint8_t* PrepareAmx(ActKind kind, const float* x, int64_t num_tokens, int64_t cols,
@@ -245,19 +246,28 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, ActKind kind, con
           std::memcpy(o.qs, a.qs, 32);
         });
   }
+  const auto fill_group = [](const ActBlockQ8K& a, int t, AmxBlockQ8K& o) {
+    o.d[t] = a.d;
+    for (int s = 0; s < 4; ++s) {
+      for (int k4 = 0; k4 < 16; ++k4) std::memcpy(o.qs[s][k4][t], a.qs + 64 * s + 4 * k4, 4);
+    }
+    for (int i = 0; i < 4; ++i) {
+      o.sum_pairs[i][t] = (int32_t)(uint16_t)a.sums32[2 * i] |
+                          (int32_t)((uint32_t)(uint16_t)a.sums32[2 * i + 1] << 16);
+    }
+  };
+  if (kind == ActKind::kAmxQ8KPlain) {
+    return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8K, 256>(
+        kind, x, num_tokens, cols, pool, table.quantize_q8k, fill_group,
+        [](const ActBlockQ8K& a, ActBlockQ8K& o) { o = a; });
+  }
   return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8KImage, 256>(
-      kind, x, num_tokens, cols, pool, table.quantize_q8k,
-      [](const ActBlockQ8K& a, int t, AmxBlockQ8K& o) {
-        o.d[t] = a.d;
-        for (int s = 0; s < 4; ++s) {
-          for (int k4 = 0; k4 < 16; ++k4) std::memcpy(o.qs[s][k4][t], a.qs + 64 * s + 4 * k4, 4);
-        }
-        for (int i = 0; i < 4; ++i) {
-          o.sum_pairs[i][t] = (int32_t)(uint16_t)a.sums32[2 * i] |
-                              (int32_t)((uint32_t)(uint16_t)a.sums32[2 * i + 1] << 16);
-        }
-      },
+      kind, x, num_tokens, cols, pool, table.quantize_q8k, fill_group,
       [](const ActBlockQ8K& a, ActBlockQ8KImage& o) { Q8KToImage(a, &o); });
+}
+
+bool IsAmxKind(ActKind kind) {
+  return kind == ActKind::kAmxQ8 || kind == ActKind::kAmxQ8K || kind == ActKind::kAmxQ8KPlain;
 }
 
 // Quantizes (or passes through) the activations; returns the row pointer.
@@ -265,7 +275,7 @@ const uint8_t* PrepareActivations(const KernelTable& table, ActKind kind,
                                   const float* x, int64_t num_tokens, int64_t cols,
                                   ThreadPool* pool) {
   if (kind == ActKind::kF32) return (const uint8_t*)x;
-  if (kind == ActKind::kAmxQ8 || kind == ActKind::kAmxQ8K) {
+  if (IsAmxKind(kind)) {
     return PrepareAmxActivations(table, kind, x, num_tokens, cols, pool);
   }
   const int64_t row_bytes = ActRowBytes(kind, cols);
@@ -409,7 +419,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
       // AMX activations come in groups of 16 tokens; a tile reads 512 bytes
       // of them per block, so they may come from anywhere in L2, and bigger
       // chunks spread the per-row-tile set-up (Q4_0 unpacking) wider.
-      if (part.k->act == ActKind::kAmxQ8 || part.k->act == ActKind::kAmxQ8K) {
+      if (IsAmxKind(part.k->act)) {
         chunk_tokens = std::max<int64_t>(
             kAmxGroup, 4 * kActChunkBytes / chunk_row_bytes / kAmxGroup * kAmxGroup);
       }

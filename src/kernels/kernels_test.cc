@@ -261,7 +261,7 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const KernelTable* amx = AmxKernelTable();
   if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const auto w = RandomWeights(t, rows, cols, 21);
     const WeightView view{t, w.data(), rows, cols};
     for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
@@ -346,6 +346,40 @@ TEST(MatMulTest, ExtremeKQuantsGiveExactSums) {
             ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
                 << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
           }
+        }
+      }
+    }
+  }
+}
+
+// Q6_K at the bounds of its integer sums: every quant 0 or 63 (q - 32 =
+// -32 or 31) with every scale -128 or 127, so a weight is up to 4096 (the
+// AMX tiles' split product at its top) and a super-block's sum 2^27.
+TEST(MatMulTest, ExtremeQ6KGivesExactSums) {
+  const int64_t rows = 33, cols = 512;
+  const DType t = DType::kQ6_K;
+  const int64_t bb = BlockBytes(t);
+  for (const KernelTable* table : AvailableTables()) {
+    SCOPED_TRACE(table->isa);
+    for (int pattern = 0; pattern < 8; ++pattern) {
+      const bool top = pattern & 1, negative_scale = pattern & 2;
+      const float sign = pattern & 4 ? -1.0f : 1.0f;
+      const int8_t sc = negative_scale ? -128 : 127;
+      std::vector<uint8_t> w(rows * RowBytes(t, cols));
+      for (int64_t off = 0; off < (int64_t)w.size(); off += bb) {
+        std::memset(w.data() + off, top ? 0xFF : 0x00, 192);  // ql, qh
+        std::memset(w.data() + off + 192, (uint8_t)sc, 16);
+        PutHalf(w.data() + off + 208, 1.0f);
+      }
+      const double per = (double)sc * (top ? 31 : -32);
+      const std::vector<float> x(17 * cols, sign);
+      const double exact = per * sign * cols;
+      for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
+        std::vector<float> y(tokens * rows);
+        MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+        for (int64_t i = 0; i < tokens * rows; ++i) {
+          ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
+              << "pattern " << pattern << " tokens " << tokens << " at " << i;
         }
       }
     }

@@ -494,11 +494,13 @@ constexpr int64_t kKPrefetchBytes = kType == DType::kQ4_K ? 1024 : 4096;
 template <DType kType>
 constexpr _mm_hint kKPrefetchHint = kType == DType::kQ4_K ? _MM_HINT_T0 : _MM_HINT_T1;
 
-// A 16-row tile of Q4_K weights unpacked for the tiles (thread-local storage):
-// lo / hi: q x sl and q x sh at [((b x 4 + s) x 16 + r) x 64 + k] (super-block
-// b, element 64 s + k, row r); d, dmin at [b x 16 + r]; min_pairs at
-// [(b x 4 + i) x 16 + r]: m_2i | m_2i+1 << 16.
-struct Q4KTile {
+// A 16-row tile of K-quant weights unpacked for the tiles (thread-local
+// storage): lo / hi at [((b x 4 + s) x 16 + r) x 64 + k] (super-block b,
+// element 64 s + k, row r), Q4_K / Q5_K q x sl and q x sh, Q6_K P_l and P_h
+// (see "Q6_K" below); d, dmin at [b x 16 + r]; min_pairs at
+// [(b x 4 + i) x 16 + r]: m_2i | m_2i+1 << 16 (dmin and min_pairs: Q4_K and
+// Q5_K only).
+struct KTile {
   uint8_t* lo;
   uint8_t* hi;
   float* d;
@@ -507,7 +509,7 @@ struct Q4KTile {
 };
 
 template <DType kType>
-void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
+void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const KTile& t) {
   constexpr int kQ4KBytes = kKBytes<kType>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
@@ -569,7 +571,7 @@ void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const Q4KTile& t) {
 // (4 KiB) stream past; the groups' accumulators wait in accs (group g at
 // accs + 16 g), each (row, token) still summed over the super-blocks in
 // order.
-void GroupsTileQ4K(const Q4KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
+void GroupsTileQ4K(const KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
                    int64_t n, __m512* accs) {
   alignas(64) int32_t sums[2][16 * 16];
   for (int64_t i = 0; i < 16 * n; ++i) accs[i] = _mm512_setzero_ps();
@@ -629,7 +631,7 @@ inline __m512i LaneTotals(__m512i s) {
 // 128-bit lane r of out[t]. One sequential stream a row, prefetched
 // kKPrefetchBytes ahead (past a row's end, into the row 4 further: the next
 // call's).
-// Not inlined: inlined into DecodeFewQ4K's caller it streamed 7% slower
+// Not inlined: inlined into DecodeFewK's caller it streamed 7% slower
 // (tinyllama Q4_K tg 40.7-41.3 against 43-44 tok/s), the same code.
 template <DType kType, int T>
 __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int64_t nb,
@@ -697,17 +699,233 @@ __attribute__((noinline)) void DecodeRows4Q4K(const uint8_t* w, int64_t wrb, int
   }
 }
 
+// ---- Q6_K ---------------------------------------------------------------------------
+//
+// Per (row, token) and super-block, with q the 6-bit quant (0..63), sc_j the
+// signed 8-bit scale of sub-block j (16 elements) and a the token's quants:
+//   S = sum_i sc_j(i) x (q_i - 32) x a_i   (exact int32, |S| <= 2^27)
+//   acc = fma(float(S), d_w x d_a, acc)
+// The tiles take S from the weights' products P = sc x (q - 32), in
+// [-4064, 4096], split as P = 64 P_h + P_l with P_l in [0, 63] and P_h in
+// [-64, 64], both bytes, unpacked once per row tile: S = C_l + 64 C_h, a
+// tdpbusd (P_l) and a tdpbssd (P_h) of 64 elements each per quarter
+// super-block. A few tokens take S on the vector unit: vpdpbusd of q with
+// the token's quants, int16 products with the scales, less 32 x sum_j sc_j x
+// (the token's sum over sub-block j); each row's lanes reduced to one sum,
+// then the same float operation.
+
+// A Q6_K super-block: ql (128 bytes), qh (64), 16 int8 scales, d (fp16).
+// Element 128 h + 32 i + l (h < 2, i < 4, l < 32) has its low 4 bits in
+// ql byte 64 h + 32 (i % 2) + l (the low nibble for i < 2, else the high
+// one) and its top 2 bits at bit 2 i of qh byte 32 h + l.
+constexpr int kQ6KBytes = (int)sizeof(quant::BlockQ6_K);
+constexpr int kQ6KScales = 192;
+constexpr int kQ6KD = 208;
+// How far ahead a decode row stream is prefetched, and into which cache, as
+// for Q5_K. Tinyllama Q6_K tg (VNNI 30.2-30.6 tok/s alongside): 512 B,
+// 1 KiB or 2 KiB into L1 28.2-29.0; into L2 2 KiB 28.8, 3 KiB 29.2-29.6,
+// 4 KiB 29.5-30.7, 6 KiB 29.8-29.9, 8 KiB 30.0-30.2.
+constexpr int64_t kQ6KPrefetchBytes = 4096;
+constexpr _mm_hint kQ6KPrefetchHint = _MM_HINT_T1;
+
+// The quants (0..63) of the super-block at blk: elements 64 k .. 64 k + 63
+// in order in q[k].
+inline void Q6KQuants(const uint8_t* blk, __m512i (&q)[4]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  // qh bits 2 i, 2 i + 1 to bits 4, 5: the low nibbles are i = 0 (bytes
+  // 0-31) and 1 (32-63), the high ones i = 2 and 3.
+  const __m512i up = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i ql = _mm512_loadu_si512((const void*)(blk + 64 * h));
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h)));
+    // a | (b & c)
+    q[2 * h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), _mm512_sllv_epi16(qh, up),
+                                         top, 0xF8);
+    q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                             _mm512_srlv_epi16(qh, down), top, 0xF8);
+  }
+}
+
+// The Q6_K tiles' weights (KTile lo, hi, d) of 16 rows.
+void UnpackQ6K(const uint8_t* w, int64_t wrb, int64_t nb, const KTile& t) {
+  const __m512i offset = _mm512_set1_epi8(32), low6 = _mm512_set1_epi8(63);
+  // Byte j of vpermt2b(x, even, y): byte 2 j of x then y (their low bytes).
+  alignas(64) int8_t even_bytes[64];
+  for (int j = 0; j < 64; ++j) even_bytes[j] = (int8_t)(2 * j);
+  const __m512i even = _mm512_load_si512((const void*)even_bytes);
+  // int16 lanes 0-15 take a sub-block's scale, 16-31 the next one's.
+  const __m512i second = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+  for (int r = 0; r < 16; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + r * wrb + b * kQ6KBytes;
+      uint16_t d;
+      std::memcpy(&d, blk + kQ6KD, 2);
+      t.d[b * 16 + r] = _cvtsh_ss(d);
+      const __m512i sc = _mm512_castsi256_si512(
+          _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + kQ6KScales))));
+      __m512i q[4];
+      Q6KQuants(blk, q);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i qs = _mm512_sub_epi8(q[k], offset);
+        const __m512i px = _mm512_mullo_epi16(
+            _mm512_cvtepi8_epi16(_mm512_castsi512_si256(qs)),
+            _mm512_permutexvar_epi16(_mm512_add_epi16(second, _mm512_set1_epi16(4 * k)), sc));
+        const __m512i py = _mm512_mullo_epi16(
+            _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(qs, 1)),
+            _mm512_permutexvar_epi16(_mm512_add_epi16(second, _mm512_set1_epi16(4 * k + 2)), sc));
+        const int64_t o = ((b * 4 + k) * 16 + r) * 64;
+        _mm512_storeu_si512((void*)(t.lo + o),
+                            _mm512_and_si512(_mm512_permutex2var_epi8(px, even, py), low6));
+        _mm512_storeu_si512((void*)(t.hi + o),
+                            _mm512_permutex2var_epi8(_mm512_srai_epi16(px, 6), even,
+                                                     _mm512_srai_epi16(py, 6)));
+      }
+    }
+  }
+}
+
+// GroupsTileQ4K for Q6_K: S = C_l + 64 C_h.
+void GroupsTileQ6K(const KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
+                   int64_t n, __m512* accs) {
+  alignas(64) int32_t sums[2][16 * 16];
+  for (int64_t i = 0; i < 16 * n; ++i) accs[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t g = 0; g < n; ++g) {
+      const AmxBlockQ8K& a = ((const AmxBlockQ8K*)(act + g * group_bytes))[b];
+      __m512* acc = accs + 16 * g;
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int s = 0; s < 4; ++s) {
+        const int64_t o = (b * 4 + s) * 16 * 64;
+        _tile_loadd(7, a.qs[s], 64);
+        _tile_loadd(5, w.lo + o, 64);
+        _tile_dpbusd(0, 5, 7);
+        _tile_loadd(6, w.hi + o, 64);
+        _tile_dpbssd(1, 6, 7);
+      }
+      _tile_stored(0, sums[0], 64);
+      _tile_stored(1, sums[1], 64);
+      const __m512 da = _mm512_loadu_ps(a.d);
+      for (int r = 0; r < 16; ++r) {
+        const __m512i s = _mm512_add_epi32(
+            _mm512_load_si512((const void*)(sums[0] + 16 * r)),
+            _mm512_slli_epi32(_mm512_load_si512((const void*)(sums[1] + 16 * r)), 6));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                 _mm512_mul_ps(da, _mm512_set1_ps(w.d[b * 16 + r])), acc[r]);
+      }
+    }
+  }
+}
+
+// vpermb indices (into the scales broadcast to every 128-bit lane, the
+// result's even bytes zeroed) that put the scales in the high bytes of the
+// int16 lanes of vpackssdw(v[2 p], v[2 p + 1]) (v[k]: vpdpbusd over
+// elements 64 k ..): 128-bit lane L holds 4 sums of sub-block 8 p + L, then
+// 4 of 8 p + 4 + L.
+struct alignas(64) Q6KScaleIndex {
+  int8_t v[2][64];
+};
+constexpr Q6KScaleIndex MakeQ6KScaleIndex() {
+  Q6KScaleIndex idx{};
+  for (int p = 0; p < 2; ++p) {
+    for (int j = 0; j < 32; ++j) {
+      const int lane = j / 8, m = j % 8;
+      idx.v[p][2 * j] = 0;
+      idx.v[p][2 * j + 1] = (int8_t)(8 * p + 4 * (m / 4) + lane);
+    }
+  }
+  return idx;
+}
+constexpr Q6KScaleIndex kQ6KScaleIndex = MakeQ6KScaleIndex();
+
+// T tokens (ActBlockQ8K rows nb apart) against the 4 Q6_K rows at w (rows
+// wrb apart) on the vector unit: row r's result in the lanes of 128-bit
+// lane r of acc[t]. Prefetched as DecodeRows4Q4K; not inlined, as it.
+template <int T>
+__attribute__((noinline)) void DecodeRows4Q6K(const uint8_t* w, int64_t wrb, int64_t nb,
+                                              const ActBlockQ8K* a, __m512 (&acc)[T]) {
+  constexpr __mmask64 kOddBytes = 0xAAAAAAAAAAAAAAAAull;
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const int64_t rb = nb * kQ6KBytes;
+  const RowStrides strides(wrb);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i lane_rows = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* base = Opaque(w + b * kQ6KBytes);
+    const uint8_t* at[4] = {base, base + strides.wrb, base + 2 * strides.wrb, base + strides.w3};
+    const int64_t pf = b * kQ6KBytes + kQ6KPrefetchBytes;
+    __m512i aq[T][4];
+    __m256i asums[T];
+    for (int t = 0; t < T; ++t) {
+      const ActBlockQ8K& at_t = a[t * nb + b];
+      for (int k = 0; k < 4; ++k) aq[t][k] = _mm512_loadu_si512((const void*)(at_t.qs + 64 * k));
+      asums[t] = _mm256_loadu_si256((const __m256i*)at_t.sums16);
+    }
+    __m512i srow[T][4];
+    uint16_t dbits[4];
+    for (int i = 0; i < 4; ++i) {
+      for (int k = 0; k < kQ6KBytes; k += 64) {
+        _mm_prefetch(PrefetchAddress(w, wrb, i, 4, pf + k, rb), kQ6KPrefetchHint);
+      }
+      std::memcpy(&dbits[i], at[i] + kQ6KD, 2);
+      __m512i q[4];
+      Q6KQuants(at[i], q);
+      const __m128i sc8 = _mm_loadu_si128((const __m128i*)(at[i] + kQ6KScales));
+      const __m512i scb = _mm512_broadcast_i32x4(sc8);
+      const __m512i sc01 = _mm512_srai_epi16(
+          _mm512_maskz_permutexvar_epi8(
+              kOddBytes, _mm512_load_si512((const void*)kQ6KScaleIndex.v[0]), scb),
+          8);
+      const __m512i sc23 = _mm512_srai_epi16(
+          _mm512_maskz_permutexvar_epi8(
+              kOddBytes, _mm512_load_si512((const void*)kQ6KScaleIndex.v[1]), scb),
+          8);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      for (int t = 0; t < T; ++t) {
+        // Each vpdpbusd lane is at most 4 x 63 x 128: vpackssdw is exact.
+        __m512i v[4];
+        for (int k = 0; k < 4; ++k) v[k] = _mm512_dpbusd_epi32(zero, q[k], aq[t][k]);
+        const __m512i s = _mm512_dpwssd_epi32(_mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]),
+                                                                sc01),
+                                              _mm512_packs_epi32(v[2], v[3]), sc23);
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, asums[t]), 5);
+        srow[t][i] = _mm512_sub_epi32(s, _mm512_zextsi256_si512(offset));
+      }
+    }
+    // d of row r over 128-bit lane r.
+    const __m128i dh = _mm_loadl_epi64((const __m128i*)dbits);
+    const __m512 dw = _mm512_permutexvar_ps(lane_rows, _mm512_castps128_ps512(_mm_cvtph_ps(dh)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 da = _mm512_set1_ps(a[t * nb + b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(RowTotals4(srow[t])), _mm512_mul_ps(dw, da),
+                               acc[t]);
+    }
+  }
+}
+
+// The few-token activations of a K-quant: Q6_K's plain ActBlockQ8K rows
+// (kAmxQ8KPlain), Q4_K's and Q5_K's images (kAmxQ8K).
+template <DType kType>
+using KDecodeAct =
+    std::conditional_t<kType == DType::kQ6_K, ActBlockQ8K, ActBlockQ8KImage>;
+
 // Tokens [0, n) against rows [0, rows) at w, up to 3 tokens a pass over 4
 // rows; rows past `rows` up to a multiple of 4 are read (zero padding).
 template <DType kType>
-void DecodeFewQ4K(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
-                  const ActBlockQ8KImage* a, int64_t n, float* y, int64_t ldy) {
+void DecodeFewK(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
+                const KDecodeAct<kType>* a, int64_t n, float* y, int64_t ldy) {
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int nr = (int)std::min<int64_t>(4, rows - r0);
     auto run = [&](auto tokens, int64_t t0) {
       constexpr int T = decltype(tokens)::value;
       __m512 acc[T];
-      DecodeRows4Q4K<kType, T>(w + r0 * wrb, wrb, nb, a + t0 * nb, acc);
+      if constexpr (kType == DType::kQ6_K) {
+        DecodeRows4Q6K<T>(w + r0 * wrb, wrb, nb, a + t0 * nb, acc);
+      } else {
+        DecodeRows4Q4K<kType, T>(w + r0 * wrb, wrb, nb, a + t0 * nb, acc);
+      }
       for (int t = 0; t < T; ++t) {
         alignas(64) float out[16];
         _mm512_store_ps(out, acc[t]);
@@ -719,12 +937,12 @@ void DecodeFewQ4K(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
 }
 
 template <DType kType>
-void AmxGemmQ4K(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
-                int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+void AmxGemmK(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
+              int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
   const int64_t nb = cols / 256;
   const AmxGroups split(num_tokens);
   thread_local std::vector<uint8_t> storage;
-  Q4KTile tile{};
+  KTile tile{};
   if (split.tile_groups > 0) {
     // lo, hi: 4 KiB a super-block each; d, dmin: 64 bytes; min_pairs: 256.
     if ((int64_t)storage.size() < nb * (2 * 4096 + 384)) storage.resize(nb * (2 * 4096 + 384));
@@ -735,12 +953,21 @@ void AmxGemmQ4K(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   AmxRowTiles(
       w, wrb, rows, act, arb, num_tokens, y, ldy,
       [&](const uint8_t* wt, int nr, const uint8_t* a, float* yf) {
-        DecodeFewQ4K<kType>(wt, wrb, nr, nb, (const ActBlockQ8KImage*)a, split.last_n, yf,
-                            ldy);
+        DecodeFewK<kType>(wt, wrb, nr, nb, (const KDecodeAct<kType>*)a, split.last_n, yf, ldy);
       },
-      [&](const uint8_t* wt) { UnpackQ4K<kType>(wt, wrb, nb, tile); },
+      [&](const uint8_t* wt) {
+        if constexpr (kType == DType::kQ6_K) {
+          UnpackQ6K(wt, wrb, nb, tile);
+        } else {
+          UnpackQ4K<kType>(wt, wrb, nb, tile);
+        }
+      },
       [&](const uint8_t* a, int64_t group_bytes, int64_t n, __m512* accs) {
-        GroupsTileQ4K(tile, nb, a, group_bytes, n, accs);
+        if constexpr (kType == DType::kQ6_K) {
+          GroupsTileQ6K(tile, nb, a, group_bytes, n, accs);
+        } else {
+          GroupsTileQ4K(tile, nb, a, group_bytes, n, accs);
+        }
       });
 }
 
@@ -751,8 +978,9 @@ void FillAmxKernels(KernelTable* t) {
   t->isa = "amx";
   t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
   t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
-  t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmQ4K<DType::kQ4_K>};
-  t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmQ4K<DType::kQ5_K>};
+  t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ4_K>};
+  t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ5_K>};
+  t->matmul[(int)DType::kQ6_K] = {ActKind::kAmxQ8KPlain, AmxGemmK<DType::kQ6_K>};
 }
 
 }  // namespace tern::kernels
