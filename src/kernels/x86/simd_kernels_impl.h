@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/x86/row_prefetch.h"
@@ -1777,6 +1778,10 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // next chunk), V rows of a chunk while its scores are computed (16 was no
   // faster, 32 slower).
   constexpr int kAhead = 8;
+  thread_local AlignedVector<float> kconv;  // 8 K rows in f32
+  if constexpr (kF16) {
+    if ((int64_t)kconv.size() < 8 * hd) kconv.resize(8 * hd);
+  }
   const uint8_t* krow[kSimdAttnChunk + kAhead];
   const uint8_t* vrow[kSimdAttnChunk];
   for (int32_t c0 = all_lo / kSimdAttnChunk * kSimdAttnChunk; c0 <= all_hi;
@@ -1805,44 +1810,75 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
     }
     for (int i = fill_end - base; i < n8 + kAhead; ++i) krow[i] = krow[0];
+    // Scores, 8 positions at a time: each KV head's 8 K rows (F16: converted
+    // to f32 once for all its rows, the same values the FMAs would convert)
+    // against each of its rows' queries.
+    __m256 row_max[kMaxAttnGroup];
+    int32_t lo_in[kMaxAttnGroup], hi_in[kMaxAttnGroup];
     for (int r = 0; r < rows; ++r) {
-      float* sg = scores + r * kStride;
-      const int32_t lo = std::max(row_lo[r], base), hi = std::min(row_hi[r], end - 1);
-      if (lo > hi) {  // nothing of this row here: weight 0 everywhere
-        std::memset(sg, 0, sizeof(float) * n8);
-        continue;
-      }
-      __m256 mx = _mm256_set1_ps(-INFINITY);
-      for (int i = 0; i < n8; i += 8) {
-        if (r < heads && r % a.group == 0) {
-          // The first row of each KV head brings its K/V in for the others.
-          const int64_t off = row_off[r];
-          for (int j = 0; j < 8; ++j) {
-            for (int64_t b = 0; b < hd * kElem; b += 64) {
-              _mm_prefetch(
-                  (const char*)krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + off + b,
-                  _MM_HINT_T0);
-              if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + off + b, _MM_HINT_T0);
-            }
+      lo_in[r] = std::max(row_lo[r], base);
+      hi_in[r] = std::min(row_hi[r], end - 1);
+      row_max[r] = _mm256_set1_ps(-INFINITY);
+      // Nothing of this row here: weight 0 everywhere.
+      if (lo_in[r] > hi_in[r]) std::memset(scores + r * kStride, 0, sizeof(float) * n8);
+    }
+    for (int i = 0; i < n8; i += 8) {
+      const int32_t p0 = base + i;
+      for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+        const int64_t off = (int64_t)kvh * hd * kElem;
+        for (int j = 0; j < 8; ++j) {
+          for (int64_t b = 0; b < hd * kElem; b += 64) {
+            _mm_prefetch((const char*)krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + off + b,
+                         _MM_HINT_T0);
+            if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + off + b, _MM_HINT_T0);
           }
         }
-        const int32_t p0 = base + i;
-        if (p0 > hi || p0 + 7 < lo) {
-          _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
-          continue;
+        const uint8_t* kp[8];
+        int64_t koff = off;
+        bool converted = false;
+        for (int qi = 0; qi < a.num_queries; ++qi) {
+          for (int h = kvh * a.group; h < (kvh + 1) * a.group; ++h) {
+            const int r = qi * heads + h;
+            const int32_t lo = lo_in[r], hi = hi_in[r];
+            if (lo > hi) continue;
+            float* sg = scores + r * kStride;
+            if (p0 > hi || p0 + 7 < lo) {
+              _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
+              continue;
+            }
+            if (!converted) {
+              converted = true;
+              for (int j = 0; j < 8; ++j) kp[j] = krow[i + j];
+              if constexpr (kF16) {
+                for (int j = 0; j < 8; ++j) {
+                  float* dst = kconv.data() + j * hd;
+                  for (int64_t d = 0; d < hd; d += 8) {
+                    _mm256_store_ps(dst + d, Vec256::LoadW<DType::kF16>(krow[i + j] + off, d));
+                  }
+                  kp[j] = (const uint8_t*)dst;
+                }
+                koff = 0;
+              }
+            }
+            __m256 sc = Scores8<false>(row_q[r], kp, koff, hd, scale);
+            if (p0 < lo || p0 + 7 > hi) {
+              const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
+              const __m256i valid = _mm256_andnot_si256(
+                  _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
+                                  _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
+                  _mm256_set1_epi32(-1));
+              sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
+            }
+            _mm256_store_ps(sg + i, sc);
+            row_max[r] = _mm256_max_ps(row_max[r], sc);
+          }
         }
-        __m256 sc = Scores8<kF16>(row_q[r], krow + i, row_off[r], hd, scale);
-        if (p0 < lo || p0 + 7 > hi) {
-          const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
-          const __m256i valid = _mm256_andnot_si256(
-              _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
-                              _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
-              _mm256_set1_epi32(-1));
-          sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
-        }
-        _mm256_store_ps(sg + i, sc);
-        mx = _mm256_max_ps(mx, sc);
       }
+    }
+    for (int r = 0; r < rows; ++r) {
+      float* sg = scores + r * kStride;
+      if (lo_in[r] > hi_in[r]) continue;
+      const __m256 mx = row_max[r];
       alignas(32) float lanes[8];
       _mm256_store_ps(lanes, mx);
       float cmax = running_max[r];
