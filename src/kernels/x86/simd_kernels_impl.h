@@ -1652,6 +1652,43 @@ inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int6
   return _mm256_mul_ps(Reduce8(acc), scale);
 }
 
+#ifdef TERN_AVX512_VNNI
+// Reduce8 of two rows at once: row A's 8 accumulators in the low 256 bits
+// of a[0..8), row B's in the high ones; the same additions in the same
+// tree (vhaddps has no 512-bit form: two vshufps and an add per step).
+inline __m512 Reduce8x2(const __m512 (&a)[8]) {
+  const auto hadd = [](__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  const __m512 u0 = hadd(hadd(a[0], a[1]), hadd(a[2], a[3]));
+  const __m512 u1 = hadd(hadd(a[4], a[5]), hadd(a[6], a[7]));
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
+  return _mm512_add_ps(_mm512_permutex2var_ps(u0, lo, u1), _mm512_permutex2var_ps(u0, hi, u1));
+}
+
+// Scores8<false> of two rows at once, row A in the low 256 bits and row B
+// in the high ones: qpair holds their queries 8 elements at a time
+// ([d / 8][A's 8 | B's 8]), each lane sees the same FMAs as in Scores8, so
+// the results are bitwise Scores8's, at half the FMAs and reductions.
+inline __m512 Scores8x2(const float* qpair, const uint8_t* const* k, int64_t off, int64_t hd,
+                        __m512 scale) {
+  __m512 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 8) {
+    const __m512 qv = _mm512_load_ps(qpair + 2 * d);
+    for (int j = 0; j < 8; ++j) {
+      // (vbroadcastf64x4: AVX-512 F, where the f32x8 form needs DQ)
+      const __m512 kv = _mm512_castpd_ps(
+          _mm512_broadcast_f64x4(_mm256_loadu_pd((const double*)((const float*)(k[j] + off) + d))));
+      acc[j] = _mm512_fmadd_ps(qv, kv, acc[j]);
+    }
+  }
+  return _mm512_mul_ps(Reduce8x2(acc), scale);
+}
+#endif
+
 // out[g][d0 .. d0 + L * DC) += sum_i p[g][i] * V[i][...] for G heads (V[i]
 // at v[i] + voff), on registers of L = Vec::kLanes lanes. Each output
 // element sees the same FMAs in the same order whatever L, so the 16-lane
@@ -1774,6 +1811,31 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   }
   const __m256 scale = _mm256_set1_ps(a.scale);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // The rows of each KV head, query by query.
+  int kvh_rows[kMaxAttnGroup][kMaxAttnGroup], num_kvh_rows[kMaxAttnGroup] = {};
+  for (int qi = 0; qi < a.num_queries; ++qi) {
+    for (int h = 0; h < heads; ++h) {
+      const int kvh = h / a.group;
+      kvh_rows[kvh][num_kvh_rows[kvh]++] = qi * heads + h;
+    }
+  }
+#ifdef TERN_AVX512_VNNI
+  // Scores8x2's queries of each pair of a KV head's rows (t, t + 1 in that
+  // order), at the pair's first row.
+  const __m512 scale512 = _mm512_set1_ps(a.scale);
+  thread_local AlignedVector<float> qpairs;
+  if ((int64_t)qpairs.size() < (int64_t)rows * 2 * hd) qpairs.resize((int64_t)rows * 2 * hd);
+  for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+    for (int t = 0; t + 1 < num_kvh_rows[kvh]; t += 2) {
+      const int r0 = kvh_rows[kvh][t], r1 = kvh_rows[kvh][t + 1];
+      float* dst = qpairs.data() + (int64_t)r0 * 2 * hd;
+      for (int64_t d = 0; d < hd; d += 8) {
+        std::memcpy(dst + 2 * d, row_q[r0] + d, 8 * sizeof(float));
+        std::memcpy(dst + 2 * d + 8, row_q[r1] + d, 8 * sizeof(float));
+      }
+    }
+  }
+#endif
   // K rows are prefetched kAhead positions ahead of the scores (into the
   // next chunk), V rows of a chunk while its scores are computed (16 was no
   // faster, 32 slower).
@@ -1836,42 +1898,73 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         const uint8_t* kp[8];
         int64_t koff = off;
         bool converted = false;
-        for (int qi = 0; qi < a.num_queries; ++qi) {
-          for (int h = kvh * a.group; h < (kvh + 1) * a.group; ++h) {
-            const int r = qi * heads + h;
-            const int32_t lo = lo_in[r], hi = hi_in[r];
-            if (lo > hi) continue;
-            float* sg = scores + r * kStride;
-            if (p0 > hi || p0 + 7 < lo) {
-              _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
-              continue;
-            }
-            if (!converted) {
-              converted = true;
-              for (int j = 0; j < 8; ++j) kp[j] = krow[i + j];
-              if constexpr (kF16) {
-                for (int j = 0; j < 8; ++j) {
-                  float* dst = kconv.data() + j * hd;
-                  for (int64_t d = 0; d < hd; d += 8) {
-                    _mm256_store_ps(dst + d, Vec256::LoadW<DType::kF16>(krow[i + j] + off, d));
-                  }
-                  kp[j] = (const uint8_t*)dst;
-                }
-                koff = 0;
+        // Does row r need this block's scores?
+        const auto needs = [&](int r) {
+          return lo_in[r] <= hi_in[r] && p0 <= hi_in[r] && p0 + 7 >= lo_in[r];
+        };
+        const auto convert = [&]() {
+          if (converted) return;
+          converted = true;
+          for (int j = 0; j < 8; ++j) kp[j] = krow[i + j];
+          if constexpr (kF16) {
+            for (int j = 0; j < 8; ++j) {
+              float* dst = kconv.data() + j * hd;
+              for (int64_t d = 0; d < hd; d += 8) {
+                _mm256_store_ps(dst + d, Vec256::LoadW<DType::kF16>(krow[i + j] + off, d));
               }
+              kp[j] = (const uint8_t*)dst;
             }
-            __m256 sc = Scores8<false>(row_q[r], kp, koff, hd, scale);
-            if (p0 < lo || p0 + 7 > hi) {
-              const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
-              const __m256i valid = _mm256_andnot_si256(
-                  _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
-                                  _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
-                  _mm256_set1_epi32(-1));
-              sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
-            }
-            _mm256_store_ps(sg + i, sc);
-            row_max[r] = _mm256_max_ps(row_max[r], sc);
+            koff = 0;
           }
+        };
+        // Row r's scores sc (needs(r)), masked to its range: stored, and
+        // into its running maximum; -inf where it needs none of them.
+        const auto put = [&](int r, __m256 sc) {
+          const int32_t lo = lo_in[r], hi = hi_in[r];
+          if (lo > hi) return;
+          float* sg = scores + r * kStride;
+          if (p0 > hi || p0 + 7 < lo) {
+            _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
+            return;
+          }
+          if (p0 < lo || p0 + 7 > hi) {
+            const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
+            const __m256i valid = _mm256_andnot_si256(
+                _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
+                                _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
+                _mm256_set1_epi32(-1));
+            sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
+          }
+          _mm256_store_ps(sg + i, sc);
+          row_max[r] = _mm256_max_ps(row_max[r], sc);
+        };
+        const int m = num_kvh_rows[kvh];
+        for (int t = 0; t < m;) {
+          const int r = kvh_rows[kvh][t];
+#ifdef TERN_AVX512_VNNI
+          if (t + 1 < m) {  // a pair (qpair at its first row)
+            const int r1 = kvh_rows[kvh][t + 1];
+            if (needs(r) || needs(r1)) {
+              convert();
+              const __m512 sc2 = Scores8x2(qpairs.data() + (int64_t)r * 2 * hd, kp, koff, hd,
+                                           scale512);
+              put(r, _mm512_castps512_ps256(sc2));
+              put(r1, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sc2), 1)));
+            } else {
+              put(r, _mm256_setzero_ps());
+              put(r1, _mm256_setzero_ps());
+            }
+            t += 2;
+            continue;
+          }
+#endif
+          if (needs(r)) {
+            convert();
+            put(r, Scores8<false>(row_q[r], kp, koff, hd, scale));
+          } else {
+            put(r, _mm256_setzero_ps());
+          }
+          ++t;
         }
       }
     }
