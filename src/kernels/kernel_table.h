@@ -263,8 +263,8 @@ const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
 // table's), or nullptr when the CPU lacks AVX-512 F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();
-// The AVX-512 VNNI table with Q8_0, Q4_0, Q4_K, Q5_K, Q6_K through AMX-INT8
-// tiles (every token count, decode included, so outputs do not depend on
+// The AVX-512 VNNI table with Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K through
+// AMX-INT8 tiles (every token count, decode included, so outputs do not depend on
 // the batch; not bitwise equal to the other tables), or nullptr when the CPU
 // or the OS lacks AMX.
 const KernelTable* AmxKernelTable();

@@ -261,7 +261,8 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const KernelTable* amx = AmxKernelTable();
   if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K,
+                  DType::kQ6_K}) {
     const auto w = RandomWeights(t, rows, cols, 21);
     const WeightView view{t, w.data(), rows, cols};
     for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
@@ -285,21 +286,24 @@ TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
   const int64_t rows = 33, cols = 256;
   for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
-    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
       for (int pattern = 0; pattern < 4; ++pattern) {
-        // Weights all at the top (Q4_0 nibble 15, Q8_0 127: patterns 0, 1) or
-        // the bottom (nibble 0, -128: 2, 3); activations +1 (0, 2) or -1.
+        // Weights all at the top (Q4_0 nibble 15, Q5_0 31, Q8_0 127:
+        // patterns 0, 1) or the bottom (0, 0, -128: 2, 3); activations +1
+        // (0, 2) or -1.
         const bool top = pattern < 2;
-        const uint8_t q = t == DType::kQ4_0 ? (top ? 0xFF : 0x00) : (top ? 0x7F : 0x80);
+        const uint8_t q = t == DType::kQ8_0 ? (top ? 0x7F : 0x80) : (top ? 0xFF : 0x00);
         std::vector<uint8_t> w(rows * RowBytes(t, cols), q);
         for (int64_t off = 0; off < (int64_t)w.size(); off += BlockBytes(t)) {
           PutHalf(w.data() + off, 1.0f);
         }
-        const float per = t == DType::kQ4_0 ? (top ? 7.0f : -8.0f) : (top ? 127.0f : -128.0f);
+        const float per = t == DType::kQ4_0   ? (top ? 7.0f : -8.0f)
+                          : t == DType::kQ5_0 ? (top ? 15.0f : -16.0f)
+                                              : (top ? 127.0f : -128.0f);
         const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
-        const std::vector<float> x(3 * cols, sign);
+        const std::vector<float> x(17 * cols, sign);
         const double exact = (double)per * sign * cols;
-        for (int64_t tokens : {1, 3}) {
+        for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
           std::vector<float> y(tokens * rows);
           MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
           for (int64_t i = 0; i < tokens * rows; ++i) {

@@ -1,12 +1,12 @@
-// AMX-INT8 build: the AVX-512 VNNI table with Q8_0, Q4_0, Q4_K and Q5_K
+// AMX-INT8 build: the AVX-512 VNNI table with Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K
 // weights through tile dot products (tdpbssd / tdpbusd; the K-quants: see
-// "Q4_K" below). Compiled with the AVX2 flags only; AVX-512
+// "Q4_K" and "Q6_K" below). Compiled with the AVX2 flags only; AVX-512
 // and AMX are switched on by pragma after every library header, as in
 // avx512_vnni_kernels.cc.
 //
 // Per tile of 16 weight rows x a group of 16 tokens (kAmxQ8) and per block
-// b of 32 (in order), with isum the exact int32 sum of q_w x q_a (Q4_0: the
-// quants less 8):
+// b of 32 (in order), with isum the exact int32 sum of q_w x q_a (Q4_0 /
+// Q5_0: the quants less 8 / 16):
 //   acc[r][t] = fma(float(isum[r][t][b]), d_a[t][b] x d_w[r][b], acc[r][t])
 // A lone token (decode) takes the same exact sums from vpdpbusd on the
 // vector unit and the same float operations lane for lane, so it equals the
@@ -59,8 +59,17 @@ namespace {
 // its two sums, 5 and 6 its two weight tiles (16 rows x 64), 7 the
 // activations (16 x 16 tokens x 4).
 template <DType kType>
-constexpr int kBlockBytes =
-    kType == DType::kQ8_0 ? (int)sizeof(quant::BlockQ8_0) : (int)sizeof(quant::BlockQ4_0);
+constexpr int kBlockBytes = kType == DType::kQ8_0   ? (int)sizeof(quant::BlockQ8_0)
+                            : kType == DType::kQ5_0 ? (int)sizeof(quant::BlockQ5_0)
+                                                    : (int)sizeof(quant::BlockQ4_0);
+// Q4_0 and Q5_0: nibble formats, their quants less an offset (8, 16).
+template <DType kType>
+constexpr bool kNibbles = kType == DType::kQ4_0 || kType == DType::kQ5_0;
+template <DType kType>
+constexpr int kQuantOffset = kType == DType::kQ8_0 ? 128 : kType == DType::kQ5_0 ? 16 : 8;
+// Where a block's nibbles start (Q5_0: after d and 4 bytes of fifth bits).
+template <DType kType>
+constexpr int kNibbleOffset = kType == DType::kQ5_0 ? 6 : 2;
 
 struct alignas(64) TileConfig {
   uint8_t palette_id;
@@ -210,7 +219,7 @@ inline T Opaque(T v) {
 template <DType kType>
 inline DecodeWeights LoadDecodeWeights(const uint8_t* p, const RowStrides& s) {
   DecodeWeights w;
-  const uint8_t* q = p + 2;
+  [[maybe_unused]] const uint8_t* q = p + 2;
   if constexpr (kType == DType::kQ8_0) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int k = 0; k < 4; ++k) {
@@ -226,13 +235,28 @@ inline DecodeWeights LoadDecodeWeights(const uint8_t* p, const RowStrides& s) {
   } else {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < 4; ++j) {
-      const uint8_t* b4 = Opaque(q + j * s.w4);
-      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
+      const uint8_t* b4 = Opaque(p + j * s.w4);
+      const uint8_t* at[4] = {b4, b4 + s.wrb, b4 + 2 * s.wrb, b4 + s.w3};
+      constexpr int o = kNibbleOffset<kType>;
+      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(at[0] + o)));
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[1] + o)), 1);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[2] + o)), 2);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[3] + o)), 3);
       w.v[2 * j] = _mm512_and_si512(raw, m4);
       w.v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      if constexpr (kType == DType::kQ5_0) {
+        // The fifth bits (bit i of qh: element i's): 16 bits a row for
+        // each half, row r's at bits 16 r of a byte mask.
+        uint32_t qh[4];
+        for (int i = 0; i < 4; ++i) std::memcpy(&qh[i], at[i] + 2, 4);
+        const __m128i h = _mm_loadu_si128((const __m128i*)qh);
+        const __mmask64 lo = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(_mm_cvtepi32_epi16(h)));
+        const __mmask64 hi = _cvtu64_mask64(
+            (uint64_t)_mm_cvtsi128_si64(_mm_cvtepi32_epi16(_mm_srli_epi32(h, 16))));
+        const __m512i bit = _mm512_set1_epi8(0x10);
+        w.v[2 * j] = _mm512_mask_add_epi8(w.v[2 * j], lo, w.v[2 * j], bit);
+        w.v[2 * j + 1] = _mm512_mask_add_epi8(w.v[2 * j + 1], hi, w.v[2 * j + 1], bit);
+      }
     }
   }
   return w;
@@ -244,7 +268,7 @@ inline DecodeWeights LoadDecodeWeights(const uint8_t* p, const RowStrides& s) {
 // puts the rows back in order at the end.
 template <DType kType>
 inline __m512i DecodeLaneRows() {
-  if constexpr (kType == DType::kQ4_0) {
+  if constexpr (kNibbles<kType>) {
     return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
   } else {
     return LaneIndex();
@@ -279,8 +303,19 @@ inline __m512i DecodeSums(const DecodeWeights& w, const AmxDecodeQ8& a) {
     const __m512i ones = _mm512_set1_epi16(1);
     const __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]), ones);
     const __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(v[2], v[3]), ones);
-    const __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
-    return _mm512_sub_epi32(s, _mm512_set1_epi32(8 * a.qsum));
+    __m512i s;
+    if constexpr (kType == DType::kQ5_0) {
+      // Q5_0 (quants <= 31): a lane is at most 31744, still within int16,
+      // but a pair 63488 is not; the pairs are added in int32 instead (the
+      // same lanes as vpackssdw + vpmaddwd).
+      const __m512 a01 = _mm512_castsi512_ps(s01), a23 = _mm512_castsi512_ps(s23);
+      s = _mm512_add_epi32(
+          _mm512_castps_si512(_mm512_shuffle_ps(a01, a23, _MM_SHUFFLE(2, 0, 2, 0))),
+          _mm512_castps_si512(_mm512_shuffle_ps(a01, a23, _MM_SHUFFLE(3, 1, 3, 1))));
+    } else {
+      s = _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
+    }
+    return _mm512_sub_epi32(s, _mm512_set1_epi32(kQuantOffset<kType> * a.qsum));
   }
 }
 
@@ -344,17 +379,27 @@ void DecodeFew(const uint8_t* wt, int64_t wrb, int64_t nb, const AmxDecodeQ8* a,
   ForTokenRuns(n, run);
 }
 
-// Q4_0 quants of blocks [0, nb) of 16 rows as int8 (q - 8), block b's rows
-// at out + b * 512, 32 bytes each: the tiles' weights.
-void UnpackQ4_0(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
-  const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+// Q4_0 / Q5_0 quants of blocks [0, nb) of 16 rows as int8 (q - 8 / q -
+// 16), block b's rows at out + b * 512, 32 bytes each: the tiles' weights.
+template <DType kType>
+void UnpackNibbles(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
+  const __m128i m4 = _mm_set1_epi8(0x0F), offset = _mm_set1_epi8(kQuantOffset<kType>);
   for (int r = 0; r < 16; ++r) {
     const uint8_t* row = w + r * wrb;
     for (int64_t b = 0; b < nb; ++b) {
-      const __m128i raw =
-          _mm_loadu_si128((const __m128i*)(row + b * kBlockBytes<DType::kQ4_0> + 2));
-      const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), eight);
-      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight);
+      const uint8_t* blk = row + b * kBlockBytes<kType>;
+      __m128i q0 = _mm_loadu_si128((const __m128i*)(blk + kNibbleOffset<kType>));
+      __m128i q1 = _mm_and_si128(_mm_srli_epi16(q0, 4), m4);
+      q0 = _mm_and_si128(q0, m4);
+      if constexpr (kType == DType::kQ5_0) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + 2, 4);
+        const __m128i bit = _mm_set1_epi8(0x10);
+        q0 = _mm_mask_add_epi8(q0, _cvtu32_mask16(qh & 0xFFFF), q0, bit);
+        q1 = _mm_mask_add_epi8(q1, _cvtu32_mask16(qh >> 16), q1, bit);
+      }
+      const __m128i lo = _mm_sub_epi8(q0, offset);
+      const __m128i hi = _mm_sub_epi8(q1, offset);
       int8_t* o = out + (b * 16 + r) * 32;
       _mm_storeu_si128((__m128i*)o, lo);
       _mm_storeu_si128((__m128i*)(o + 16), hi);
@@ -427,7 +472,7 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
   // Scratch of the tile path only (a lone token never touches it).
   if (split.tile_groups > 0) {
     if ((int64_t)dw_storage.size() < 16 * nb) dw_storage.resize(16 * nb);
-    if (kType == DType::kQ4_0 && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
+    if (kNibbles<kType> && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
   }
   float* dw = dw_storage.data();
   // The tiles' weights: Q8_0 as they lie, Q4_0 unpacked once per row tile.
@@ -441,8 +486,8 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
       [&](const uint8_t* wt) {
         RowScales<kType>(wt, wrb, nb, dw);
         wq = wt + 2;
-        if constexpr (kType == DType::kQ4_0) {
-          UnpackQ4_0(wt, wrb, nb, unpacked.data());
+        if constexpr (kNibbles<kType>) {
+          UnpackNibbles<kType>(wt, wrb, nb, unpacked.data());
           wq = (const uint8_t*)unpacked.data();
           wstep = 512;
           wstride = 32;
@@ -978,6 +1023,7 @@ void FillAmxKernels(KernelTable* t) {
   t->isa = "amx";
   t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
   t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
+  t->matmul[(int)DType::kQ5_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ5_0>};
   t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ4_K>};
   t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ5_K>};
   t->matmul[(int)DType::kQ6_K] = {ActKind::kAmxQ8KPlain, AmxGemmK<DType::kQ6_K>};
