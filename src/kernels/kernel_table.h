@@ -151,8 +151,8 @@ constexpr int kNumActKinds = 12;
 // kAmxQ8 (AMX table): the ActBlockQ8 quants and scales of 16 tokens at a
 // time (a group; the last one padded with zero tokens), laid out per block
 // of 32 as an AMX B tile and the tokens' scales:
-//   qs[k / 4][token][k % 4] (8 x 64 bytes), then d[token] (16 floats),
-// 576 bytes per block. Per token cols / 32 x 36 bytes, so the group holding
+//   qs[k / 4][token][k % 4] (8 x 64 bytes), then d[token] and s[token]
+// (16 floats each), 640 bytes per block. Per token cols / 32 x 40 bytes, so the group holding
 // token t starts at act + (t / 16) x 16 x act_row_bytes, and a GemmFn for
 // this kind is given act at the first token of a group.
 // A last group of at most kAmxFewTokens tokens is followed by those tokens'
@@ -163,8 +163,9 @@ constexpr int kNumActKinds = 12;
 struct AmxBlockQ8 {
   int8_t qs[8][16][4];
   float d[16];
+  float s[16];  // ActBlockQ8::s, for the mins of Q4_1 / Q5_1
 };
-static_assert(sizeof(AmxBlockQ8) == 576);
+static_assert(sizeof(AmxBlockQ8) == 640);
 struct AmxDecodeQ8 {
   float d;
   int32_t qsum;

@@ -236,6 +236,7 @@ const uint8_t* PrepareAmxActivations(const KernelTable& table, ActKind kind, con
         kind, x, num_tokens, cols, pool, table.quantize_q8,
         [](const ActBlockQ8& a, int t, AmxBlockQ8& o) {
           o.d[t] = a.d;
+          o.s[t] = a.s;
           for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
         },
         [](const ActBlockQ8& a, AmxDecodeQ8& o) {

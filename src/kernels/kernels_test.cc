@@ -261,8 +261,8 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const KernelTable* amx = AmxKernelTable();
   if (amx == nullptr) GTEST_SKIP() << "CPU or OS lacks AMX-INT8";
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K,
-                  DType::kQ6_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const auto w = RandomWeights(t, rows, cols, 21);
     const WeightView view{t, w.data(), rows, cols};
     for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
@@ -286,20 +286,30 @@ TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
   const int64_t rows = 33, cols = 256;
   for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
-    for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+      const bool has_min = t == DType::kQ4_1 || t == DType::kQ5_1;
       for (int pattern = 0; pattern < 4; ++pattern) {
-        // Weights all at the top (Q4_0 nibble 15, Q5_0 31, Q8_0 127:
-        // patterns 0, 1) or the bottom (0, 0, -128: 2, 3); activations +1
-        // (0, 2) or -1.
+        // Weights all at the top (nibble 15, 31 with the fifth bit, Q8_0
+        // 127: patterns 0, 1) or the bottom (0, -128: 2, 3); activations +1
+        // (0, 2) or -1. Q4_1 / Q5_1 with a min of -40 (top) or 3.
         const bool top = pattern < 2;
         const uint8_t q = t == DType::kQ8_0 ? (top ? 0x7F : 0x80) : (top ? 0xFF : 0x00);
         std::vector<uint8_t> w(rows * RowBytes(t, cols), q);
+        const float m = top ? -40.0f : 3.0f;
         for (int64_t off = 0; off < (int64_t)w.size(); off += BlockBytes(t)) {
           PutHalf(w.data() + off, 1.0f);
+          if (has_min) PutHalf(w.data() + off + 2, m);
         }
-        const float per = t == DType::kQ4_0   ? (top ? 7.0f : -8.0f)
-                          : t == DType::kQ5_0 ? (top ? 15.0f : -16.0f)
-                                              : (top ? 127.0f : -128.0f);
+        const float q_top = t == DType::kQ4_0   ? 7.0f
+                            : t == DType::kQ4_1 ? 15.0f
+                            : t == DType::kQ5_0 ? 15.0f
+                            : t == DType::kQ5_1 ? 31.0f
+                                                : 127.0f;
+        const float q_bottom = t == DType::kQ4_0   ? -8.0f
+                               : t == DType::kQ5_0 ? -16.0f
+                               : t == DType::kQ8_0 ? -128.0f
+                                                   : 0.0f;
+        const float per = (top ? q_top : q_bottom) + (has_min ? m : 0.0f);
         const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
         const std::vector<float> x(17 * cols, sign);
         const double exact = (double)per * sign * cols;

@@ -60,16 +60,29 @@ namespace {
 // activations (16 x 16 tokens x 4).
 template <DType kType>
 constexpr int kBlockBytes = kType == DType::kQ8_0   ? (int)sizeof(quant::BlockQ8_0)
+                            : kType == DType::kQ4_1 ? (int)sizeof(quant::BlockQ4_1)
                             : kType == DType::kQ5_0 ? (int)sizeof(quant::BlockQ5_0)
+                            : kType == DType::kQ5_1 ? (int)sizeof(quant::BlockQ5_1)
                                                     : (int)sizeof(quant::BlockQ4_0);
-// Q4_0 and Q5_0: nibble formats, their quants less an offset (8, 16).
+// The nibble formats: Q4_0 and Q5_0 hold their quants less an offset (8,
+// 16), Q4_1 and Q5_1 a min m after d (weights d q + m, q unsigned), Q5_0
+// and Q5_1 a fifth bit per quant (32 bits after d / m).
 template <DType kType>
-constexpr bool kNibbles = kType == DType::kQ4_0 || kType == DType::kQ5_0;
+constexpr bool kHasMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
 template <DType kType>
-constexpr int kQuantOffset = kType == DType::kQ8_0 ? 128 : kType == DType::kQ5_0 ? 16 : 8;
-// Where a block's nibbles start (Q5_0: after d and 4 bytes of fifth bits).
+constexpr bool kFifthBit = kType == DType::kQ5_0 || kType == DType::kQ5_1;
 template <DType kType>
-constexpr int kNibbleOffset = kType == DType::kQ5_0 ? 6 : 2;
+constexpr bool kNibbles = kType != DType::kQ8_0;
+template <DType kType>
+constexpr int kQuantOffset = kType == DType::kQ8_0   ? 128
+                             : kType == DType::kQ4_0 ? 8
+                             : kType == DType::kQ5_0 ? 16
+                                                     : 0;
+// Where a block's fifth bits and nibbles start.
+template <DType kType>
+constexpr int kHighBitsOffset = kHasMin<kType> ? 4 : 2;
+template <DType kType>
+constexpr int kNibbleOffset = kHighBitsOffset<kType> + (kFifthBit<kType> ? 4 : 0);
 
 struct alignas(64) TileConfig {
   uint8_t palette_id;
@@ -113,28 +126,33 @@ inline __m512i RowOffsets(int64_t wrb, __m512i rows = LaneIndex()) {
   return _mm512_mullo_epi32(rows, _mm512_set1_epi32((int)wrb));
 }
 
-// d_w of block b of 16 rows (d leads both formats' blocks): the 4 bytes at
-// each row's block start, d and 2 quant bytes (dropped).
-template <DType kType>
+// d_w of block b of 16 rows (d leads every format's blocks; at = 2: the
+// min m of Q4_1 / Q5_1): the 4 bytes there, the fp16 and 2 bytes dropped.
+template <DType kType, int at = 0>
 inline __m512 BlockScales(const uint8_t* w, __m512i offsets, int64_t b) {
-  return _mm512_cvtph_ps(
-      _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, w + b * kBlockBytes<kType>, 1)));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+      _mm512_i32gather_epi32(offsets, w + b * kBlockBytes<kType> + at, 1)));
 }
 
-// d_w of blocks [0, nb) of 16 rows, transposed: out[b * 16 + r].
-template <DType kType>
+// d_w (at 0) or m_w (at 2) of blocks [0, nb) of 16 rows, transposed:
+// out[b * 16 + r].
+template <DType kType, int at = 0>
 void RowScales(const uint8_t* w, int64_t wrb, int64_t nb, float* out) {
   const __m512i offsets = RowOffsets(wrb);
   for (int64_t b = 0; b < nb; ++b) {
-    _mm512_storeu_ps(out + b * 16, BlockScales<kType>(w, offsets, b));
+    _mm512_storeu_ps(out + b * 16, BlockScales<kType, at>(w, offsets, b));
   }
 }
 
-// acc[r] (lane t) += float(sums[r][t]) x (d_a[t] x d_w[r]) for r < 16.
-inline void Accumulate16(const int32_t* sums, __m512 da, const float* dw, __m512 (&acc)[16]) {
+// acc[r] (lane t) += float(sums[r][t]) x (d_a[t] x d_w[r]) for r < 16,
+// then (Q4_1 / Q5_1: mw) += m_w[r] x s_a[t].
+template <bool kMin>
+inline void Accumulate16(const int32_t* sums, __m512 da, const float* dw, __m512 sa,
+                         const float* mw, __m512 (&acc)[16]) {
   for (int r = 0; r < 16; ++r) {
     const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(sums + 16 * r)));
     acc[r] = _mm512_fmadd_ps(s, _mm512_mul_ps(da, _mm512_set1_ps(dw[r])), acc[r]);
+    if constexpr (kMin) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(mw[r]), sa, acc[r]);
   }
 }
 
@@ -148,22 +166,30 @@ inline void StoreTile(const __m512* acc, int rows, int tokens, float* y, int64_t
 }
 
 // Block b of a token group into sums (tiles c, a, x: see above); block b of
-// the 16 weight rows' quants at wq + b * wstep, rows wrb apart.
-#define TERN_AMX_GROUP_BLOCK(c, a, x, b)        \
-  do {                                          \
-    _tile_zero(c);                              \
-    _tile_loadd(a, wq + (b) * wstep, wrb);      \
-    _tile_loadd(x, act_g[b].qs, 64);            \
-    _tile_dpbssd(c, a, x);                      \
+// the 16 weight rows' quants at wq + b * wstep, rows wrb apart (signed, or
+// unsigned for the formats with a min).
+#define TERN_AMX_GROUP_BLOCK(c, a, x, b)                      \
+  do {                                                        \
+    _tile_zero(c);                                            \
+    _tile_loadd(a, wq + (b) * wstep, wrb);                    \
+    _tile_loadd(x, act_g[b].qs, 64);                          \
+    if constexpr (kHasMin<kType>) _tile_dpbusd(c, a, x);      \
+    else _tile_dpbssd(c, a, x);                               \
   } while (0)
+
+// The float operations of block b (sums: its tile).
+#define TERN_AMX_ACCUMULATE(sums, b)                                                   \
+  Accumulate16<kHasMin<kType>>(sums, _mm512_loadu_ps(act_g[b].d), dw + (b) * 16,       \
+                               _mm512_loadu_ps(act_g[b].s), mw + (b) * 16, acc)
 
 // One group of 16 tokens against 16 rows, two blocks a step so that the
 // tile unit works on one while the vector unit scales the other. Always
 // inlined: out of line its accumulators live in memory (tinyllama Q4_0
-// pp512 283-287 against 338 tok/s).
+// pp512 283-287 against 338 tok/s). mw: the rows' mins (Q4_1 / Q5_1).
+template <DType kType>
 __attribute__((always_inline)) inline void GroupTile(
     const uint8_t* wq, int64_t wstep, int64_t wrb, int64_t nb, const AmxBlockQ8* act_g,
-    const float* dw, __m512 (&acc)[16]) {
+    const float* dw, const float* mw, __m512 (&acc)[16]) {
   alignas(64) int32_t sums[2][16 * 16];
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
   int64_t b = 0;
@@ -172,16 +198,17 @@ __attribute__((always_inline)) inline void GroupTile(
     TERN_AMX_GROUP_BLOCK(1, 3, 4, b + 1);
     _tile_stored(0, sums[0], 64);
     _tile_stored(1, sums[1], 64);
-    Accumulate16(sums[0], _mm512_loadu_ps(act_g[b].d), dw + b * 16, acc);
-    Accumulate16(sums[1], _mm512_loadu_ps(act_g[b + 1].d), dw + (b + 1) * 16, acc);
+    TERN_AMX_ACCUMULATE(sums[0], b);
+    TERN_AMX_ACCUMULATE(sums[1], b + 1);
   }
   if (b < nb) {
     TERN_AMX_GROUP_BLOCK(0, 2, 4, b);
     _tile_stored(0, sums[0], 64);
-    Accumulate16(sums[0], _mm512_loadu_ps(act_g[b].d), dw + b * 16, acc);
+    TERN_AMX_ACCUMULATE(sums[0], b);
   }
 }
 #undef TERN_AMX_GROUP_BLOCK
+#undef TERN_AMX_ACCUMULATE
 
 // Adds lane pairs: lane k < 8 of the result is a[2k] + a[2k + 1], lane
 // 8 + k is b[2k] + b[2k + 1] (rows spread over lanes keep their order).
@@ -219,7 +246,7 @@ inline T Opaque(T v) {
 template <DType kType>
 inline DecodeWeights LoadDecodeWeights(const uint8_t* p, const RowStrides& s) {
   DecodeWeights w;
-  [[maybe_unused]] const uint8_t* q = p + 2;
+  const uint8_t* q = p + (kNibbles<kType> ? kNibbleOffset<kType> : 2);
   if constexpr (kType == DType::kQ8_0) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int k = 0; k < 4; ++k) {
@@ -235,20 +262,20 @@ inline DecodeWeights LoadDecodeWeights(const uint8_t* p, const RowStrides& s) {
   } else {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < 4; ++j) {
-      const uint8_t* b4 = Opaque(p + j * s.w4);
-      const uint8_t* at[4] = {b4, b4 + s.wrb, b4 + 2 * s.wrb, b4 + s.w3};
-      constexpr int o = kNibbleOffset<kType>;
-      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(at[0] + o)));
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[1] + o)), 1);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[2] + o)), 2);
-      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(at[3] + o)), 3);
+      const uint8_t* b4 = Opaque(q + j * s.w4);
+      __m512i raw = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
+      raw = _mm512_inserti32x4(raw, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
       w.v[2 * j] = _mm512_and_si512(raw, m4);
       w.v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      if constexpr (kType == DType::kQ5_0) {
+      if constexpr (kFifthBit<kType>) {
         // The fifth bits (bit i of qh: element i's): 16 bits a row for
         // each half, row r's at bits 16 r of a byte mask.
+        const uint8_t* h4 = b4 - (kNibbleOffset<kType> - kHighBitsOffset<kType>);
+        const uint8_t* at[4] = {h4, h4 + s.wrb, h4 + 2 * s.wrb, h4 + s.w3};
         uint32_t qh[4];
-        for (int i = 0; i < 4; ++i) std::memcpy(&qh[i], at[i] + 2, 4);
+        for (int i = 0; i < 4; ++i) std::memcpy(&qh[i], at[i], 4);
         const __m128i h = _mm_loadu_si128((const __m128i*)qh);
         const __mmask64 lo = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(_mm_cvtepi32_epi16(h)));
         const __mmask64 hi = _cvtu64_mask64(
@@ -304,8 +331,8 @@ inline __m512i DecodeSums(const DecodeWeights& w, const AmxDecodeQ8& a) {
     const __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]), ones);
     const __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(v[2], v[3]), ones);
     __m512i s;
-    if constexpr (kType == DType::kQ5_0) {
-      // Q5_0 (quants <= 31): a lane is at most 31744, still within int16,
+    if constexpr (kFifthBit<kType>) {
+      // Q5_0 / Q5_1 (quants <= 31): a lane is at most 31744, still within int16,
       // but a pair 63488 is not; the pairs are added in int32 instead (the
       // same lanes as vpackssdw + vpmaddwd).
       const __m512 a01 = _mm512_castsi512_ps(s01), a23 = _mm512_castsi512_ps(s23);
@@ -315,6 +342,7 @@ inline __m512i DecodeSums(const DecodeWeights& w, const AmxDecodeQ8& a) {
     } else {
       s = _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
     }
+    if constexpr (kQuantOffset<kType> == 0) return s;
     return _mm512_sub_epi32(s, _mm512_set1_epi32(kQuantOffset<kType> * a.qsum));
   }
 }
@@ -343,11 +371,21 @@ __attribute__((noinline)) void DecodeTile(const uint8_t* wt, int64_t wrb, int64_
       _mm_prefetch((const char*)(next + b * 16 * kBB + 64 * j), _MM_HINT_T1);
     }
     const DecodeWeights w = LoadDecodeWeights<kType>(wt + b * kBB, strides);
-    const __m512 dw = BlockScales<kType>(wt, offsets, b);
+    // d (and Q4_1 / Q5_1: m, the next 2 bytes) of the 16 rows, one gather.
+    const __m512i dm = _mm512_i32gather_epi32(offsets, wt + b * kBB, 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    [[maybe_unused]] __m512 mw;
+    if constexpr (kHasMin<kType>) {
+      mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+    }
     for (int t = 0; t < T; ++t) {
       const AmxDecodeQ8& at = a[t * nb + b];
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DecodeSums<kType>(w, at)),
                                _mm512_mul_ps(dw, _mm512_set1_ps(at.d)), acc[t]);
+      if constexpr (kHasMin<kType>) {
+        // s_a as the quantizer forms ActBlockQ8::s (AmxBlockQ8::s).
+        acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(at.d * (float)at.qsum), acc[t]);
+      }
     }
   }
 }
@@ -391,9 +429,9 @@ void UnpackNibbles(const uint8_t* w, int64_t wrb, int64_t nb, int8_t* out) {
       __m128i q0 = _mm_loadu_si128((const __m128i*)(blk + kNibbleOffset<kType>));
       __m128i q1 = _mm_and_si128(_mm_srli_epi16(q0, 4), m4);
       q0 = _mm_and_si128(q0, m4);
-      if constexpr (kType == DType::kQ5_0) {
+      if constexpr (kFifthBit<kType>) {
         uint32_t qh;
-        std::memcpy(&qh, blk + 2, 4);
+        std::memcpy(&qh, blk + kHighBitsOffset<kType>, 4);
         const __m128i bit = _mm_set1_epi8(0x10);
         q0 = _mm_mask_add_epi8(q0, _cvtu32_mask16(qh & 0xFFFF), q0, bit);
         q1 = _mm_mask_add_epi8(q1, _cvtu32_mask16(qh >> 16), q1, bit);
@@ -469,12 +507,14 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
   const AmxGroups split(num_tokens);
   thread_local std::vector<float> dw_storage;
   thread_local std::vector<int8_t> unpacked;
-  // Scratch of the tile path only (a lone token never touches it).
+  // Scratch of the tile path only (a lone token never touches it): d_w,
+  // then m_w.
   if (split.tile_groups > 0) {
-    if ((int64_t)dw_storage.size() < 16 * nb) dw_storage.resize(16 * nb);
+    if ((int64_t)dw_storage.size() < 32 * nb) dw_storage.resize(32 * nb);
     if (kNibbles<kType> && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
   }
   float* dw = dw_storage.data();
+  float* mw = dw + 16 * nb;
   // The tiles' weights: Q8_0 as they lie, Q4_0 unpacked once per row tile.
   const uint8_t* wq = nullptr;
   int64_t wstep = kBlockBytes<kType>, wstride = wrb;
@@ -485,6 +525,7 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
       },
       [&](const uint8_t* wt) {
         RowScales<kType>(wt, wrb, nb, dw);
+        if constexpr (kHasMin<kType>) RowScales<kType, 2>(wt, wrb, nb, mw);
         wq = wt + 2;
         if constexpr (kNibbles<kType>) {
           UnpackNibbles<kType>(wt, wrb, nb, unpacked.data());
@@ -499,7 +540,8 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
         // measured 0-8% slower for Q4_0 and Q8_0).
         for (int64_t g = 0; g < n; ++g) {
           __m512 acc[16];  // in registers while the group runs
-          GroupTile(wq, wstep, wstride, nb, (const AmxBlockQ8*)(a + g * group_bytes), dw, acc);
+          GroupTile<kType>(wq, wstep, wstride, nb, (const AmxBlockQ8*)(a + g * group_bytes), dw,
+                           mw, acc);
           for (int r = 0; r < 16; ++r) accs[16 * g + r] = acc[r];
         }
       });
@@ -1023,7 +1065,9 @@ void FillAmxKernels(KernelTable* t) {
   t->isa = "amx";
   t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
   t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
+  t->matmul[(int)DType::kQ4_1] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_1>};
   t->matmul[(int)DType::kQ5_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ5_0>};
+  t->matmul[(int)DType::kQ5_1] = {ActKind::kAmxQ8, AmxGemm<DType::kQ5_1>};
   t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ4_K>};
   t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ5_K>};
   t->matmul[(int)DType::kQ6_K] = {ActKind::kAmxQ8KPlain, AmxGemmK<DType::kQ6_K>};
