@@ -596,10 +596,13 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
   CHECK(sub_group * sub == group);
   // Bundles pay off where a query has few heads per KV head (MHA: the
   // per-chunk set-up is shared by 16 queries instead of paid per query;
-  // stories110m 2048-token prompt TTFT 3.6-3.8 -> 2.7-2.9 s); with 8 or more
-  // the set-up is shared by the group already, and bundling 2 queries of
-  // tinyllama (group 8) measured 7% slower.
-  const int64_t bundle = sub_group >= 8 ? 1 : std::max<int32_t>(1, kMaxAttnGroup / sub_group);
+  // stories110m 2048-token prompt TTFT 3.6-3.8 -> 2.7-2.9 s), and, since
+  // each KV head's K rows are converted once for all its rows and the
+  // AVX-512 scores take two rows at a time, also at 8 heads per KV head:
+  // 2 queries of tinyllama a bundle, pp512 at depth 2048 165-173 -> 181-187
+  // tok/s, at depth 4096 100-101 -> 121 (it had measured 7% slower when
+  // every row converted its own K).
+  const int64_t bundle = std::max<int32_t>(1, kMaxAttnGroup / sub_group);
   const int64_t per_bundle = (int64_t)n_head_kv * sub;
   // A sequence with one query (decode) and few heads per KV head takes
   // several consecutive KV heads per item instead: their K/V rows of a
