@@ -395,7 +395,8 @@ TEST(ModelTest, QuantizedStories260KAgreesWithF32) {
   const std::vector<int32_t> ref = Greedy(*f32, {1}, 64);
   // Minimum teacher-forced argmax agreement over 64 steps.
   const std::vector<std::pair<std::string, double>> cases = {
-      {"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q4_0", 0.7}};
+      {"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q5_0", 0.85}, {"Q4_1", 0.7},
+      {"Q4_0", 0.7}};
   for (const auto& [name, min_agree] : cases) {
     const std::string path = ModelPath("quantized/stories260K-" + name + ".gguf");
     if (!FileExists(path)) continue;
