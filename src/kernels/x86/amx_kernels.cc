@@ -658,8 +658,12 @@ void UnpackQ4K(const uint8_t* w, int64_t wrb, int64_t nb, const KTile& t) {
 // (4 KiB) stream past; the groups' accumulators wait in accs (group g at
 // accs + 16 g), each (row, token) still summed over the super-blocks in
 // order.
-void GroupsTileQ4K(const KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
-                   int64_t n, __m512* accs) {
+template <DType kType>
+void GroupsTileK(const KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
+                 int64_t n, __m512* accs) {
+  // Q6_K: S = C_l + 64 C_h (P_h signed), no mins; else S = C_l + 8 C_h.
+  constexpr bool kQ6 = kType == DType::kQ6_K;
+  constexpr int kHighShift = kQ6 ? 6 : 3;
   alignas(64) int32_t sums[2][16 * 16];
   for (int64_t i = 0; i < 16 * n; ++i) accs[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -675,25 +679,35 @@ void GroupsTileQ4K(const KTile& w, int64_t nb, const uint8_t* act, int64_t group
         _tile_loadd(5, w.lo + o, 64);
         _tile_dpbusd(0, 5, 7);
         _tile_loadd(6, w.hi + o, 64);
-        _tile_dpbusd(1, 6, 7);
+        if constexpr (kQ6) {
+          _tile_dpbssd(1, 6, 7);
+        } else {
+          _tile_dpbusd(1, 6, 7);
+        }
       }
       _tile_stored(0, sums[0], 64);
       _tile_stored(1, sums[1], 64);
       const __m512 da = _mm512_loadu_ps(a.d);
-      __m512i pairs[4];
-      for (int i = 0; i < 4; ++i) pairs[i] = _mm512_loadu_si512((const void*)a.sum_pairs[i]);
+      [[maybe_unused]] __m512i pairs[4];
+      if constexpr (!kQ6) {
+        for (int i = 0; i < 4; ++i) pairs[i] = _mm512_loadu_si512((const void*)a.sum_pairs[i]);
+      }
       for (int r = 0; r < 16; ++r) {
         const __m512i s = _mm512_add_epi32(
             _mm512_load_si512((const void*)(sums[0] + 16 * r)),
-            _mm512_slli_epi32(_mm512_load_si512((const void*)(sums[1] + 16 * r)), 3));
-        __m512i m = _mm512_madd_epi16(pairs[0], _mm512_set1_epi32(mp[r]));
-        for (int i = 1; i < 4; ++i) {
-          m = _mm512_dpwssd_epi32(m, pairs[i], _mm512_set1_epi32(mp[16 * i + r]));
+            _mm512_slli_epi32(_mm512_load_si512((const void*)(sums[1] + 16 * r)), kHighShift));
+        const __m512 v = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(s), _mm512_mul_ps(da, _mm512_set1_ps(w.d[b * 16 + r])), acc[r]);
+        if constexpr (kQ6) {
+          acc[r] = v;
+        } else {
+          __m512i m = _mm512_madd_epi16(pairs[0], _mm512_set1_epi32(mp[r]));
+          for (int i = 1; i < 4; ++i) {
+            m = _mm512_dpwssd_epi32(m, pairs[i], _mm512_set1_epi32(mp[16 * i + r]));
+          }
+          acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m),
+                                    _mm512_mul_ps(da, _mm512_set1_ps(w.dmin[b * 16 + r])), v);
         }
-        __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-                                   _mm512_mul_ps(da, _mm512_set1_ps(w.d[b * 16 + r])), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m),
-                                  _mm512_mul_ps(da, _mm512_set1_ps(w.dmin[b * 16 + r])), v);
       }
     }
   }
@@ -873,38 +887,6 @@ void UnpackQ6K(const uint8_t* w, int64_t wrb, int64_t nb, const KTile& t) {
   }
 }
 
-// GroupsTileQ4K for Q6_K: S = C_l + 64 C_h.
-void GroupsTileQ6K(const KTile& w, int64_t nb, const uint8_t* act, int64_t group_bytes,
-                   int64_t n, __m512* accs) {
-  alignas(64) int32_t sums[2][16 * 16];
-  for (int64_t i = 0; i < 16 * n; ++i) accs[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t g = 0; g < n; ++g) {
-      const AmxBlockQ8K& a = ((const AmxBlockQ8K*)(act + g * group_bytes))[b];
-      __m512* acc = accs + 16 * g;
-      _tile_zero(0);
-      _tile_zero(1);
-      for (int s = 0; s < 4; ++s) {
-        const int64_t o = (b * 4 + s) * 16 * 64;
-        _tile_loadd(7, a.qs[s], 64);
-        _tile_loadd(5, w.lo + o, 64);
-        _tile_dpbusd(0, 5, 7);
-        _tile_loadd(6, w.hi + o, 64);
-        _tile_dpbssd(1, 6, 7);
-      }
-      _tile_stored(0, sums[0], 64);
-      _tile_stored(1, sums[1], 64);
-      const __m512 da = _mm512_loadu_ps(a.d);
-      for (int r = 0; r < 16; ++r) {
-        const __m512i s = _mm512_add_epi32(
-            _mm512_load_si512((const void*)(sums[0] + 16 * r)),
-            _mm512_slli_epi32(_mm512_load_si512((const void*)(sums[1] + 16 * r)), 6));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-                                 _mm512_mul_ps(da, _mm512_set1_ps(w.d[b * 16 + r])), acc[r]);
-      }
-    }
-  }
-}
 
 // vpermb indices (into the scales broadcast to every 128-bit lane, the
 // result's even bytes zeroed) that put the scales in the high bytes of the
@@ -1050,11 +1032,7 @@ void AmxGemmK(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, i
         }
       },
       [&](const uint8_t* a, int64_t group_bytes, int64_t n, __m512* accs) {
-        if constexpr (kType == DType::kQ6_K) {
-          GroupsTileQ6K(tile, nb, a, group_bytes, n, accs);
-        } else {
-          GroupsTileQ4K(tile, nb, a, group_bytes, n, accs);
-        }
+        GroupsTileK<kType>(tile, nb, a, group_bytes, n, accs);
       });
 }
 
