@@ -278,6 +278,22 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   }
 }
 
+// Every output of `table` on the weights w (rows x cols of t), with 1, 3
+// and 17 tokens (17: the AMX tiles too) of activations all `sign` (so
+// quantized to +-127), equals `exact` within float rounding.
+void ExpectExactOutputs(const KernelTable& table, DType t, const std::vector<uint8_t>& w,
+                        int64_t rows, int64_t cols, float sign, double exact, int pattern) {
+  const std::vector<float> x(17 * cols, sign);
+  for (int64_t tokens : {1, 3, 17}) {
+    std::vector<float> y(tokens * rows);
+    MatMulWith(table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+    for (int64_t i = 0; i < tokens * rows; ++i) {
+      ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
+          << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
+    }
+  }
+}
+
 // Extreme quants (every weight quant at its largest magnitude, activations
 // all +1 or all -1, so quantized to +-127) push the integer sums of every
 // table's kernels to their bounds: each output must be the exact dot
@@ -311,16 +327,8 @@ TEST(MatMulTest, ExtremeQuantsGiveExactSums) {
                                                    : 0.0f;
         const float per = (top ? q_top : q_bottom) + (has_min ? m : 0.0f);
         const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
-        const std::vector<float> x(17 * cols, sign);
-        const double exact = (double)per * sign * cols;
-        for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
-          std::vector<float> y(tokens * rows);
-          MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
-          for (int64_t i = 0; i < tokens * rows; ++i) {
-            ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
-                << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(ExpectExactOutputs(*table, t, w, rows, cols, sign,
+                                                   (double)per * sign * cols, pattern));
       }
     }
   }
@@ -351,16 +359,8 @@ TEST(MatMulTest, ExtremeKQuantsGiveExactSums) {
         const float q = t == DType::kQ4_K ? 15.0f : 31.0f;
         const float per = top ? 63.0f * q - 63.0f : -63.0f;
         const float sign = pattern % 2 == 0 ? 1.0f : -1.0f;
-        const std::vector<float> x(17 * cols, sign);
-        const double exact = (double)per * sign * cols;
-        for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
-          std::vector<float> y(tokens * rows);
-          MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
-          for (int64_t i = 0; i < tokens * rows; ++i) {
-            ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
-                << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(ExpectExactOutputs(*table, t, w, rows, cols, sign,
+                                                   (double)per * sign * cols, pattern));
       }
     }
   }
@@ -386,16 +386,8 @@ TEST(MatMulTest, ExtremeQ6KGivesExactSums) {
         PutHalf(w.data() + off + 208, 1.0f);
       }
       const double per = (double)sc * (top ? 31 : -32);
-      const std::vector<float> x(17 * cols, sign);
-      const double exact = per * sign * cols;
-      for (int64_t tokens : {1, 3, 17}) {  // 17: the AMX tiles too
-        std::vector<float> y(tokens * rows);
-        MatMulWith(*table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
-        for (int64_t i = 0; i < tokens * rows; ++i) {
-          ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
-              << "pattern " << pattern << " tokens " << tokens << " at " << i;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectExactOutputs(*table, t, w, rows, cols, sign, per * sign * cols, pattern));
     }
   }
 }

@@ -876,13 +876,22 @@ inline void Q6KQuants(const uint8_t* blk, __m512i (&q)[4]) {
   }
 }
 
+// vpermt2b indices 2 j: the low bytes of the int16 lanes of two registers.
+struct alignas(64) LowBytesIndex {
+  int8_t v[64];
+};
+constexpr LowBytesIndex MakeLowBytesIndex() {
+  LowBytesIndex e{};
+  for (int j = 0; j < 64; ++j) e.v[j] = (int8_t)(2 * j);
+  return e;
+}
+constexpr LowBytesIndex kLowBytesIndex = MakeLowBytesIndex();
+
 // The Q6_K tiles' weights (KTile lo, hi, d) of 16 rows.
 void UnpackQ6K(const uint8_t* w, int64_t wrb, int64_t nb, const KTile& t) {
   const __m512i offset = _mm512_set1_epi8(32), low6 = _mm512_set1_epi8(63);
   // Byte j of vpermt2b(x, even, y): byte 2 j of x then y (their low bytes).
-  alignas(64) int8_t even_bytes[64];
-  for (int j = 0; j < 64; ++j) even_bytes[j] = (int8_t)(2 * j);
-  const __m512i even = _mm512_load_si512((const void*)even_bytes);
+  const __m512i even = _mm512_load_si512((const void*)kLowBytesIndex.v);
   // int16 lanes 0-15 take a sub-block's scale, 16-31 the next one's.
   const __m512i second = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
   for (int r = 0; r < 16; ++r) {

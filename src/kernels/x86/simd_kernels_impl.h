@@ -1636,17 +1636,16 @@ inline __m256 Reduce8(const __m256 (&a)[8]) {
                        _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores[i] = scale * q . K[i] for 8 positions (rows k[0..8) + off).
-template <bool kF16>
+// scores[i] = scale * q . K[i] for 8 positions (f32 rows k[0..8) + off;
+// F16 K rows are converted first, once for all the rows of their KV head).
 inline __m256 Scores8(const float* q, const uint8_t* const* k, int64_t off, int64_t hd,
                       __m256 scale) {
-  constexpr DType kType = kF16 ? DType::kF16 : DType::kF32;
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t d = 0; d < hd; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
     for (int j = 0; j < 8; ++j) {
-      acc[j] = _mm256_fmadd_ps(qv, Vec256::LoadW<kType>(k[j] + off, d), acc[j]);
+      acc[j] = _mm256_fmadd_ps(qv, Vec256::LoadW<DType::kF32>(k[j] + off, d), acc[j]);
     }
   }
   return _mm256_mul_ps(Reduce8(acc), scale);
@@ -1668,7 +1667,7 @@ inline __m512 Reduce8x2(const __m512 (&a)[8]) {
   return _mm512_add_ps(_mm512_permutex2var_ps(u0, lo, u1), _mm512_permutex2var_ps(u0, hi, u1));
 }
 
-// Scores8<false> of two rows at once, row A in the low 256 bits and row B
+// Scores8 of two rows at once, row A in the low 256 bits and row B
 // in the high ones: qpair holds their queries 8 elements at a time
 // ([d / 8][A's 8 | B's 8]), each lane sees the same FMAs as in Scores8, so
 // the results are bitwise Scores8's, at half the FMAs and reductions.
@@ -1960,7 +1959,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
 #endif
           if (needs(r)) {
             convert();
-            put(r, Scores8<false>(row_q[r], kp, koff, hd, scale));
+            put(r, Scores8(row_q[r], kp, koff, hd, scale));
           } else {
             put(r, _mm256_setzero_ps());
           }
