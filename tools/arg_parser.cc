@@ -106,6 +106,8 @@ void ArgParser::SetPositional(const std::string& metavar, std::vector<std::strin
   positional_help_ = help;
 }
 
+void ArgParser::AddCheck(std::function<Status()> check) { checks_.push_back(std::move(check)); }
+
 const ArgParser::Option* ArgParser::FindOption(const std::string& name) const {
   for (const Option& o : options_) {
     for (const std::string& n : o.names) {
@@ -157,6 +159,7 @@ Status ArgParser::Parse(int argc, char** argv) {
     }
     TERN_RETURN_IF_ERROR(opt->set(value));
   }
+  for (const auto& check : checks_) TERN_RETURN_IF_ERROR(check());
   return Status::Ok();
 }
 

@@ -35,6 +35,9 @@ class ArgParser {
   // Positional arguments are collected here (none allowed when not set).
   void SetPositional(const std::string& metavar, std::vector<std::string>* out,
                      const std::string& help);
+  // A check run after a successful Parse (not with --help), in the order
+  // added: validation and resolution that needs several flags' values.
+  void AddCheck(std::function<Status()> check);
 
   // Parses argv[0..argc) (the arguments after the subcommand name).
   // Returns an error naming the offending flag. Sets help_requested() on
@@ -60,6 +63,7 @@ class ArgParser {
   std::vector<std::string>* positional_ = nullptr;
   std::string positional_metavar_;
   std::string positional_help_;
+  std::vector<std::function<Status()>> checks_;
   bool help_requested_ = false;
 };
 

@@ -28,6 +28,7 @@
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -500,7 +501,7 @@ int RunBench(int argc, char** argv) {
                 "Measures memory bandwidth, the FMA peak and every MatMul kernel on a "
                 "tinyllama-sized matrix (decode GB/s, prefill GFLOP/s, error vs the scalar "
                 "reference).");
-    p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
+    AddThreadsFlag(p, &o.threads);
     p.AddInt("-p,--tokens", "N", &o.tokens, "prefill tokens per matmul (default 128)");
     p.AddInt("--rows", "N", &o.rows, "matrix rows (default 5632)");
     p.AddInt("--cols", "N", &o.cols, "matrix columns (default 2048)");
@@ -523,13 +524,13 @@ int RunBench(int argc, char** argv) {
               "large as the bytes read per token, 256 MiB to 1 GiB, best of 7 rounds each, "
               "median of the probes) / bytes read per token; pp against the "
               "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone.");
-  p.AddString("-m,--model", "PATH", &o.model_path, "GGUF model (required)");
+  AddModelFlag(p, &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
   p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");
   p.AddInt("-d,--depth", "N", &o.depth,
            "tokens already in the KV cache when each test starts (default 0): speed at a "
            "long context, where attention reads the KV of every earlier position");
-  p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &o.threads);
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
   if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;

@@ -1,11 +1,13 @@
 #include "tools/engine_flags.h"
 
+#include "tools/common_flags.h"
+
 namespace tern {
 
 void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
   EngineConfig& c = f->config;
-  parser.AddString("-m,--model", "PATH", &c.model_path, "GGUF model file (required)");
-  parser.AddInt("-t,--threads", "N", &c.num_threads, "compute threads (default: physical cores)");
+  AddModelFlag(parser, &c.model_path, "GGUF model file (required)");
+  AddThreadsFlag(parser, &c.num_threads);
   parser.AddInt("--max-num-seqs", "N", &c.max_num_seqs,
                 "most requests running at once (default 64)");
   parser.AddInt("--max-model-len", "N", &c.max_model_len,

@@ -24,6 +24,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -191,12 +192,12 @@ int RunEvalQuant(int argc, char** argv) {
               "(perplexity windows as 'tern perplexity'): both perplexities, delta ppl, mean "
               "and p99 KL(base || quant) of the next-token distributions, top-1 agreement and "
               "the file size ratio quant / base.");
-  p.AddString("-m,--model", "PATH", &a.base, "base GGUF model (required)");
+  AddModelFlag(p, &a.base, "base GGUF model (required)");
   p.AddString("-q,--quant", "PATH", &a.quant, "quantized GGUF model (required)");
   p.AddString("-f,--file", "PATH", &a.text_file, "text file (required)");
   p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
   p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
-  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &a.threads);
   p.AddFlag("--json", &a.json,
             "print one JSON object (ppl_base, ppl_quant, delta_ppl, kl_mean, kl_p99, "
             "top1_agreement, size_ratio, ...) instead of text");

@@ -22,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -58,7 +59,7 @@ int Fail(const std::string& message) {
 }
 
 void AddFlags(ArgParser& p, GenerateArgs& a) {
-  p.AddString("-m,--model", "PATH", &a.model,
+  AddModelFlag(p, &a.model,
               "GGUF model (default: " + DefaultModelPath() + " when present)");
   p.AddString("-p,--prompt", "TEXT", &a.prompt, "prompt text (default: empty, i.e. BOS only)");
   p.AddInt("-n,--n-predict", "N", &a.num_predict,
@@ -76,7 +77,7 @@ void AddFlags(ArgParser& p, GenerateArgs& a) {
   p.AddFlag("--no-bos", &a.no_bos, "do not add the BOS token before the prompt");
   p.AddFlag("--ignore-eos", &a.ignore_eos, "keep generating after an end-of-text token");
   p.AddFlag("--ids", &a.ids, "print the generated token ids instead of text");
-  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &a.threads);
   p.AddInt("-c,--ctx", "N", &a.ctx,
            "context size in tokens, prompt included (default: the model's, at most 4096)");
   p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");

@@ -13,6 +13,7 @@
 #include "quant/imatrix.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 #include "tools/text_run.h"
 
 namespace tern {
@@ -58,12 +59,12 @@ int RunImatrix(int argc, char** argv) {
               "'tern perplexity') and writes, per weight matrix, the mean square of each input "
               "column as '<weight>.imatrix' F32 tensors of a GGUF FILE, for "
               "'tern quantize --imatrix FILE'.");
-  p.AddString("-m,--model", "PATH", &a.model, "GGUF model (required)");
+  AddModelFlag(p, &a.model, "GGUF model (required)");
   p.AddString("-f,--file", "PATH", &a.text_file, "calibration text file (required)");
   p.AddString("-o,--output", "FILE", &a.out, "imatrix GGUF file to write (required)");
   p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
   p.AddInt("--chunks", "N", &a.max_chunks, "run at most N windows (default: all)");
-  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &a.threads);
   if (int rc = ParseOrExit(p, argc, argv, "imatrix"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
   if (a.text_file.empty()) return Fail("no calibration text given: pass a file with -f TEXT");

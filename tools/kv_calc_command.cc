@@ -15,6 +15,7 @@
 #include "model/model_config.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -37,7 +38,7 @@ int RunKvCalc(int argc, char** argv) {
       "KV-cache capacity planner: bytes per token, per sequence and for a batch\n"
       "(2 x layers x kv_heads x head_dim x bytes per element), and with --memory how many\n"
       "sequences fit and the longest length that fits the batch.");
-  parser.AddString("-m,--model", "PATH", &model_path, "read the shape from a GGUF model");
+  AddModelFlag(parser, &model_path, "read the shape from a GGUF model");
   parser.AddInt("--layers", "L", &layers, "transformer layers");
   parser.AddInt("--kv-heads", "H", &kv_heads, "KV heads (GQA groups)");
   parser.AddInt("--head-dim", "D", &head_dim, "dimension of one head");

@@ -23,6 +23,7 @@
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -309,7 +310,7 @@ int RunSynth(int argc, char** argv) {
               "GGUF whose tokenizer.* metadata to copy (default: the preset's vocab from the "
               "models dir when present, else a synthetic tokenizer)");
   p.AddString("-o,--output", "PATH", &o.out, "output GGUF (required)");
-  p.AddInt("-t,--threads", "N", &o.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &o.threads);
   if (int rc = ParseOrExit(p, argc, argv, "model synth"); rc >= 0) return rc;
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "tern model synth: %s\n", msg.c_str());

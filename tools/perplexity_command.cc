@@ -14,6 +14,7 @@
 #include "model/perplexity.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 #include "tools/text_run.h"
 
 namespace tern {
@@ -54,7 +55,7 @@ int RunPerplexity(int argc, char** argv) {
   ArgParser p("perplexity -m MODEL -f TEXT [--ctx N] [--save-logits FILE] [--kl-base FILE]",
               "Perplexity of MODEL on the text in windows of --ctx tokens, each scored on its "
               "second half (llama.cpp's convention). Prints 'ppl = X +/- E' on stdout.");
-  p.AddString("-m,--model", "PATH", &a.model, "GGUF model (required)");
+  AddModelFlag(p, &a.model, "GGUF model (required)");
   p.AddString("-f,--file", "PATH", &a.text_file, "text file (required), tokenized as is");
   p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
   p.AddInt("-b,--batch", "N", &a.batch, "tokens per forward pass (default: --ctx)");
@@ -63,7 +64,7 @@ int RunPerplexity(int argc, char** argv) {
               "save the scored log-probabilities, as a base for --kl-base");
   p.AddString("--kl-base", "FILE", &a.kl_base,
               "compare with a saved base run: KL divergence, top-1 agreement, delta ppl");
-  p.AddInt("-t,--threads", "N", &a.threads, "threads (default: physical cores)");
+  AddThreadsFlag(p, &a.threads);
   p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");

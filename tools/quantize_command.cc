@@ -25,6 +25,7 @@
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -349,8 +350,7 @@ int RunQuantize(int argc, char** argv) {
   parser.AddList("--tensor-type", "PATTERN=TYPE", &tensor_types,
                  "type for tensors matching PATTERN (glob, or substring without wildcards); "
                  "first match wins; repeatable");
-  parser.AddInt("-t,--threads", "N", &opt.num_threads,
-                "threads (default: the number of physical cores)");
+  AddThreadsFlag(parser, &opt.num_threads);
   parser.AddFlag("--pure", &opt.pure, "every weight matrix in TYPE, no mixed preset (default off)");
   if (int rc = ParseOrExit(parser, argc, argv, "quantize"); rc >= 0) return rc;
 

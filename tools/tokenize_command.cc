@@ -15,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -97,7 +98,7 @@ int RunTokenize(int argc, char** argv) {
       "Prints the token ids of a text under a model's tokenizer: one 'id<TAB>token' line "
       "per token (the token's vocabulary text, control bytes escaped), or with --ids all "
       "ids on one line separated by spaces. BOS is added when the model asks for it.");
-  parser.AddString("-m,--model", "PATH", &model,
+  AddModelFlag(parser, &model,
                    "GGUF model or vocabulary file (default: stories260K.gguf in the models "
                    "directory, when present)");
   parser.AddList("-p,--prompt", "TEXT", &prompts, "the text to tokenize");
@@ -157,7 +158,7 @@ int RunDetokenize(int argc, char** argv) {
       "arguments the ids are read from standard input (separated by whitespace). "
       "Control tokens print as their text (e.g. <s>) unless --skip-special; the leading "
       "space a SentencePiece vocabulary adds to the first word is removed.");
-  parser.AddString("-m,--model", "PATH", &model,
+  AddModelFlag(parser, &model,
                    "GGUF model or vocabulary file (default: stories260K.gguf in the models "
                    "directory, when present)");
   parser.AddFlag("--skip-special", &skip_special, "omit control tokens such as <s> and </s>");

@@ -1,0 +1,17 @@
+#include "tools/common_flags.h"
+
+namespace tern {
+
+void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help) {
+  parser.AddString("-m,--model", "PATH", path, help);
+}
+
+void AddThreadsFlag(ArgParser& parser, int* threads) {
+  parser.AddInt("-t,--threads", "N", threads, "compute threads (default: physical cores)");
+}
+
+void AddThreadsFlag(ArgParser& parser, int64_t* threads) {
+  parser.AddInt("-t,--threads", "N", threads, "compute threads (default: physical cores)");
+}
+
+}  // namespace tern

@@ -1,0 +1,25 @@
+// Flags that many commands share, registered in one place so that every
+// command reads, validates and documents them the same way:
+//   -m/--model  the GGUF file a command loads;
+//   -t/--threads compute threads.
+// Both validate after parsing (ArgParser::AddCheck), so a command sees only
+// a usable value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tools/arg_parser.h"
+
+namespace tern {
+
+// Registers -m/--model PATH into *path. help says what the model is for and
+// its default.
+void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help);
+
+// Registers -t/--threads N. *threads keeps its value (0) when the flag is
+// absent; the command then picks its default.
+void AddThreadsFlag(ArgParser& parser, int* threads);
+void AddThreadsFlag(ArgParser& parser, int64_t* threads);
+
+}  // namespace tern
