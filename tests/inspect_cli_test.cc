@@ -79,5 +79,27 @@ TEST(InspectCliTest, MissingModelArgumentIsOneLineError) {
   ExpectOneLineError(RunTern("inspect"), "MODEL");
 }
 
+TEST(InspectCliTest, ModelFlagIsTheSameAsTheArgument) {
+  SKIP_WITHOUT_BINARY();
+  const std::string model = DefaultModelPath();
+  if (!FileExists(model)) GTEST_SKIP() << "test model missing: " << model;
+  const testing::CliResult positional = RunTern("inspect " + ShellQuote(model));
+  const testing::CliResult flag = RunTern("inspect -m " + ShellQuote(model));
+  const testing::CliResult long_flag = RunTern("inspect --all --model=" + ShellQuote(model));
+  const testing::CliResult long_positional = RunTern("inspect --all " + ShellQuote(model));
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  ASSERT_EQ(long_flag.exit_code, 0) << long_flag.err;
+  EXPECT_FALSE(flag.out.empty());
+  EXPECT_EQ(flag.out, positional.out);
+  EXPECT_EQ(long_flag.out, long_positional.out);
+}
+
+TEST(InspectCliTest, ModelFlagAndArgumentTogetherIsOneLineError) {
+  SKIP_WITHOUT_BINARY();
+  ExpectOneLineError(RunTern("inspect -m /nonexistent/a.gguf /nonexistent/b.gguf"),
+                     "both -m/--model and the argument '/nonexistent/b.gguf' given");
+  ExpectOneLineError(RunTern("inspect -m /nonexistent/a.gguf"), "/nonexistent/a.gguf");
+}
+
 }  // namespace
 }  // namespace tern

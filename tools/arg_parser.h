@@ -1,6 +1,11 @@
 // ArgParser: the flag parser every `tern` subcommand uses, so that all of them
 // accept `--flag value`, `--flag=value`, short aliases (-m) and `--help`, and
 // reject unknown flags with a clear message.
+//
+// Other tools' habits, for every command alike: '_' reads as '-' in long
+// flags (--max_model_len), the spellings of tools/flag_aliases.h are
+// accepted, pointed to or ignored with a warning, and an unknown flag gets
+// "did you mean" the closest of the command's flags (edit distance).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,10 @@ class ArgParser {
   // Positional arguments are collected here (none allowed when not set).
   void SetPositional(const std::string& metavar, std::vector<std::string>* out,
                      const std::string& help);
+  // A lone positional argument is taken as the value of the flag `name`
+  // ("-m") when the command takes no positionals (SetPositional not called):
+  // `tern serve model.gguf`. Giving both is an error.
+  void SetLonePositionalFlag(const std::string& name);
   // A check run after a successful Parse (not with --help), in the order
   // added: validation and resolution that needs several flags' values.
   void AddCheck(std::function<Status()> check);
@@ -44,6 +53,8 @@ class ArgParser {
   // -h/--help.
   Status Parse(int argc, char** argv);
   bool help_requested() const { return help_requested_; }
+  // Notes from the last Parse for stderr (ignored GPU flags).
+  const std::vector<std::string>& warnings() const { return warnings_; }
   std::string Help() const;
 
  private:
@@ -54,6 +65,13 @@ class ArgParser {
     std::function<Status(const std::string&)> set;
   };
   const Option* FindOption(const std::string& name) const;
+  // The option an unknown name stands for (underscores, alias table), or an
+  // error with suggestions. *ignored_takes_value is set (and nullptr
+  // returned) for a flag accepted with no effect.
+  StatusOr<const Option*> ResolveUnknown(const std::string& name, bool* ignored,
+                                         bool* ignored_takes_value);
+  std::string Suggest(const std::string& name) const;
+  Status TakeLonePositional(const std::string& value, const std::vector<const Option*>& seen);
   void Add(const std::string& names, const std::string& metavar, const std::string& help,
            std::function<Status(const std::string&)> set);
 
@@ -63,17 +81,24 @@ class ArgParser {
   std::vector<std::string>* positional_ = nullptr;
   std::string positional_metavar_;
   std::string positional_help_;
+  std::string lone_positional_flag_;
   std::vector<std::function<Status()>> checks_;
+  std::vector<std::string> warnings_;
   bool help_requested_ = false;
 };
 
 // Parses "2GiB", "512MiB", "1.5GB", "4096" (bytes) into bytes.
+// Optimal-string-alignment edit distance (insertions, deletions,
+// substitutions, adjacent transpositions), for "did you mean".
+int EditDistance(const std::string& a, const std::string& b);
+
 StatusOr<int64_t> ParseByteSize(const std::string& text);
 // Formats bytes as "512.0 MiB", "8.0 GiB".
 std::string FormatBytes(double bytes);
 
-// Standard handling at the top of a command: parses, prints help (exit 0) or
-// the error plus a hint (exit 1). Returns -1 when the command should go on.
+// Standard handling at the top of a command: parses, prints warnings, help
+// (exit 0) or the error plus a hint (exit 1). Returns -1 when the command
+// should go on.
 int ParseOrExit(ArgParser& parser, int argc, char** argv, const char* command);
 
 }  // namespace tern

@@ -4,6 +4,9 @@ namespace tern {
 
 void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help) {
   parser.AddString("-m,--model", "PATH", path, help);
+  // `tern serve model.gguf`: a lone argument is the model, unless the
+  // command takes positionals of its own (SetPositional wins).
+  parser.SetLonePositionalFlag("-m");
 }
 
 void AddThreadsFlag(ArgParser& parser, int* threads) {

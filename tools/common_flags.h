@@ -14,7 +14,8 @@
 namespace tern {
 
 // Registers -m/--model PATH into *path. help says what the model is for and
-// its default.
+// its default. A command without positionals of its own also takes the model
+// as its lone argument (`tern serve model.gguf`); both at once is an error.
 void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help);
 
 // Registers -t/--threads N. *threads keeps its value (0) when the flag is

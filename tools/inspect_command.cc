@@ -11,6 +11,7 @@
 #include "gguf/gguf_file.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
+#include "tools/common_flags.h"
 
 namespace tern {
 namespace {
@@ -205,13 +206,21 @@ void PrintTotals(const GgufFile& f) {
 
 int RunInspect(int argc, char** argv) {
   bool all = false;
+  std::string model;
   std::vector<std::string> positional;
-  ArgParser parser("inspect MODEL.gguf [--all]",
+  ArgParser parser("inspect MODEL.gguf [--all]   (or: inspect -m MODEL.gguf)",
                    "Shows a GGUF file's header, metadata, tensor table, totals (tensors, "
                    "parameters, bytes per dtype) and the KV-cache bytes per token.");
+  AddModelFlag(parser, &model, "the .gguf file (or give it as the argument)");
   parser.AddFlag("-a,--all", &all, "print every array item and whole strings (default: the first few)");
-  parser.SetPositional("MODEL", &positional, "path of the .gguf file");
+  parser.SetPositional("MODEL", &positional, "path of the .gguf file (or -m MODEL)");
   if (int rc = ParseOrExit(parser, argc, argv, "inspect"); rc >= 0) return rc;
+  if (!model.empty() && !positional.empty()) {
+    std::fprintf(stderr, "tern inspect: both -m/--model and the argument '%s' given; pass one\n",
+                 positional[0].c_str());
+    return 1;
+  }
+  if (!model.empty()) positional.push_back(model);
   if (positional.size() != 1) {
     std::fprintf(stderr, "tern inspect: expected one MODEL path, got %zu (see 'tern inspect --help')\n",
                  positional.size());

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "tools/arg_parser.h"
 #include "tools/commands.h"
 
 namespace {
@@ -27,14 +28,19 @@ const Command kCommands[] = {
     {"quantize", tern::RunQuantize, "requantize a GGUF file to another weight format"},
     {"imatrix", tern::RunImatrix, "importance matrix from calibration text, for tern quantize --imatrix"},
     {"eval-quant", tern::RunEvalQuant, "regression check of a quantized model against its base"},
+    {"version", tern::RunVersion, "version, git commit, build and the CPU kernels in use (also --version, -V)"},
 };
 
 void PrintUsage(FILE* out) {
   std::fprintf(out,
                "tern — a fast CPU LLM inference engine for GGUF models\n\n"
-               "usage: tern <command> [options]   (tern <command> --help for details)\n\n"
+               "usage: tern <command> [options]   (tern <command> --help for details)\n"
+               "       tern --version             (version, commit, build, CPU kernels)\n\n"
                "commands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\nA lone argument is the model where a command takes no other: "
+               "'tern serve model.gguf'.\n");
 }
 
 }  // namespace
@@ -49,10 +55,23 @@ int main(int argc, char** argv) {
     PrintUsage(stdout);
     return 0;
   }
+  if (name == "-V" || name == "--version") return tern::RunVersion(argc - 2, argv + 2);
   for (const Command& c : kCommands) {
     if (name == c.name) return c.run(argc - 2, argv + 2);
   }
-  std::fprintf(stderr, "tern: unknown command '%s'\n\n", name.c_str());
+  std::string hint;
+  int best = 3;  // edit distance at most 2
+  for (const Command& c : kCommands) {
+    const int d = tern::EditDistance(name, c.name);
+    if (d < best) {
+      best = d;
+      hint = std::string("; did you mean ") + c.name + "?";
+    }
+  }
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
+    hint = "; the command comes first, e.g. 'tern serve " + name + "'";
+  }
+  std::fprintf(stderr, "tern: unknown command '%s'%s\n\n", name.c_str(), hint.c_str());
   PrintUsage(stderr);
   return 1;
 }
