@@ -163,5 +163,93 @@ TEST_F(BatchCliTest, InvalidUtf8TextIsWrittenNotACrash) {
   EXPECT_EQ(out[0]["finish_reason"], "length");
 }
 
+TEST_F(BatchCliTest, FileWideFlagsFillOnlyTheFieldsALineLeavesOut) {
+  // "plain" leaves every sampling field out; "own" sets them all.
+  const std::string input =
+      "{\"id\": \"plain\", \"prompt\": \"Once upon a time\", \"ignore_eos\": true}\n"
+      "{\"id\": \"own\", \"prompt\": \"Once upon a time\", \"ignore_eos\": true, "
+      "\"max_tokens\": 9, \"temperature\": 1.0, \"top_k\": 0, \"top_p\": 1, \"min_p\": 0, "
+      "\"seed\": 3}\n"
+      "{\"id\": \"greedy\", \"prompt\": \"Once upon a time\", \"ignore_eos\": true, "
+      "\"max_tokens\": 5, \"temperature\": 0}\n";
+  ASSERT_TRUE(WriteFileBytes(dir.File("in.jsonl"), input));
+  // No flags: the table's max_tokens (16).
+  auto r = RunTern(Args("in.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> table = Output();
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_EQ(table[0]["token_ids"].size(), 16u);
+  EXPECT_EQ(table[1]["token_ids"].size(), 9u);
+  // File-wide flags: "plain" is greedy with 5 tokens, "own" is unchanged.
+  r = RunTern(Args("in.jsonl", "--max-tokens 5 --temp 0 --top-k 3 --top-p 0.5 --min-p 0.2 --seed 11"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> flagged = Output();
+  ASSERT_EQ(flagged.size(), 3u);
+  EXPECT_EQ(flagged[0]["token_ids"].size(), 5u);
+  EXPECT_EQ(flagged[0]["token_ids"], flagged[2]["token_ids"]);
+  EXPECT_EQ(flagged[1]["token_ids"], table[1]["token_ids"]);
+}
+
+TEST_F(BatchCliTest, FileWideSeedAndTemperatureEqualTheLineFields) {
+  const std::string fields =
+      "{\"prompt\": \"The cat\", \"ignore_eos\": true, \"max_tokens\": 12, "
+      "\"temperature\": 0.9, \"seed\": 5}\n";
+  const std::string bare = "{\"prompt\": \"The cat\", \"ignore_eos\": true}\n";
+  ASSERT_TRUE(WriteFileBytes(dir.File("fields.jsonl"), fields));
+  ASSERT_TRUE(WriteFileBytes(dir.File("bare.jsonl"), bare + bare));
+  auto r = RunTern(Args("fields.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json expected = Output()[0]["token_ids"];
+  ASSERT_EQ(expected.size(), 12u);
+  r = RunTern(Args("bare.jsonl", "--max-tokens 12 --temperature 0.9 --seed 5"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> out = Output();
+  ASSERT_EQ(out.size(), 2u);
+  // Every line without a seed gets the file-wide one.
+  EXPECT_EQ(out[0]["token_ids"], expected);
+  EXPECT_EQ(out[1]["token_ids"], expected);
+}
+
+// Mistakes in flags, paths and lines show before the model loads: the model
+// path here does not exist, and the error is still about the input.
+TEST(BatchCliChecksTest, InputAndFlagErrorsComeBeforeTheModelLoads) {
+  if (tern::testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)";
+  TempDir dir;
+  ASSERT_TRUE(WriteFileBytes(dir.File("ok.jsonl"), "{\"prompt\": \"hi\"}\n"));
+  ASSERT_TRUE(WriteFileBytes(dir.File("bad.jsonl"), "{\"prompt\": \"hi\"}\n{\"prompt\": 1.5}\n"));
+  const std::string model = "-m /nonexistent/model.gguf ";
+  const std::string out = " -o " + ShellQuote(dir.File("out.jsonl"));
+  struct Case {
+    std::string args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"-i /nonexistent/in.jsonl" + out, "input file not found: /nonexistent/in.jsonl"},
+      {"-i " + ShellQuote(dir.path()) + out, "is a folder, not a file"},
+      {"-i " + ShellQuote(dir.File("ok.jsonl")) + " -o /nonexistent/dir/out.jsonl",
+       "-o: folder /nonexistent/dir does not exist"},
+      {"-i " + ShellQuote(dir.File("ok.jsonl")) + " -o " + ShellQuote(dir.File("ok.jsonl")),
+       "is the input file"},
+      {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --summary-json /nonexistent/dir/s.json",
+       "--summary-json: folder /nonexistent/dir does not exist"},
+      {"-i " + ShellQuote(dir.File("bad.jsonl")) + out, "line 2: 'prompt' must be a string or an array"},
+      {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --top-p 0", "--top-p must be in (0, 1]"},
+      {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --max-tokens 0", "--max-tokens must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    auto r = RunTern("batch " + model + c.args);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("tern batch: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("model.gguf"), std::string::npos) << r.err;
+  }
+  // With a good input, the model is what fails.
+  auto r = RunTern("batch " + model + "-i " + ShellQuote(dir.File("ok.jsonl")) + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tern

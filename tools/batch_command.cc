@@ -7,10 +7,18 @@
 //    "temperature": 1.0, "top_p": 1, "top_k": 0, "min_p": 0, "seed": 7,
 //    "stop": "x" | ["x", "y"], "ignore_eos": false, "cache_salt": "t",
 //    "arrival_ms": 0 (submit this many ms after the start, to shape load)}
-// Only "prompt" is required; "id" defaults to the line number. A bad line
-// (invalid JSON, unknown field, wrong type, prompt + max_tokens longer than
-// --max-model-len) is an error naming its line number: nothing is generated
-// and the exit code is 1.
+// Only "prompt" is required; "id" defaults to the line number. A field a line
+// leaves out takes the file-wide flag (--max-tokens, --temperature, --top-p,
+// --top-k, --min-p, --seed), else the default of src/sample/defaults.h
+// (max_tokens 16, temperature 1, top-k/top-p/min-p off, a random seed).
+// A bad line (invalid JSON, unknown field, wrong type or range, prompt +
+// max_tokens longer than --max-model-len) is an error naming its line number:
+// nothing is generated and the exit code is 1.
+//
+// Order of checks, cheapest first, so that a mistake shows before the model
+// loads: flags, the input file (exists, readable) and the output paths
+// (folder writable), every line's JSON and fields; then the model loads and
+// the prompts are tokenized (token ids, length).
 //
 // Output, one line per request in input order:
 //   {"id", "text", "token_ids", "finish_reason", "prompt_tokens",
@@ -20,9 +28,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,6 +41,7 @@
 
 #include "engine/engine.h"
 #include "metrics/percentile.h"
+#include "sample/defaults.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
@@ -45,6 +56,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 struct BatchItem {
   int line = 0;
+  json prompt;  // as read, until Tokenize() fills request.prompt_token_ids
   EngineRequest request;
   std::vector<std::string> stop;
   double arrival_ms = 0;  // submitted this long after the start (load shapes)
@@ -107,16 +119,27 @@ Status NumberField(const json& j, const char* key, int line, T* out) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<int32_t>> ParsePrompt(const json& p, int line, const Tokenizer& tok) {
+// What a line may say: a string, or an array of integers (the vocabulary
+// bounds are checked once the model is loaded).
+Status CheckPrompt(const json& p, int line) {
   if (p.is_string()) {
-    std::vector<int32_t> ids = tok.Encode(p.get<std::string>(), /*add_special=*/true,
-                                          /*parse_special=*/true);
-    return ids;
+    if (p.get_ref<const std::string&>().empty()) return LineError(line, "empty prompt");
+    return Status::Ok();
   }
   if (!p.is_array()) return LineError(line, "'prompt' must be a string or an array of token ids");
-  std::vector<int32_t> ids;
+  if (p.empty()) return LineError(line, "empty prompt");
   for (const json& t : p) {
     if (!t.is_number_integer()) return LineError(line, "'prompt' token ids must be integers");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<int32_t>> TokenizePrompt(const json& p, int line, const Tokenizer& tok) {
+  if (p.is_string()) {
+    return tok.Encode(p.get<std::string>(), /*add_special=*/true, /*parse_special=*/true);
+  }
+  std::vector<int32_t> ids;
+  for (const json& t : p) {
     const int64_t v = t.get<int64_t>();
     if (v < 0 || v >= tok.vocab_size()) {
       return LineError(line, "prompt token id " + std::to_string(v) + " outside the vocabulary [0, " +
@@ -127,8 +150,21 @@ StatusOr<std::vector<int32_t>> ParsePrompt(const json& p, int line, const Tokeni
   return ids;
 }
 
-StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer& tok,
-                              int32_t max_model_len) {
+// Range checks shared by the file-wide flags and the lines' fields (the
+// engine's own, made before the model loads). what("top_p") names the field
+// or flag in the message.
+Status CheckSampling(const SamplingParams& s, const std::function<std::string(const char*)>& what) {
+  if (s.max_tokens < 1) return InvalidArgument(what("max_tokens") + " must be >= 1");
+  if (!(s.temperature >= 0)) return InvalidArgument(what("temperature") + " must be >= 0");
+  if (s.top_k < 0) return InvalidArgument(what("top_k") + " must be >= 0");
+  if (!(s.top_p > 0 && s.top_p <= 1)) return InvalidArgument(what("top_p") + " must be in (0, 1]");
+  if (!(s.min_p >= 0 && s.min_p <= 1)) return InvalidArgument(what("min_p") + " must be in [0, 1]");
+  return Status::Ok();
+}
+
+// One line's request, its fields over `base` (the file-wide defaults). The
+// prompt stays JSON until Tokenize().
+StatusOr<BatchItem> ParseLine(const std::string& text, int line, const SamplingParams& base) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return LineError(line, "invalid JSON");
   if (!j.is_object()) return LineError(line, "expected a JSON object");
@@ -144,8 +180,8 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
   BatchItem item;
   item.line = line;
   if (!j.contains("prompt")) return LineError(line, "missing 'prompt'");
-  TERN_ASSIGN_OR_RETURN(item.request.prompt_token_ids, ParsePrompt(j["prompt"], line, tok));
-  if (item.request.prompt_token_ids.empty()) return LineError(line, "empty prompt");
+  TERN_RETURN_IF_ERROR(CheckPrompt(j["prompt"], line));
+  item.prompt = std::move(j["prompt"]);
   if (j.contains("id")) {
     const json& id = j["id"];
     if (id.is_string()) {
@@ -159,6 +195,7 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
     item.request.request_id = "line-" + std::to_string(line);
   }
   SamplingParams& s = item.request.sampling;
+  s = base;
   TERN_RETURN_IF_ERROR(NumberField(j, "max_tokens", line, &s.max_tokens));
   TERN_RETURN_IF_ERROR(NumberField(j, "temperature", line, &s.temperature));
   TERN_RETURN_IF_ERROR(NumberField(j, "top_p", line, &s.top_p));
@@ -168,6 +205,9 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
     TERN_RETURN_IF_ERROR(NumberField(j, "seed", line, &s.seed));
     s.has_seed = true;
   }
+  TERN_RETURN_IF_ERROR(CheckSampling(s, [&](const char* key) {
+    return "line " + std::to_string(line) + ": '" + key + "'";
+  }));
   if (j.contains("ignore_eos")) {
     if (!j["ignore_eos"].is_boolean()) return LineError(line, "'ignore_eos' must be true or false");
     s.ignore_eos = j["ignore_eos"].get<bool>();
@@ -194,19 +234,11 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const Tokenizer
       if (x.empty()) return LineError(line, "'stop' strings must not be empty");
     }
   }
-  if (s.max_tokens < 1) return LineError(line, "'max_tokens' must be >= 1");
-  const int64_t total = (int64_t)item.request.prompt_token_ids.size() + s.max_tokens;
-  if (total > max_model_len) {
-    return LineError(line, "prompt (" + std::to_string(item.request.prompt_token_ids.size()) +
-                               " tokens) + max_tokens (" + std::to_string(s.max_tokens) + ") = " +
-                               std::to_string(total) + " exceeds max_model_len " +
-                               std::to_string(max_model_len));
-  }
   return item;
 }
 
-StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const Tokenizer& tok,
-                                           int32_t max_model_len) {
+// Reads and checks every line (no model needed).
+StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const SamplingParams& base) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot open input file " + path);
   std::vector<BatchItem> items;
@@ -215,10 +247,11 @@ StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const Tokeni
   while (std::getline(in, text)) {
     ++line;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    StatusOr<BatchItem> item = ParseLine(text, line, tok, max_model_len);
+    StatusOr<BatchItem> item = ParseLine(text, line, base);
     if (!item.ok()) return item.status().WithContext(path);
     items.push_back(std::move(item).value());
   }
+  if (in.bad()) return Internal("error reading input file " + path);
   for (size_t i = 0; i < items.size(); ++i) {
     for (size_t k = 0; k < i; ++k) {
       if (items[k].request.request_id == items[i].request.request_id) {
@@ -230,6 +263,63 @@ StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const Tokeni
     if (i > 2000) break;  // quadratic check only on small files; the engine rejects the rest
   }
   return items;
+}
+
+// Turns every prompt into token ids with the model's tokenizer and checks
+// prompt + max_tokens against the context.
+Status Tokenize(std::vector<BatchItem>& items, const std::string& path, const Tokenizer& tok,
+                int32_t max_model_len) {
+  for (BatchItem& item : items) {
+    const int line = item.line;
+    StatusOr<std::vector<int32_t>> ids = TokenizePrompt(item.prompt, line, tok);
+    if (!ids.ok()) return ids.status().WithContext(path);
+    item.request.prompt_token_ids = std::move(ids).value();
+    item.prompt = json();
+    if (item.request.prompt_token_ids.empty()) return LineError(line, "empty prompt").WithContext(path);
+    const int64_t num_prompt = (int64_t)item.request.prompt_token_ids.size();
+    const int64_t total = num_prompt + item.request.sampling.max_tokens;
+    if (total > max_model_len) {
+      return LineError(line, "prompt (" + std::to_string(num_prompt) + " tokens) + max_tokens (" +
+                                 std::to_string(item.request.sampling.max_tokens) + ") = " +
+                                 std::to_string(total) + " exceeds max_model_len " +
+                                 std::to_string(max_model_len))
+          .WithContext(path);
+    }
+  }
+  return Status::Ok();
+}
+
+// The input must be a readable file and every output path a file in a
+// writable folder, checked before the model loads.
+Status CheckPaths(const std::string& input, const std::vector<std::pair<const char*, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status in_status = fs::status(input, ec);
+  if (!fs::exists(in_status)) return NotFound("input file not found: " + input);
+  if (fs::is_directory(in_status)) return InvalidArgument("input " + input + " is a folder, not a file");
+  if (!std::ifstream(input)) return InvalidArgument("cannot read input file " + input);
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    const fs::file_status st = fs::status(path, ec);
+    if (fs::is_directory(st)) return InvalidArgument(std::string(flag) + " " + path + " is a folder");
+    if (fs::exists(st)) {
+      if (fs::equivalent(input, path, ec)) {
+        return InvalidArgument(std::string(flag) + " " + path + " is the input file");
+      }
+      if (::access(path.c_str(), W_OK) != 0) {
+        return InvalidArgument(std::string(flag) + ": cannot write " + path);
+      }
+      continue;
+    }
+    const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+    if (!fs::is_directory(parent, ec)) {
+      return NotFound(std::string(flag) + ": folder " + parent.string() + " does not exist");
+    }
+    if (::access(parent.c_str(), W_OK) != 0) {
+      return InvalidArgument(std::string(flag) + ": cannot write to folder " + parent.string());
+    }
+  }
+  return Status::Ok();
 }
 
 // Applies one output message; returns true when the request is finished.
@@ -341,32 +431,97 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+// File-wide sampling flags: a line's own field wins.
+struct LineDefaults {
+  int max_tokens = defaults::kMaxTokensCompletion;
+  double temperature = defaults::kTemperature;
+  double top_p = defaults::kTopP;
+  int top_k = defaults::kTopK;
+  double min_p = defaults::kMinP;
+  int64_t seed = -1;  // -1: a random seed per line
+
+  StatusOr<SamplingParams> ToParams() const {
+    SamplingParams s;
+    s.max_tokens = max_tokens;
+    s.temperature = (float)temperature;
+    s.top_p = (float)top_p;
+    s.top_k = top_k;
+    s.min_p = (float)min_p;
+    s.repetition_penalty = defaults::kRepetitionPenalty;
+    s.presence_penalty = defaults::kPresencePenalty;
+    s.frequency_penalty = defaults::kFrequencyPenalty;
+    if (seed < -1) return InvalidArgument("--seed must be >= 0 (or -1 = random), got " + std::to_string(seed));
+    s.has_seed = seed >= 0;
+    s.seed = s.has_seed ? (uint64_t)seed : 0;
+    TERN_RETURN_IF_ERROR(CheckSampling(s, [](const char* key) {
+      std::string flag = std::string("--") + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return flag;
+    }));
+    return s;
+  }
+};
+
+std::string Num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+void AddLineDefaultFlags(ArgParser& parser, LineDefaults* d) {
+  parser.AddInt("--max-tokens", "N", &d->max_tokens,
+                "tokens to generate for lines without \"max_tokens\" (default " +
+                    std::to_string(defaults::kMaxTokensCompletion) + ")");
+  parser.AddDouble("--temperature,--temp", "T", &d->temperature,
+                   "temperature for lines without \"temperature\" (default " +
+                       Num(defaults::kTemperature) + "; 0 = greedy)");
+  parser.AddDouble("--top-p", "P", &d->top_p,
+                   "top-p for lines without \"top_p\" (default " + Num(defaults::kTopP) + "; 1 = off)");
+  parser.AddInt("--top-k", "K", &d->top_k,
+                "top-k for lines without \"top_k\" (default " + Num(defaults::kTopK) + "; 0 = off)");
+  parser.AddDouble("--min-p", "P", &d->min_p,
+                   "min-p for lines without \"min_p\" (default " + Num(defaults::kMinP) + "; 0 = off)");
+  parser.AddInt("--seed", "S", &d->seed,
+                "seed for lines without \"seed\" (default -1: a random seed per line)");
+}
+
 }  // namespace
 
 int RunBatch(int argc, char** argv) {
   EngineFlags flags;
+  LineDefaults line_defaults;
   std::string input, output, summary_path;
-  ArgParser parser("batch -m MODEL -i PROMPTS.jsonl -o OUT.jsonl [engine options]",
+  ArgParser parser("batch -m MODEL -i PROMPTS.jsonl -o OUT.jsonl [sampling defaults] [engine options]",
                    "Generates a completion for every line of a JSONL file with the serving engine\n"
-                   "(continuous batching). Output lines follow input order. See docs/engine.md.");
+                   "(continuous batching). Output lines follow input order. The sampling flags\n"
+                   "apply to lines that leave the field out; a line's own field wins. See\n"
+                   "docs/engine.md and docs/defaults.md.");
   AddEngineFlags(parser, &flags);
   parser.AddString("-i,--input", "FILE", &input, "input JSONL (required)");
   parser.AddString("-o,--output", "FILE", &output, "output JSONL (required)");
   parser.AddString("--summary-json", "FILE", &summary_path, "also write the summary as JSON");
+  AddLineDefaultFlags(parser, &line_defaults);
   if (int rc = ParseOrExit(parser, argc, argv, "batch"); rc >= 0) return rc;
   if (input.empty()) return Fail("missing -i PROMPTS.jsonl");
   if (output.empty()) return Fail("missing -o OUT.jsonl");
   StatusOr<EngineConfig> config = flags.ToConfig();
   if (!config.ok()) return Fail(config.status().message());
+  StatusOr<SamplingParams> base = line_defaults.ToParams();
+  if (!base.ok()) return Fail(base.status().message());
+  if (Status st = CheckPaths(input, {{"-o", output}, {"--summary-json", summary_path}}); !st.ok()) {
+    return Fail(st.message());
+  }
+  StatusOr<std::vector<BatchItem>> read = ReadItems(input, *base);
+  if (!read.ok()) return Fail(read.status().message());
+  std::vector<BatchItem>& items = *read;
 
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create(*config);
   if (!created.ok()) return Fail(created.status().message());
   Engine& engine = **created;
   std::fprintf(stderr, "tern batch: %s\n", engine.KvSummary().c_str());
-
-  StatusOr<std::vector<BatchItem>> read = ReadItems(input, engine.tokenizer(), engine.max_model_len());
-  if (!read.ok()) return Fail(read.status().message());
-  const std::vector<BatchItem>& items = *read;
+  if (Status st = Tokenize(items, input, engine.tokenizer(), engine.max_model_len()); !st.ok()) {
+    return Fail(st.message());
+  }
   std::ofstream out(output);
   if (!out) return Fail("cannot write output file " + output);
 

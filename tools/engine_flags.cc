@@ -20,7 +20,8 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
   parser.AddDouble("--memory-utilization", "F", &c.memory_utilization,
                    "fraction of free memory after the weights for the KV cache (default 0.9)");
   parser.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
-                   "KV cache element type: f16 or f32 (default f16)");
+                   std::string("KV cache element type: f16 or f32 (default ") +
+                       defaults::kKvCacheDtype + ")");
   parser.AddFlag("--enable-chunked-prefill", &f->chunked_prefill,
                  "split long prompts across steps (default on)");
   parser.AddFlag("--no-enable-chunked-prefill", &f->no_chunked_prefill,

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "sample/defaults.h"
 #include "tools/arg_parser.h"
 
 namespace tern {
@@ -19,7 +20,7 @@ namespace tern {
 struct EngineFlags {
   EngineConfig config;
   std::string kv_cache_memory;     // "" = use --memory-utilization
-  std::string kv_cache_dtype = "f16";
+  std::string kv_cache_dtype = defaults::kKvCacheDtype;
   bool chunked_prefill = false;     // --enable-chunked-prefill
   bool no_chunked_prefill = false;  // --no-enable-chunked-prefill
   bool prefix_caching = false;      // --enable-prefix-caching
