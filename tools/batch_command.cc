@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_checks.h"
+#include "base/progress.h"
 #include "engine/engine.h"
 #include "metrics/percentile.h"
 #include "tokenizer/incremental_detokenizer.h"
@@ -277,14 +279,10 @@ json ResultJson(const BatchItem& item, const ItemState& st) {
   return j;
 }
 
-void DrawProgress(size_t done, size_t total, uint64_t tokens, double secs) {
-  const int width = 30;
-  const int filled = total ? (int)(width * done / total) : width;
-  std::string bar(filled, '=');
-  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "\r[%s] %zu/%zu requests, %.1f tok/s", bar.c_str(), done, total,
-               secs > 0 ? (double)tokens / secs : 0.0);
-  std::fflush(stderr);
+std::string TokensPerSecond(uint64_t tokens, double secs) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f tok/s", secs > 0 ? (double)tokens / secs : 0.0);
+  return text;
 }
 
 json PercentilesJson(const PercentileSummary& s) {
@@ -358,6 +356,14 @@ int RunBatch(int argc, char** argv) {
   if (output.empty()) return Fail("missing -o OUT.jsonl");
   StatusOr<EngineConfig> config = flags.ToConfig();
   if (!config.ok()) return Fail(config.status().message());
+  // Cheap checks before the model loads.
+  if (Status st = CheckReadableFile(input, "input"); !st.ok()) return Fail(st.message());
+  if (Status st = CheckWritableFile(output, "output"); !st.ok()) return Fail(st.message());
+  if (!summary_path.empty()) {
+    if (Status st = CheckWritableFile(summary_path, "--summary-json"); !st.ok()) {
+      return Fail(st.message());
+    }
+  }
 
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create(*config);
   if (!created.ok()) return Fail(created.status().message());
@@ -390,10 +396,9 @@ int RunBatch(int argc, char** argv) {
   };
   if (Status st = submit_due(); !st.ok()) return Fail(st.message());
 
-  const bool tty = isatty(STDERR_FILENO);
+  Progress progress("batch", "requests", (int64_t)items.size());
   size_t num_done = 0, next_write = 0;
   uint64_t tokens = 0;
-  SteadyClock::time_point last_draw{};
   uint64_t output_generation = 0;
   while (num_done < items.size()) {
     output_generation = engine.WaitForOutputs(output_generation, WaitBudget(items, states, start));
@@ -419,17 +424,11 @@ int RunBatch(int argc, char** argv) {
       states[next_write].channel.reset();
       ++next_write;
     }
-    const SteadyClock::time_point now = SteadyClock::now();
-    if (tty && now - last_draw > std::chrono::milliseconds(200)) {
-      DrawProgress(num_done, items.size(), tokens, std::chrono::duration<double>(now - start).count());
-      last_draw = now;
-    }
+    const double elapsed_s = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    progress.Update((int64_t)num_done, TokensPerSecond(tokens, elapsed_s));
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  if (tty) {
-    DrawProgress(num_done, items.size(), tokens, secs);
-    std::fprintf(stderr, "\n");
-  }
+  progress.Finish(TokensPerSecond(tokens, secs));
   out.close();
   if (!out) return Fail("error writing " + output);
 
