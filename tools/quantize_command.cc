@@ -477,7 +477,7 @@ int RunQuantize(int argc, char** argv) {
                    "each tensor line says whether it was used (default: none)");
   parser.AddList("--tensor-type", "PATTERN=TYPE", &tensor_types,
                  "type for tensors matching PATTERN (glob, or substring without wildcards); "
-                 "first match wins; repeatable");
+                 "first match wins; repeatable (default: none)");
   AddThreadsFlag(parser, &opt.num_threads);
   parser.AddFlag("--pure", &opt.pure, "every weight matrix in TYPE, no mixed preset (default off)");
   parser.AddFlag("--allow-requantize", &opt.allow_requantize,
