@@ -11,6 +11,7 @@
 #include "base/paths.h"
 #include "gguf/gguf_file.h"
 #include "quant/imatrix.h"
+#include "quant/quant.h"
 #include "tests/cli_util.h"
 
 namespace tern {
@@ -88,8 +89,51 @@ TEST_F(ImatrixCliTest, ChunksFlagLimitsWindowsAndFileFeedsQuantize) {
   const std::string q = dir_.File("q4_0.gguf");
   const auto qr = RunTern("quantize " + ShellQuote(DefaultModelPath()) + " " + ShellQuote(q) +
                           " Q4_0 --imatrix " + ShellQuote(im) + " -t 1");
-  EXPECT_EQ(qr.exit_code, 0) << qr.err;
-  EXPECT_TRUE(FileExists(q));
+  ASSERT_EQ(qr.exit_code, 0) << qr.err;
+  // Every weight in a format that takes importance used its entry, but the
+  // embedding table (a row lookup, never a MatMul input).
+  auto out = gguf::GgufFile::Open(q);
+  ASSERT_TRUE(out.ok());
+  int num_takers = 0;
+  for (const gguf::TensorInfo& t : (*out)->tensors()) {
+    if (t.shape.size() == 2 && quant::UsesImportance(t.dtype)) ++num_takers;
+  }
+  ASSERT_GT(num_takers, 1);
+  EXPECT_NE(qr.out.find("imatrix " + im + ": used for " + std::to_string(num_takers - 1) + " of " +
+                        std::to_string(num_takers) + " tensors; no entry: token_embd.weight"),
+            std::string::npos) << qr.out;
+  const size_t at = qr.err.find(" blk.0.attn_q.weight ");
+  ASSERT_NE(at, std::string::npos) << qr.err;
+  const std::string line = qr.err.substr(at, qr.err.find('\n', at) - at);
+  EXPECT_NE(line.find("-> Q4_0, imatrix used"), std::string::npos) << line;
+}
+
+TEST_F(ImatrixCliTest, ProgressInALogIsPlainLinesEndingWithTheLastChunk) {
+  const std::string im = dir_.File("p.imatrix.gguf");
+  const auto r = RunTern("imatrix -m " + ShellQuote(DefaultModelPath()) + " -f " +
+                         ShellQuote(TextPath()) + " -o " + ShellQuote(im) +
+                         " --ctx 64 --chunks 3 -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("imatrix: 1/3 chunks (33%), ppl "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("imatrix: 3/3 chunks (100%), ppl "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" weights observed"), std::string::npos) << r.err;
+}
+
+TEST_F(ImatrixCliTest, OutputProblemsFailBeforeTheModelLoads) {
+  const std::string model = ShellQuote(DefaultModelPath());
+  auto r = RunTern("imatrix -m " + model + " -f " + ShellQuote(TextPath()) + " -o " +
+                   ShellQuote(dir_.File("no/x.gguf")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("output " + dir_.File("no/x.gguf") + ": folder " + dir_.File("no") +
+                       " does not exist"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(testing::CountLines(r.err), 1) << r.err;  // no "imatrix: N tokens" line
+
+  r = RunTern("imatrix -m " + model + " -f " + ShellQuote(TextPath()) + " -o " + model);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is the model file"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::CountLines(r.err), 1) << r.err;
 }
 
 // Reads "kl_mean" from eval-quant --json output; -1 when absent.

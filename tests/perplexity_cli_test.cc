@@ -58,7 +58,14 @@ TEST(PerplexityCliTest, SaveThenCompareAgainstItselfGivesZeroKl) {
   EXPECT_NE(b.out.find("delta ppl = +0.0000"), std::string::npos) << b.out;
 }
 
-TEST(PerplexityCliTest, KlBaseFromAnotherContextIsRefused) {
+// What a run prints on stderr once it evaluates a window (log mode: stderr
+// is a file here).
+bool EvaluatedAnyChunk(const testing::CliResult& r) {
+  return r.err.find("perplexity: 1/") != std::string::npos ||
+         r.err.find("chunks (") != std::string::npos;
+}
+
+TEST(PerplexityCliTest, KlBaseFromAnotherContextIsRefusedBeforeTheModelLoads) {
   SKIP_WITHOUT_DATA();
   testing::TempDir dir;
   const std::string base = dir.File("base.lp");
@@ -67,7 +74,70 @@ TEST(PerplexityCliTest, KlBaseFromAnotherContextIsRefused) {
       RunTern("perplexity -m " + ShellQuote(DefaultModelPath()) + " -f " +
               ShellQuote(TextPath()) + " --ctx 64 --kl-base " + ShellQuote(base));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("cannot compare"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot compare with " + base + ": it was saved with --ctx 128, this run "
+                       "has --ctx 64"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(testing::CountLines(r.err), 1) << r.err;  // not even the tokenized-text line
+}
+
+TEST(PerplexityCliTest, KlBaseOnAnotherTextFailsBeforeAnyChunkIsEvaluated) {
+  SKIP_WITHOUT_DATA();
+  const std::string novel = testing::ReadFileBytes(ModelsDir() + "/text/war-and-peace.txt");
+  if (novel.size() < 120000) GTEST_SKIP() << "text/war-and-peace.txt not found";
+  testing::TempDir dir;
+  const std::string other = dir.File("other.txt");
+  ASSERT_TRUE(testing::WriteFileBytes(other, novel.substr(100000, 20000)));
+  const std::string base = dir.File("base.lp");
+  ASSERT_EQ(RunTern(Args() + " --chunks 2 --save-logits " + ShellQuote(base)).exit_code, 0);
+
+  const std::string model = ShellQuote(DefaultModelPath());
+  testing::CliResult r = RunTern("perplexity -m " + model + " -f " + ShellQuote(other) +
+                                 " --ctx 128 --chunks 2 --kl-base " + ShellQuote(base));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot compare with " + base + ": token ids differ from the base run at "
+                       "scored position "),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(EvaluatedAnyChunk(r)) << r.err;
+  EXPECT_EQ(r.out, "");
+
+  // The same text with another --chunks scores another number of positions.
+  r = RunTern(Args() + " --chunks 3 --kl-base " + ShellQuote(base));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the base run scored 126 positions, this run would score 189"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(EvaluatedAnyChunk(r)) << r.err;
+}
+
+TEST(PerplexityCliTest, UnwritableSaveLogitsAndMissingTextFailBeforeTheModelLoads) {
+  SKIP_WITHOUT_DATA();
+  testing::TempDir dir;
+  testing::CliResult r = RunTern(Args() + " --save-logits " + ShellQuote(dir.File("no/base.lp")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--save-logits " + dir.File("no/base.lp") + ": folder " + dir.File("no") +
+                       " does not exist"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(testing::CountLines(r.err), 1) << r.err;
+
+  r = RunTern("perplexity -m " + ShellQuote(DefaultModelPath()) + " -f " +
+              ShellQuote(dir.File("missing.txt")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("text file " + dir.File("missing.txt")), std::string::npos) << r.err;
+  EXPECT_EQ(testing::CountLines(r.err), 1) << r.err;
+}
+
+TEST(PerplexityCliTest, ProgressInALogIsPlainLines) {
+  SKIP_WITHOUT_DATA();
+  const testing::CliResult r = RunTern(Args());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  // 14 windows: a line at each 10% step crossed (chunks 2, 3, 5, 6, 7, 9, 10,
+  // 12, 13) and the final one.
+  EXPECT_NE(r.err.find("perplexity: 2/14 chunks (14%), ppl "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("perplexity: 14/14 chunks (100%), ppl "), std::string::npos) << r.err;
+  size_t num_lines = 0;
+  for (size_t at = 0; (at = r.err.find("perplexity: ", at)) != std::string::npos; ++at) ++num_lines;
+  EXPECT_GE(num_lines, 10u) << r.err;
+  EXPECT_LE(num_lines, 15u) << r.err;  // plus any 5 s line on a slow machine
 }
 
 TEST(PerplexityCliTest, TooShortTextIsAnError) {

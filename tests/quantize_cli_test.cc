@@ -1,7 +1,10 @@
 // End-to-end tests of `tern quantize`: presets and fallbacks on the real test
-// models, an exact F32 round trip, overrides, an importance file, and errors.
+// models, an exact F32 round trip, overrides, an importance file, and errors;
+// the checks that run before any tensor is converted (imatrix, requantize, in
+// place, output folder) show it by printing no "[i/N]" tensor line.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +93,14 @@ class QuantizeCliTest : public ::testing::Test {
 
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 std::string Model(const std::string& name) { return Quoted(ModelsDir() + "/" + name); }
+
+// True when stderr shows a tensor was worked on ("[1/48] ...").
+bool ConvertedAnyTensor(const QuantizeRun& run) { return run.err.find("[1/") != std::string::npos; }
+
+// Number of files in dir.
+size_t NumFiles(const fs::path& dir) {
+  return (size_t)std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+}
 
 TEST_F(QuantizeCliTest, StoriesToQ8_0KeepsMetadataAndFallsBackFfnDownToF16) {
   const QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("q8.gguf")) + " Q8_0");
@@ -264,6 +275,178 @@ TEST_F(QuantizeCliTest, BadInputsExitOneWithOneLine) {
   run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) + " Q4_0 --tensor-type attn_v");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_FALSE(fs::exists(Path("x.gguf")));
+}
+
+TEST_F(QuantizeCliTest, ImatrixThatIsAModelFileIsRejectedBeforeAnyWork) {
+  const QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) +
+                                   " Q4_0 --imatrix " + Model("stories260K.gguf"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("imatrix " + ModelsDir() + "/stories260K.gguf: this is a model GGUF "
+                         "(architecture llama)"),
+            std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("tern imatrix"), std::string::npos) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+  EXPECT_FALSE(fs::exists(Path("x.gguf")));
+}
+
+TEST_F(QuantizeCliTest, ImatrixForAnotherModelIsRejectedNamingTheTensorAndSizes) {
+  auto model = Open(DefaultModelPath());
+  ASSERT_TRUE(model);
+  const TensorInfo* q = model->FindTensor("blk.1.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  const std::vector<float> ones(q->RowLength() + 5, 1.0f);
+
+  gguf::GgufWriter unknown;  // a layer stories260K does not have
+  ASSERT_TRUE(unknown.AddTensor("blk.40.attn_q.weight.imatrix", DType::kF32, {q->RowLength()},
+                                ones.data(), q->RowLength() * sizeof(float)).ok());
+  ASSERT_TRUE(unknown.WriteFile(Path("unknown.gguf")).ok());
+  QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) +
+                             " Q4_0 --imatrix " + Quoted(Path("unknown.gguf")));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("entry 'blk.40.attn_q.weight.imatrix' names no tensor of"),
+            std::string::npos) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+
+  gguf::GgufWriter wide;  // 5 columns too many
+  ASSERT_TRUE(wide.AddTensor("blk.1.attn_q.weight.imatrix", DType::kF32, {(int64_t)ones.size()},
+                             ones.data(), ones.size() * sizeof(float)).ok());
+  ASSERT_TRUE(wide.WriteFile(Path("wide.gguf")).ok());
+  run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("x.gguf")) + " Q4_0 --imatrix " +
+                 Quoted(Path("wide.gguf")));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("entry 'blk.1.attn_q.weight.imatrix' has " + std::to_string(ones.size()) +
+                         " columns, but tensor 'blk.1.attn_q.weight' of " + ModelsDir() +
+                         "/stories260K.gguf has rows of " + std::to_string(q->RowLength())),
+            std::string::npos) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+  EXPECT_FALSE(fs::exists(Path("x.gguf")));
+}
+
+TEST_F(QuantizeCliTest, ImatrixUseIsReportedPerTensorAndInTheSummary) {
+  const std::string src = ModelsDir() + "/quantized/tiny-k-F32.gguf";
+  if (!FileExists(src)) GTEST_SKIP() << src << " not found";
+  auto in = Open(src);
+  ASSERT_TRUE(in);
+  const std::string name = "blk.1.attn_q.weight";
+  const std::vector<float> importance(in->FindTensor(name)->RowLength(), 2.0f);
+  gguf::GgufWriter writer;
+  ASSERT_TRUE(writer.AddTensor(name + ".imatrix", DType::kF32, {(int64_t)importance.size()},
+                               importance.data(), importance.size() * sizeof(float)).ok());
+  ASSERT_TRUE(writer.WriteFile(Path("one.imatrix.gguf")).ok());
+  const QuantizeRun run = Quantize(Quoted(src) + " " + Quoted(Path("out.gguf")) +
+                                   " Q4_K_M --imatrix " + Quoted(Path("one.imatrix.gguf")));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto out = Open(Path("out.gguf"));
+  ASSERT_TRUE(out);
+  // Every converted weight in a format that takes importance, but one, lacks an entry.
+  std::vector<std::string> takers;
+  for (const TensorInfo& t : out->tensors()) {
+    if (t.shape.size() == 2 && quant::UsesImportance(t.dtype)) takers.push_back(t.name);
+  }
+  ASSERT_GT(takers.size(), 2u);
+  auto line_of = [&](const std::string& tensor) {
+    const size_t at = run.err.find(" " + tensor + " ");
+    return at == std::string::npos ? std::string()
+                                   : run.err.substr(at, run.err.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of(name).find("F32 -> Q4_K, imatrix used"), std::string::npos) << run.err;
+  std::string no_entry;
+  for (const std::string& t : takers) {
+    if (t == name) continue;
+    EXPECT_NE(line_of(t).find("no imatrix entry"), std::string::npos) << t << "\n" << run.err;
+    no_entry += " " + t;
+  }
+  EXPECT_NE(line_of("blk.0.attn_v.weight").find("Q6_K"), std::string::npos);
+  EXPECT_EQ(line_of("blk.0.attn_norm.weight").find("imatrix"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("imatrix " + Path("one.imatrix.gguf") + ": used for 1 of " +
+                         std::to_string(takers.size()) + " tensors; no entry:" + no_entry + "\n"),
+            std::string::npos) << run.out;
+}
+
+TEST_F(QuantizeCliTest, QuantizedInputNeedsAllowRequantize) {
+  const std::string src = ModelsDir() + "/quantized/tiny-k-Q4_K_M.gguf";
+  if (!FileExists(src)) GTEST_SKIP() << src << " not found";
+  QuantizeRun run = Quantize(Quoted(src) + " " + Quoted(Path("q4_0.gguf")) + " Q4_0");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(src + " holds already-quantized weights"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("second rounding error"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("pass --allow-requantize"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+  EXPECT_FALSE(fs::exists(Path("q4_0.gguf")));
+
+  run = Quantize(Quoted(src) + " " + Quoted(Path("q4_0.gguf")) + " Q4_0 --allow-requantize");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("requantized (--allow-requantize): "), std::string::npos) << run.out;
+  auto out = Open(Path("q4_0.gguf"));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(TypeOf(*out, "blk.1.attn_q.weight"), DType::kQ4_0);
+
+  // Our own Q4_0 file to Q4_0 again copies every tensor unchanged, and
+  // dequantizing to F16 rounds nothing twice: neither needs the flag.
+  run = Quantize(Quoted(Path("q4_0.gguf")) + " " + Quoted(Path("again.gguf")) + " Q4_0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.find("requantized"), std::string::npos) << run.out;
+  auto again = Open(Path("again.gguf"));
+  ASSERT_TRUE(again);
+  for (const TensorInfo& t : out->tensors()) {
+    const TensorInfo* a = again->FindTensor(t.name);
+    ASSERT_NE(a, nullptr) << t.name;
+    EXPECT_EQ(a->dtype, t.dtype) << t.name;
+    EXPECT_TRUE(a->num_bytes == t.num_bytes && std::memcmp(a->data, t.data, t.num_bytes) == 0)
+        << t.name;
+  }
+  run = Quantize(Quoted(src) + " " + Quoted(Path("f16.gguf")) + " F16");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+TEST_F(QuantizeCliTest, InPlaceIsRefusedAlsoThroughALink) {
+  const std::string in = Path("in.gguf");
+  fs::copy_file(DefaultModelPath(), in);
+  const std::string before = ReadAll(in);
+  fs::create_symlink(in, Path("link.gguf"));
+  for (const std::string& out : {in, Path("link.gguf")}) {
+    const QuantizeRun run = Quantize(Quoted(in) + " " + Quoted(out) + " Q8_0");
+    EXPECT_EQ(run.exit_code, 1);
+    EXPECT_NE(run.err.find("output " + out + " is the input file"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("never writes in place"), std::string::npos) << run.err;
+    EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+  }
+  EXPECT_EQ(ReadAll(in), before);
+  EXPECT_EQ(NumFiles(dir_), 4u);  // in.gguf, link.gguf, stdout.txt, stderr.txt
+}
+
+TEST_F(QuantizeCliTest, UnwritableOutputFolderFailsBeforeAnyTensor) {
+  QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("nope/out.gguf")) + " Q8_0");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("output " + Path("nope/out.gguf") + ": folder " + Path("nope") +
+                         " does not exist"),
+            std::string::npos) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+
+  std::ofstream(Path("plain_file")) << "x";
+  run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("plain_file/out.gguf")) + " Q8_0");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("is not a folder"), std::string::npos) << run.err;
+  EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+
+  if (::geteuid() != 0) {  // root writes into read-only folders
+    fs::create_directories(Path("ro"));
+    fs::permissions(Path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("ro/out.gguf")) + " Q8_0");
+    fs::permissions(Path("ro"), fs::perms::owner_all);
+    EXPECT_EQ(run.exit_code, 1);
+    EXPECT_NE(run.err.find("cannot create a file in folder"), std::string::npos) << run.err;
+    EXPECT_FALSE(ConvertedAnyTensor(run)) << run.err;
+    EXPECT_EQ(NumFiles(Path("ro")), 0u);
+  }
+}
+
+TEST_F(QuantizeCliTest, SuccessLeavesOnlyTheOutputFile) {
+  const QuantizeRun run = Quantize(Model("stories260K.gguf") + " " + Quoted(Path("q8.gguf")) + " Q8_0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(NumFiles(dir_), 3u);  // q8.gguf, stdout.txt, stderr.txt: no temp file left
+  EXPECT_EQ(run.err.find('\r'), std::string::npos);
 }
 
 }  // namespace

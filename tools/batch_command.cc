@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_checks.h"
+#include "base/progress.h"
 #include "engine/engine.h"
 #include "metrics/percentile.h"
 #include "sample/defaults.h"
@@ -292,32 +294,11 @@ Status Tokenize(std::vector<BatchItem>& items, const std::string& path, const To
 // The input must be a readable file and every output path a file in a
 // writable folder, checked before the model loads.
 Status CheckPaths(const std::string& input, const std::vector<std::pair<const char*, std::string>>& outputs) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status in_status = fs::status(input, ec);
-  if (!fs::exists(in_status)) return NotFound("input file not found: " + input);
-  if (fs::is_directory(in_status)) return InvalidArgument("input " + input + " is a folder, not a file");
-  if (!std::ifstream(input)) return InvalidArgument("cannot read input file " + input);
+  TERN_RETURN_IF_ERROR(CheckReadableFile(input, "input"));
   for (const auto& [flag, path] : outputs) {
     if (path.empty()) continue;
-    const fs::file_status st = fs::status(path, ec);
-    if (fs::is_directory(st)) return InvalidArgument(std::string(flag) + " " + path + " is a folder");
-    if (fs::exists(st)) {
-      if (fs::equivalent(input, path, ec)) {
-        return InvalidArgument(std::string(flag) + " " + path + " is the input file");
-      }
-      if (::access(path.c_str(), W_OK) != 0) {
-        return InvalidArgument(std::string(flag) + ": cannot write " + path);
-      }
-      continue;
-    }
-    const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-    if (!fs::is_directory(parent, ec)) {
-      return NotFound(std::string(flag) + ": folder " + parent.string() + " does not exist");
-    }
-    if (::access(parent.c_str(), W_OK) != 0) {
-      return InvalidArgument(std::string(flag) + ": cannot write to folder " + parent.string());
-    }
+    if (SameFile(input, path)) return InvalidArgument(std::string(flag) + " " + path + " is the input file");
+    TERN_RETURN_IF_ERROR(CheckWritableFile(path, flag));
   }
   return Status::Ok();
 }
@@ -367,14 +348,10 @@ json ResultJson(const BatchItem& item, const ItemState& st) {
   return j;
 }
 
-void DrawProgress(size_t done, size_t total, uint64_t tokens, double secs) {
-  const int width = 30;
-  const int filled = total ? (int)(width * done / total) : width;
-  std::string bar(filled, '=');
-  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "\r[%s] %zu/%zu requests, %.1f tok/s", bar.c_str(), done, total,
-               secs > 0 ? (double)tokens / secs : 0.0);
-  std::fflush(stderr);
+std::string TokensPerSecond(uint64_t tokens, double secs) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f tok/s", secs > 0 ? (double)tokens / secs : 0.0);
+  return text;
 }
 
 json PercentilesJson(const PercentileSummary& s) {
@@ -545,10 +522,9 @@ int RunBatch(int argc, char** argv) {
   };
   if (Status st = submit_due(); !st.ok()) return Fail(st.message());
 
-  const bool tty = isatty(STDERR_FILENO);
+  Progress progress("batch", "requests", (int64_t)items.size());
   size_t num_done = 0, next_write = 0;
   uint64_t tokens = 0;
-  SteadyClock::time_point last_draw{};
   uint64_t output_generation = 0;
   while (num_done < items.size()) {
     output_generation = engine.WaitForOutputs(output_generation, WaitBudget(items, states, start));
@@ -574,17 +550,11 @@ int RunBatch(int argc, char** argv) {
       states[next_write].channel.reset();
       ++next_write;
     }
-    const SteadyClock::time_point now = SteadyClock::now();
-    if (tty && now - last_draw > std::chrono::milliseconds(200)) {
-      DrawProgress(num_done, items.size(), tokens, std::chrono::duration<double>(now - start).count());
-      last_draw = now;
-    }
+    const double elapsed_s = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    progress.Update((int64_t)num_done, TokensPerSecond(tokens, elapsed_s));
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  if (tty) {
-    DrawProgress(num_done, items.size(), tokens, secs);
-    std::fprintf(stderr, "\n");
-  }
+  progress.Finish(TokensPerSecond(tokens, secs));
   out.close();
   if (!out) return Fail("error writing " + output);
 

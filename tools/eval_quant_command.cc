@@ -7,6 +7,9 @@
 //
 // Memory: both runs keep every scored log-prob row until the end
 // (positions x n_vocab floats each); limit long texts with --chunks.
+//
+// Cheap checks first: the three files are checked readable before a model
+// loads, and both tokenizations compared before any window runs.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file_checks.h"
+#include "base/progress.h"
 #include "base/thread_pool.h"
 #include "model/logprob_file.h"
 #include "model/model.h"
@@ -136,6 +141,8 @@ void PrintJson(const EvalArgs& a, const Result& r) {
 }
 
 StatusOr<Result> Evaluate(const EvalArgs& a) {
+  TERN_RETURN_IF_ERROR(CheckReadableFile(a.base, "base model"));
+  TERN_RETURN_IF_ERROR(CheckReadableFile(a.quant, "quantized model"));
   TERN_ASSIGN_OR_RETURN(std::string text, ReadText(a.text_file));
   TERN_ASSIGN_OR_RETURN(Side base, LoadSide(a.base, text));
   TERN_ASSIGN_OR_RETURN(Side quant, LoadSide(a.quant, text));
@@ -158,14 +165,19 @@ StatusOr<Result> Evaluate(const EvalArgs& a) {
       a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, total) : total;
   std::fprintf(stderr, "eval-quant: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
                num_chunks, options.ctx, threads);
+  Progress progress("eval-quant", "chunks", num_chunks);
+  auto detail = [&] {
+    char text[64];
+    std::snprintf(text, sizeof text, "ppl base %.4f, quant %.4f", (*base_ev)->Perplexity(),
+                  (*quant_ev)->Perplexity());
+    return std::string(text);
+  };
   while ((*base_ev)->chunks_done() < num_chunks) {
     TERN_RETURN_IF_ERROR((*base_ev)->RunNextChunk());
     TERN_RETURN_IF_ERROR((*quant_ev)->RunNextChunk());
-    std::fprintf(stderr, "\r[%d/%d] ppl base %.4f, quant %.4f", (*base_ev)->chunks_done(),
-                 num_chunks, (*base_ev)->Perplexity(), (*quant_ev)->Perplexity());
-    std::fflush(stderr);
+    progress.Update((*base_ev)->chunks_done(), detail());
   }
-  std::fprintf(stderr, "\n");
+  progress.Finish(detail());
 
   Result r;
   const int32_t n_vocab = base.model->config().n_vocab;

@@ -3,11 +3,14 @@
 // PerplexityEvaluator: tokenize, windows of --ctx tokens, BOS first) with a
 // MatMulObserver attached that feeds every weight MatMul's input rows to a
 // quant::ImatrixAccumulator, then saves the per-column mean of x^2 as a GGUF
-// file for `tern quantize --imatrix` (format in quant/imatrix.h).
+// file for `tern quantize --imatrix` (format in quant/imatrix.h). The text
+// file and the output folder are checked before the model loads.
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "base/file_checks.h"
+#include "base/progress.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "quant/imatrix.h"
@@ -72,6 +75,12 @@ int RunImatrix(int argc, char** argv) {
   if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
   if (a.max_chunks < 0) return Fail("--chunks must be >= 0");
 
+  if (Status st = CheckReadableFile(a.text_file, "calibration text"); !st.ok()) {
+    return Fail(st.message());
+  }
+  if (SameFile(a.out, a.model)) return Fail("output " + a.out + " is the model file; write the imatrix elsewhere");
+  if (Status st = CheckWritableFile(a.out, "output"); !st.ok()) return Fail(st.message());
+
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
@@ -88,16 +97,21 @@ int RunImatrix(int argc, char** argv) {
   quant::ImatrixAccumulator acc;
   ImatrixObserver observer(acc);
   model->SetMatMulObserver(&observer);
+  Progress progress("imatrix", "chunks", num_chunks);
+  auto detail = [&] {
+    char text[64];
+    std::snprintf(text, sizeof text, "ppl %.4f, %d weights observed", ev.Perplexity(),
+                  acc.num_weights());
+    return std::string(text);
+  };
   while (ev.chunks_done() < num_chunks) {
     const Status st = ev.RunNextChunk();
     if (!st.ok()) return Fail(st.message());
     if (!observer.status().ok()) return Fail(observer.status().message());
-    std::fprintf(stderr, "\r[%d/%d] ppl %.4f, %d weights observed", ev.chunks_done(), num_chunks,
-                 ev.Perplexity(), acc.num_weights());
-    std::fflush(stderr);
+    progress.Update(ev.chunks_done(), detail());
   }
   model->SetMatMulObserver(nullptr);
-  std::fprintf(stderr, "\n");
+  progress.Finish(detail());
   if (acc.num_weights() == 0) {
     return Fail("the model reported no weight MatMul to observe; nothing to write");
   }

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "base/file_checks.h"
 #include "base/paths.h"
+#include "base/progress.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
@@ -258,7 +260,7 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
     SynthesizeTokenizer(w, s.n_vocab);
   }
 
-  const auto t0 = std::chrono::steady_clock::now();
+  Progress progress("model synth", "layers", s.n_layer);
   TERN_RETURN_IF_ERROR(syn.AddMatrix("token_embd.weight", s.n_vocab, s.n_embd));
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -276,14 +278,12 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
     TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
     TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
     TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_down.weight", s.n_embd, s.n_ff));
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\rtern model synth: layer %" PRId64 "/%" PRId64 ", %s, %.0f s",
-                 l + 1, s.n_layer, FormatBytes((double)syn.bytes()).c_str(), secs);
+    progress.Update(l + 1, FormatBytes((double)syn.bytes()));
   }
+  progress.Finish(FormatBytes((double)syn.bytes()));
   TERN_RETURN_IF_ERROR(syn.AddVector("output_norm.weight", s.n_embd, true));
   TERN_RETURN_IF_ERROR(syn.AddMatrix("output.weight", s.n_vocab, s.n_embd));
-  std::fprintf(stderr, "\ntern model synth: writing %s (%s)\n", o.out.c_str(),
+  std::fprintf(stderr, "tern model synth: writing %s (%s)\n", o.out.c_str(),
                FormatBytes((double)syn.bytes()).c_str());
   return w.WriteFile(o.out);
 }
@@ -341,6 +341,7 @@ int RunSynth(int argc, char** argv) {
   if (!type || !FileType(*type) || !quant::CanQuantize(*type)) {
     return fail("unsupported --type '" + o.type + "'");
   }
+  if (Status st = CheckWritableFile(o.out, "-o"); !st.ok()) return fail(st.message());
   Status st = Synthesize(o, s, *type, !o.vocab_from.empty());
   if (!st.ok()) return fail(st.message());
   return 0;

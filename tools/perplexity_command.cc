@@ -3,12 +3,18 @@
 // scored log-probabilities (--save-logits, format in model/logprob_file.h) or
 // comparing against a saved base run (--kl-base: KL divergence, top-1
 // agreement, delta perplexity).
+//
+// Cheap checks first: the text and --kl-base files are read and the
+// --save-logits folder probed before the model loads, and a --kl-base run is
+// checked against this run's scored token ids before any window is evaluated.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/file_checks.h"
+#include "base/progress.h"
 #include "model/logprob_file.h"
 #include "model/model.h"
 #include "model/perplexity.h"
@@ -39,13 +45,10 @@ struct PerplexityArgs {
   std::string kv_dtype = "f32";
 };
 
-void PrintProgress(const PerplexityEvaluator& ev) {
-  constexpr int kWidth = 30;
-  const int filled = ev.chunks_done() * kWidth / ev.num_chunks();
-  std::fprintf(stderr, "\r[%s%s] %d/%d chunks, ppl %.4f", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), ev.chunks_done(), ev.num_chunks(),
-               ev.Perplexity());
-  std::fflush(stderr);
+std::string PplDetail(const PerplexityEvaluator& ev) {
+  char text[32];
+  std::snprintf(text, sizeof text, "ppl %.4f", ev.Perplexity());
+  return text;
 }
 
 }  // namespace
@@ -61,9 +64,10 @@ int RunPerplexity(int argc, char** argv) {
   p.AddInt("-b,--batch", "N", &a.batch, "tokens per forward pass (default: --ctx)");
   p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
   p.AddString("--save-logits", "FILE", &a.save_logits,
-              "save the scored log-probabilities, as a base for --kl-base");
+              "save the scored log-probabilities, as a base for --kl-base (default: none)");
   p.AddString("--kl-base", "FILE", &a.kl_base,
-              "compare with a saved base run: KL divergence, top-1 agreement, delta ppl");
+              "compare with a saved base run: KL divergence, top-1 agreement, delta ppl; "
+              "checked against this run's tokens before any window runs (default: none)");
   AddThreadsFlag(p, &a.threads);
   p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
@@ -75,11 +79,21 @@ int RunPerplexity(int argc, char** argv) {
     return Fail("--kv-cache-dtype must be f32 or f16, got '" + a.kv_dtype + "'");
   }
 
+  if (Status st = CheckReadableFile(a.text_file, "text file"); !st.ok()) return Fail(st.message());
+  if (!a.save_logits.empty()) {
+    if (Status st = CheckWritableFile(a.save_logits, "--save-logits"); !st.ok()) {
+      return Fail(st.message());
+    }
+  }
   LogprobFile base;
   if (!a.kl_base.empty()) {
     auto base_or = ReadLogprobFile(a.kl_base);
     if (!base_or.ok()) return Fail(base_or.status().message());
     base = std::move(base_or).value();
+    if (base.ctx != a.ctx) {
+      return Fail("cannot compare with " + a.kl_base + ": it was saved with --ctx " +
+                  std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.ctx));
+    }
   }
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
@@ -102,13 +116,21 @@ int RunPerplexity(int argc, char** argv) {
   PerplexityEvaluator& ev = *run.evaluator;
   const int32_t num_chunks = run.num_chunks;
 
+  if (!a.kl_base.empty()) {
+    const Status st = CheckSameRun(base, model->config().n_vocab, options.ctx,
+                                   ev.TokensToScore(num_chunks));
+    if (!st.ok()) return Fail("cannot compare with " + a.kl_base + ": " + st.message());
+  }
+
   const Clock::time_point start = Clock::now();
+  Progress progress("perplexity", "chunks", num_chunks);
   while (ev.chunks_done() < num_chunks) {
     if (Status st = ev.RunNextChunk(); !st.ok()) return Fail(st.message());
-    PrintProgress(ev);
+    progress.Update(ev.chunks_done(), PplDetail(ev));
   }
+  progress.Finish(PplDetail(ev));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(stderr, "\n%lld scored positions in %.2f s (%.1f tok/s)\n",
+  std::fprintf(stderr, "%lld scored positions in %.2f s (%.1f tok/s)\n",
                (long long)ev.num_scored(), seconds,
                seconds > 0 ? (double)ev.chunks_done() * options.ctx / seconds : 0.0);
   std::fprintf(stdout, "ppl = %.4f +/- %.5f\n", ev.Perplexity(), ev.PerplexityError());

@@ -8,6 +8,14 @@
 // tensors at Q6_K; --tensor-type overrides any choice; a row length that does
 // not fit the chosen format's block falls back (K-quant -> 32-block format ->
 // F16) and the summary lists it.
+//
+// Checks before any tensor is converted (cheap first, so a mistake costs
+// milliseconds): the output is not the input (never in place), the input
+// opens, the imatrix is an imatrix made for this model (names and sizes), no
+// already-quantized weight would be quantized again without
+// --allow-requantize, and a file can be created in the output folder. The
+// output is written to a temp file beside it and renamed (gguf::GgufWriter),
+// so a failure leaves no partial file.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -18,10 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "base/file_checks.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "quant/imatrix.h"
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
@@ -180,17 +190,37 @@ Plan PlanTensor(const TensorInfo& t, const Preset& preset, bool pure,
 
 // ---- Conversion --------------------------------------------------------------------
 
-// Per-column importance of a weight from an imatrix file, or nullptr.
-StatusOr<const float*> FindImportance(const GgufFile* imatrix, const TensorInfo& t) {
-  if (!imatrix) return (const float*)nullptr;
-  const TensorInfo* im = imatrix->FindTensor(t.name + ".imatrix");
-  if (!im) return (const float*)nullptr;
-  if (im->dtype != DType::kF32 || im->NumElements() != t.RowLength()) {
-    return InvalidArgument("imatrix " + imatrix->path() + ": tensor '" + im->name +
-                           "' must be F32 with " + std::to_string(t.RowLength()) +
-                           " values (the row length of '" + t.name + "')");
+// What the imatrix did for one converted tensor.
+enum class ImatrixUse {
+  kNone,     // no --imatrix
+  kUsed,     // its entry weighted the rounding error
+  kNoEntry,  // the format takes importance, the imatrix has no entry
+  kIgnored,  // the format does not take importance (F16, Q8_0, ...)
+};
+
+ImatrixUse FindImportance(const quant::Imatrix* imatrix, const TensorInfo& t, DType dtype,
+                          const float** importance) {
+  *importance = nullptr;
+  if (!imatrix) return ImatrixUse::kNone;
+  if (!quant::UsesImportance(dtype)) return ImatrixUse::kIgnored;
+  const std::vector<float>* entry = imatrix->Find(t.name);
+  if (!entry) return ImatrixUse::kNoEntry;
+  *importance = entry->data();  // its size was checked by CheckImatrixFitsModel
+  return ImatrixUse::kUsed;
+}
+
+bool IsFloatType(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+// The per-tensor line's imatrix note.
+std::string ImatrixUseText(ImatrixUse use, DType dtype) {
+  switch (use) {
+    case ImatrixUse::kUsed: return ", imatrix used";
+    case ImatrixUse::kNoEntry: return ", no imatrix entry";
+    case ImatrixUse::kIgnored:
+      return IsFloatType(dtype) ? "" : std::string(", imatrix not used by ") + DTypeName(dtype);
+    case ImatrixUse::kNone: break;
   }
-  return reinterpret_cast<const float*>(im->data);
+  return "";
 }
 
 std::vector<uint8_t> Convert(const TensorInfo& t, DType dtype, const float* importance,
@@ -240,6 +270,7 @@ struct Options {
   std::string in_path, out_path;
   Preset preset;
   bool pure = false;
+  bool allow_requantize = false;
   std::vector<Override> overrides;
   std::string imatrix_path;
   int num_threads = 0;  // 0: physical cores
@@ -254,47 +285,135 @@ int NumLayers(const GgufFile& file) {
   return max_layer + 1;
 }
 
-Status Run(const Options& opt) {
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> in, GgufFile::Open(opt.in_path));
-  std::unique_ptr<GgufFile> imatrix;
-  if (!opt.imatrix_path.empty()) {
-    TERN_ASSIGN_OR_RETURN(imatrix, GgufFile::Open(opt.imatrix_path));
+// Everything known before the first tensor is converted.
+struct Job {
+  std::unique_ptr<GgufFile> in;
+  std::optional<quant::Imatrix> imatrix;
+  std::vector<Plan> plans;  // per input tensor
+  int num_requantized = 0;
+};
+
+// A weight already in a quantized format that would be quantized again.
+bool IsRequantized(const TensorInfo& t, const Plan& plan) {
+  return IsQuantizable(t) && !plan.copy && !IsFloatType(t.dtype) && !IsFloatType(plan.dtype);
+}
+
+Status CheckRequantize(const Options& opt, Job& job) {
+  const TensorInfo* first = nullptr;
+  DType first_to = DType::kF32;
+  for (size_t i = 0; i < job.plans.size(); ++i) {
+    const TensorInfo& t = job.in->tensors()[i];
+    if (!IsRequantized(t, job.plans[i])) continue;
+    if (!first) {
+      first = &t;
+      first_to = job.plans[i].dtype;
+    }
+    ++job.num_requantized;
   }
-  const int num_layers = NumLayers(*in);
+  if (!first || opt.allow_requantize) return Status::Ok();
+  return InvalidArgument(
+      opt.in_path + " holds already-quantized weights: " + std::to_string(job.num_requantized) +
+      " would be quantized again (e.g. " + first->name + ": " + DTypeName(first->dtype) + " -> " +
+      DTypeName(first_to) + "), which adds a second rounding error to the first and loses more "
+      "quality than quantizing the F32/F16/BF16 original; pass --allow-requantize to do it anyway");
+}
+
+// The checks of the header comment, cheapest first; nothing is converted yet.
+StatusOr<Job> Prepare(const Options& opt) {
+  if (SameFile(opt.in_path, opt.out_path)) {
+    return InvalidArgument("output " + opt.out_path + " is the input file: tern quantize never "
+                           "writes in place (the input stays memory-mapped while it is read, "
+                           "and replacing it would lose the original); write to another file");
+  }
+  Job job;
+  TERN_ASSIGN_OR_RETURN(job.in, GgufFile::Open(opt.in_path));
+  if (!opt.imatrix_path.empty()) {
+    TERN_ASSIGN_OR_RETURN(job.imatrix, quant::LoadImatrix(opt.imatrix_path));
+    TERN_RETURN_IF_ERROR(quant::CheckImatrixFitsModel(*job.imatrix, *job.in, opt.in_path));
+  }
+  const int num_layers = NumLayers(*job.in);
+  for (const TensorInfo& t : job.in->tensors()) {
+    job.plans.push_back(PlanTensor(t, opt.preset, opt.pure, opt.overrides, num_layers));
+  }
+  TERN_RETURN_IF_ERROR(CheckRequantize(opt, job));
+  TERN_RETURN_IF_ERROR(CheckWritableFile(opt.out_path, "output"));
+  return job;
+}
+
+// Per-tensor imatrix use, for the summary.
+struct ImatrixReport {
+  int num_used = 0;
+  int num_ignored = 0;
+  std::vector<std::string> no_entry;
+
+  void Add(ImatrixUse use, const std::string& name) {
+    if (use == ImatrixUse::kUsed) ++num_used;
+    if (use == ImatrixUse::kIgnored) ++num_ignored;
+    if (use == ImatrixUse::kNoEntry) no_entry.push_back(name);
+  }
+  // "imatrix F: used for 30 of 31 tensors; no entry: token_embd.weight; ..."
+  std::string Line(const std::string& path) const {
+    const int num_takers = num_used + (int)no_entry.size();
+    std::string line = "imatrix " + path + ": used for " + std::to_string(num_used) + " of " +
+                       std::to_string(num_takers) + " tensors";
+    if (!no_entry.empty()) {
+      line += "; no entry:";
+      for (const std::string& name : no_entry) line += " " + name;
+    }
+    if (num_ignored > 0) {
+      line += "; " + std::to_string(num_ignored) + " more in formats without importance";
+    }
+    return line;
+  }
+};
+
+std::string FallbackReason(const TensorInfo& t, const Plan& plan) {
+  if (plan.copy && plan.dtype != plan.wanted && !quant::CanDequantize(t.dtype)) {
+    return std::string("kept as ") + DTypeName(t.dtype) + ", a format tern cannot convert from";
+  }
+  if (plan.dtype == plan.wanted) return "";
+  std::string why = std::string(DTypeName(plan.wanted)) + " -> " + DTypeName(plan.dtype) +
+                    ", rows of " + std::to_string(t.RowLength()) + " do not fit blocks of " +
+                    std::to_string(BlockSize(plan.wanted));
+  if (plan.dtype == DType::kF16 && BlockSize(plan.wanted) != 32) why += " or 32";
+  return why;
+}
+
+Status Run(const Options& opt) {
+  TERN_ASSIGN_OR_RETURN(Job job, Prepare(opt));
+  const GgufFile& in = *job.in;
+  const quant::Imatrix* imatrix = job.imatrix ? &*job.imatrix : nullptr;
   gguf::GgufWriter writer;
-  writer.CopyMetadataFrom(*in);
+  writer.CopyMetadataFrom(in);
   writer.SetValue("general.file_type", gguf::Value::Uint32(opt.preset.file_type));
-  if (opt.preset.base != DType::kF32 && opt.preset.base != DType::kF16 &&
-      opt.preset.base != DType::kBF16) {
+  if (!IsFloatType(opt.preset.base)) {
     writer.SetValue("general.quantization_version", gguf::Value::Uint32(2));
   }
 
   ThreadPool pool(opt.num_threads > 0 ? opt.num_threads : ThreadPool::DefaultNumThreads());
   std::map<std::string, TypeTotals> by_type;
   std::map<std::string, std::vector<std::string>> fallbacks;  // reason -> tensors
+  ImatrixReport report;
   uint64_t bytes_before = 0, bytes_after = 0;
   int64_t elements = 0;
-  const size_t num_tensors = in->tensors().size();
+  const size_t num_tensors = in.tensors().size();
   for (size_t i = 0; i < num_tensors; ++i) {
-    const TensorInfo& t = in->tensors()[i];
-    const Plan plan = PlanTensor(t, opt.preset, opt.pure, opt.overrides, num_layers);
-    std::fprintf(stderr, "[%zu/%zu] %-32s %s -> %s\n", i + 1, num_tensors, t.name.c_str(),
-                 DTypeName(t.dtype), DTypeName(plan.dtype));
-    if (plan.copy && plan.dtype != plan.wanted && !quant::CanDequantize(t.dtype)) {
-      fallbacks[std::string("kept as ") + DTypeName(t.dtype) + ", a format tern cannot convert from"]
-          .push_back(t.name);
-    } else if (plan.dtype != plan.wanted) {
-      std::string why = std::string(DTypeName(plan.wanted)) + " -> " + DTypeName(plan.dtype) +
-                        ", rows of " + std::to_string(t.RowLength()) + " do not fit blocks of " +
-                        std::to_string(BlockSize(plan.wanted));
-      if (plan.dtype == DType::kF16 && BlockSize(plan.wanted) != 32) why += " or 32";
+    const TensorInfo& t = in.tensors()[i];
+    const Plan& plan = job.plans[i];
+    if (const std::string why = FallbackReason(t, plan); !why.empty()) {
       fallbacks[why].push_back(t.name);
     }
+    const float* importance = nullptr;
+    const ImatrixUse use = plan.copy || !IsQuantizable(t)
+                               ? ImatrixUse::kNone
+                               : FindImportance(imatrix, t, plan.dtype, &importance);
+    report.Add(use, t.name);
+    std::fprintf(stderr, "[%zu/%zu] %-32s %s -> %s%s\n", i + 1, num_tensors, t.name.c_str(),
+                 DTypeName(t.dtype), DTypeName(plan.dtype), ImatrixUseText(use, plan.dtype).c_str());
     std::vector<uint8_t> converted;
     const void* data = t.data;
     uint64_t num_bytes = t.num_bytes;
     if (!plan.copy) {
-      TERN_ASSIGN_OR_RETURN(const float* importance, FindImportance(imatrix.get(), t));
       converted = Convert(t, plan.dtype, importance, pool);
       data = converted.data();
       num_bytes = converted.size();
@@ -314,6 +433,11 @@ Status Run(const Options& opt) {
     std::string note = "fallback (" + why + "):";
     for (const std::string& name : names) note += " " + name;
     notes.push_back(note);
+  }
+  if (imatrix) notes.push_back(report.Line(opt.imatrix_path));
+  if (job.num_requantized > 0) {
+    notes.push_back("requantized (--allow-requantize): " + std::to_string(job.num_requantized) +
+                    " already-quantized tensors");
   }
   PrintSummary(by_type, bytes_before, bytes_after, elements, notes, opt.out_path);
   return Status();
@@ -336,22 +460,30 @@ StatusOr<Override> ParseOverride(const std::string& text) {
 
 int RunQuantize(int argc, char** argv) {
   ArgParser parser(
-      "quantize IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=TYPE ...] [--pure]",
+      "quantize IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=TYPE ...] [--pure] "
+      "[--allow-requantize]",
       "Writes IN.gguf with its weight matrices in TYPE, one of " + PresetNames() +
           ". _M presets keep token_embd, output and some attn_v/ffn_down layers at Q6_K; "
           "_S and the 32-block types keep output at Q6_K. Rows that do not fit a format's "
-          "blocks fall back to a format that fits.");
+          "blocks fall back to a format that fits. OUT must not be IN (never in place); it is "
+          "written to a temp file beside it and renamed, so a failure leaves no partial file.");
   std::vector<std::string> positional;
   std::vector<std::string> tensor_types;
   Options opt;
   parser.SetPositional("IN OUT TYPE", &positional, "input file, output file, target type");
   parser.AddString("--imatrix", "FILE", &opt.imatrix_path,
-                   "GGUF with '<weight>.imatrix' F32 per-column importance (default: none)");
+                   "importance matrix from 'tern imatrix' (GGUF of '<weight>.imatrix' F32 "
+                   "tensors) made for this model: checked against its tensors before any work, "
+                   "each tensor line says whether it was used (default: none)");
   parser.AddList("--tensor-type", "PATTERN=TYPE", &tensor_types,
                  "type for tensors matching PATTERN (glob, or substring without wildcards); "
-                 "first match wins; repeatable");
+                 "first match wins; repeatable (default: none)");
   AddThreadsFlag(parser, &opt.num_threads);
   parser.AddFlag("--pure", &opt.pure, "every weight matrix in TYPE, no mixed preset (default off)");
+  parser.AddFlag("--allow-requantize", &opt.allow_requantize,
+                 "allow quantizing weights that are already quantized (a second rounding error: "
+                 "lower quality than starting from F32/F16/BF16); converting them to "
+                 "F32/F16/BF16 needs no flag (default off)");
   if (int rc = ParseOrExit(parser, argc, argv, "quantize"); rc >= 0) return rc;
 
   if (positional.size() != 3) {

@@ -75,21 +75,34 @@ StatusOr<LogprobFile> ReadLogprobFile(const std::string& path) {
   return out;
 }
 
-StatusOr<KlStats> CompareLogprobs(const LogprobFile& base, const LogprobFile& current) {
-  if (base.n_vocab != current.n_vocab) {
+Status CheckSameRun(const LogprobFile& base, int32_t n_vocab, int32_t ctx,
+                    const std::vector<int32_t>& token_ids) {
+  if (base.n_vocab != n_vocab) {
     return InvalidArgument("vocabulary sizes differ: base " + std::to_string(base.n_vocab) +
-                           ", this model " + std::to_string(current.n_vocab));
+                           ", this model " + std::to_string(n_vocab));
   }
-  if (base.ctx != current.ctx) {
+  if (base.ctx != ctx) {
     return InvalidArgument("context sizes differ: base " + std::to_string(base.ctx) +
-                           ", this run " + std::to_string(current.ctx));
+                           ", this run " + std::to_string(ctx));
   }
-  if (base.token_ids != current.token_ids) {
-    return InvalidArgument("token ids differ from the base run (" +
-                           std::to_string(base.num_positions()) + " vs " +
-                           std::to_string(current.num_positions()) +
-                           " positions): use the same text, tokenizer and context");
+  if (base.token_ids.size() != token_ids.size()) {
+    return InvalidArgument("the base run scored " + std::to_string(base.num_positions()) +
+                           " positions, this run would score " + std::to_string(token_ids.size()) +
+                           ": use the same text, tokenizer, --ctx and --chunks");
   }
+  const auto [b, c] = std::mismatch(base.token_ids.begin(), base.token_ids.end(), token_ids.begin());
+  if (b != base.token_ids.end()) {
+    return InvalidArgument("token ids differ from the base run at scored position " +
+                           std::to_string(b - base.token_ids.begin()) + " of " +
+                           std::to_string(base.num_positions()) + " (base " + std::to_string(*b) +
+                           ", this run " + std::to_string(*c) +
+                           "): use the same text and tokenizer");
+  }
+  return Status::Ok();
+}
+
+StatusOr<KlStats> CompareLogprobs(const LogprobFile& base, const LogprobFile& current) {
+  TERN_RETURN_IF_ERROR(CheckSameRun(base, current.n_vocab, current.ctx, current.token_ids));
   const int64_t n = base.num_positions();
   const int32_t v = base.n_vocab;
   KlStats stats;

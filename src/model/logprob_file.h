@@ -44,8 +44,15 @@ struct KlStats {
   double ppl = 0;
 };
 
-// Fails with a clear message when the runs do not line up (vocabulary, ctx,
-// number of positions or token ids differ).
+// Whether a run with n_vocab, ctx that scores token_ids lines up with base
+// (the same vocabulary size, context, and scored token ids: the same text,
+// tokenizer, --ctx and --chunks). Cheap: run it before evaluating anything.
+// The message says what differs (for token ids: the count, or the first
+// position that differs and both ids).
+Status CheckSameRun(const LogprobFile& base, int32_t n_vocab, int32_t ctx,
+                    const std::vector<int32_t>& token_ids);
+
+// Fails with CheckSameRun's message when the runs do not line up.
 StatusOr<KlStats> CompareLogprobs(const LogprobFile& base, const LogprobFile& current);
 
 }  // namespace tern

@@ -79,5 +79,16 @@ TEST(LogprobFileTest, RefusesRunsOnDifferentTokens) {
               testing::HasSubstr("vocabulary sizes differ"));
 }
 
+TEST(LogprobFileTest, CheckSameRunSaysWhatDiffers) {
+  const LogprobFile base = Sample(0);  // ctx 8, tokens {0, 2}
+  EXPECT_TRUE(CheckSameRun(base, 3, 8, {0, 2}).ok());
+  EXPECT_THAT(CheckSameRun(base, 3, 16, {0, 2}).message(),
+              testing::HasSubstr("context sizes differ: base 8, this run 16"));
+  EXPECT_THAT(CheckSameRun(base, 3, 8, {0, 2, 1}).message(),
+              testing::HasSubstr("the base run scored 2 positions, this run would score 3"));
+  EXPECT_THAT(CheckSameRun(base, 3, 8, {0, 1}).message(),
+              testing::HasSubstr("at scored position 1 of 2 (base 2, this run 1)"));
+}
+
 }  // namespace
 }  // namespace tern

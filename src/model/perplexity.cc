@@ -61,6 +61,16 @@ Status PerplexityEvaluator::RunNextChunk() {
   return Status::Ok();
 }
 
+std::vector<int32_t> PerplexityEvaluator::TokensToScore(int32_t num_chunks) const {
+  const int32_t ctx = options_.ctx;
+  std::vector<int32_t> out;
+  for (int32_t w = 0; w < std::min(num_chunks, num_chunks_); ++w) {
+    const size_t start = (size_t)w * ctx;
+    for (int32_t j = ctx / 2; j < ctx - 1; ++j) out.push_back(tokens_[start + j + 1]);
+  }
+  return out;
+}
+
 double PerplexityEvaluator::Perplexity() const {
   if (nll_.empty()) return 0;
   double sum = 0;

@@ -52,6 +52,9 @@ class PerplexityEvaluator {
   // log-softmax row [n_vocab].
   const std::vector<int32_t>& scored_tokens() const { return scored_tokens_; }
   const std::vector<float>& logprobs() const { return logprobs_; }
+  // What scored_tokens() will hold once the first num_chunks windows have
+  // run, known before any runs (a saved base run can be checked against it).
+  std::vector<int32_t> TokensToScore(int32_t num_chunks) const;
 
  private:
   PerplexityEvaluator(Model& model, std::vector<int32_t> tokens,

@@ -88,5 +88,22 @@ TEST(PerplexityTest, TooShortTextIsAClearError) {
   EXPECT_THAT(ev.status().message(), testing::HasSubstr("needs at least 2048"));
 }
 
+TEST(PerplexityTest, TokensToScoreIsKnownBeforeAnyWindowRuns) {
+  auto l = LoadStories();
+  if (!l) GTEST_SKIP() << "stories260K.gguf or tinystories_sample.txt not found";
+  PerplexityOptions options;
+  options.ctx = 64;
+  options.batch = 64;
+  options.bos_id = l->bos_id;
+  auto ev = PerplexityEvaluator::Create(*l->model, l->tokens, options, nullptr);
+  ASSERT_TRUE(ev.ok());
+  const std::vector<int32_t> before = (*ev)->TokensToScore(3);
+  EXPECT_EQ(before.size(), 3u * 31);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*ev)->RunNextChunk().ok());
+  EXPECT_EQ((*ev)->scored_tokens(), before);
+  // More windows than the text holds: only those it holds.
+  EXPECT_EQ((*ev)->TokensToScore(1 << 20).size(), (size_t)(*ev)->num_chunks() * 31);
+}
+
 }  // namespace
 }  // namespace tern

@@ -105,9 +105,59 @@ Status ImatrixAccumulator::Save(const std::string& path, const std::string& data
   return writer.WriteFile(path);
 }
 
+namespace {
+
+bool HasTensorEndingIn(const gguf::GgufFile& file, const std::string& suffix) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.size() > suffix.size() &&
+        t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr const char kMakeOne[] = "; make one with 'tern imatrix -m MODEL.gguf -f TEXT -o FILE'";
+
+// Why file is not an imatrix, or OK.
+Status CheckIsImatrix(const gguf::GgufFile& file, const std::string& path) {
+  const std::string type = file.GetString("general.type").value_or("");
+  const std::string arch = file.GetString("general.architecture").value_or("");
+  const bool has_entries = HasTensorEndingIn(file, kSuffix);
+  const std::string what = "imatrix " + path + ": ";
+  if ((!type.empty() && type != "imatrix") || (!arch.empty() && !has_entries)) {
+    std::string is = (type.empty() || type == "model") ? "a model GGUF"
+                                                       : "a GGUF of general.type '" + type + "'";
+    if (!arch.empty()) is += " (architecture " + arch + ")";
+    return InvalidArgument(what + "this is " + is + " with " + std::to_string(file.tensors().size()) +
+                           " tensors, not an importance matrix" + kMakeOne);
+  }
+  if (!has_entries && HasTensorEndingIn(file, ".in_sum2")) {
+    return InvalidArgument(what + "this is llama.cpp's GGUF imatrix format ('<weight>.in_sum2' "
+                           "tensors), which tern does not read" + kMakeOne);
+  }
+  if (!has_entries) {
+    return InvalidArgument(what + "no '<weight>.imatrix' tensor in the file" + kMakeOne);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Imatrix> LoadImatrix(const std::string& path) {
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
+  auto file_or = gguf::GgufFile::Open(path);
+  if (!file_or.ok()) {
+    if (file_or.status().code() == StatusCode::kDataLoss &&
+        file_or.status().message().find("not a GGUF file") != std::string::npos) {
+      return InvalidArgument("imatrix " + path + ": not a GGUF file (llama.cpp's older .dat "
+                             "imatrix files are not read)" + std::string(kMakeOne));
+    }
+    return file_or.status().WithContext("imatrix");
+  }
+  std::unique_ptr<gguf::GgufFile> file = std::move(file_or).value();
+  TERN_RETURN_IF_ERROR(CheckIsImatrix(*file, path));
   Imatrix out;
+  out.path = path;
   out.dataset = file->GetString("imatrix.dataset").value_or("");
   out.num_chunks = file->GetInt("imatrix.chunks").value_or(0);
   for (const gguf::TensorInfo& t : file->tensors()) {
@@ -128,10 +178,27 @@ StatusOr<Imatrix> LoadImatrix(const std::string& path) {
     }
     out.importance[t.name.substr(0, t.name.size() - kSuffixLength)] = std::move(values);
   }
-  if (out.importance.empty()) {
-    return InvalidArgument("imatrix " + path + ": no '<weight>.imatrix' tensor in the file");
-  }
   return out;
+}
+
+Status CheckImatrixFitsModel(const Imatrix& imatrix, const gguf::GgufFile& model,
+                             const std::string& model_path) {
+  for (const auto& [name, values] : imatrix.importance) {
+    const gguf::TensorInfo* t = model.FindTensor(name);
+    if (!t || t->shape.size() != 2) {
+      return InvalidArgument("imatrix " + imatrix.path + ": entry '" + name + kSuffix + "' names " +
+                             (t ? "a " + std::to_string(t->shape.size()) + "-D tensor" : "no tensor") +
+                             " of " + model_path + " (a weight matrix was expected): "
+                             "was it made for another model?");
+    }
+    if ((int64_t)values.size() != t->RowLength()) {
+      return InvalidArgument("imatrix " + imatrix.path + ": entry '" + name + kSuffix + "' has " +
+                             std::to_string(values.size()) + " columns, but tensor '" + name +
+                             "' of " + model_path + " has rows of " +
+                             std::to_string(t->RowLength()) + ": was it made for another model?");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace tern::quant

@@ -11,6 +11,9 @@
 // [cols] per weight (the mean of squares), in first-seen order; metadata
 // general.type = "imatrix", imatrix.dataset (calibration file name, string),
 // imatrix.chunks (uint32, windows run). `tern quantize --imatrix` reads it.
+// Only this format is read: a model GGUF, llama.cpp's GGUF imatrix
+// ("<weight>.in_sum2" / ".counts") and its older .dat files are refused with
+// a message that says which of them the file is.
 //
 // Invariant: a weight's column count never changes after its first Add.
 // Thread rules: not thread-safe; the forward thread calls Add.
@@ -23,10 +26,15 @@
 
 #include "base/status.h"
 
+namespace tern::gguf {
+class GgufFile;
+}
+
 namespace tern::quant {
 
 // A loaded imatrix file.
 struct Imatrix {
+  std::string path;  // the file it was loaded from
   std::string dataset;
   int64_t num_chunks = 0;
   // weight name (without ".imatrix") -> per-column mean of squares.
@@ -71,8 +79,18 @@ class ImatrixAccumulator {
 
 // Reads an imatrix file: every F32 1-D tensor named "*.imatrix" (other
 // tensors are ignored). Fails with the path and tensor on a non-F32 or
-// non-1-D ".imatrix" tensor, on non-finite or negative values, or when the
-// file holds no ".imatrix" tensor.
+// non-1-D ".imatrix" tensor, on non-finite or negative values; fails with the
+// path and what the file is instead when it is not an imatrix (not GGUF, a
+// model: general.type other than "imatrix" or an architecture and no
+// ".imatrix" tensor, llama.cpp's imatrix format, no ".imatrix" tensor).
 StatusOr<Imatrix> LoadImatrix(const std::string& path);
+
+// Checks that imatrix was made for model (model_path names it in messages):
+// every entry names a 2-D tensor of the model, and its column count equals
+// that tensor's row length. Errors name the imatrix file, the tensor and
+// both sizes. Weights without an entry are fine (their quantization runs
+// without importance; the caller reports them).
+Status CheckImatrixFitsModel(const Imatrix& imatrix, const gguf::GgufFile& model,
+                             const std::string& model_path);
 
 }  // namespace tern::quant

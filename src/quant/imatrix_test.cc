@@ -169,5 +169,90 @@ TEST(LoadImatrixTest, RejectsWrongTypeNegativeValuesAndMissingTensors) {
   std::remove(path.c_str());
 }
 
+// What LoadImatrix says about a file written with writer.
+std::string LoadError(const gguf::GgufWriter& w, const std::string& name) {
+  const std::string path = TempPath(name);
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  const StatusOr<Imatrix> im = LoadImatrix(path);
+  std::remove(path.c_str());
+  return im.ok() ? std::string("(loaded)") : im.status().message();
+}
+
+TEST(LoadImatrixTest, SaysWhatAFileIsWhenItIsNotAnImatrix) {
+  const float v[4] = {1, 2, 3, 4};
+  {
+    gguf::GgufWriter model;
+    model.SetValue("general.architecture", gguf::Value::String("llama"));
+    model.SetValue("general.type", gguf::Value::String("model"));
+    ASSERT_TRUE(model.AddTensor("blk.0.attn_q.weight", DType::kF32, {2, 2}, v, sizeof(v)).ok());
+    const std::string err = LoadError(model, "model.gguf");
+    EXPECT_NE(err.find("tern_imatrix_test_"), std::string::npos) << err;  // names the file
+    EXPECT_NE(err.find("a model GGUF (architecture llama) with 1 tensors, not an importance matrix"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("tern imatrix"), std::string::npos) << err;
+  }
+  {
+    gguf::GgufWriter other;
+    other.SetValue("general.type", gguf::Value::String("adapter"));
+    ASSERT_TRUE(other.AddTensor("w.imatrix", DType::kF32, {4}, v, sizeof(v)).ok());
+    EXPECT_NE(LoadError(other, "adapter.gguf").find("general.type 'adapter'"), std::string::npos);
+  }
+  {
+    gguf::GgufWriter llama_cpp;
+    llama_cpp.SetValue("general.type", gguf::Value::String("imatrix"));
+    ASSERT_TRUE(llama_cpp.AddTensor("w.in_sum2", DType::kF32, {4}, v, sizeof(v)).ok());
+    EXPECT_NE(LoadError(llama_cpp, "in_sum2.gguf").find("llama.cpp's GGUF imatrix format"),
+              std::string::npos);
+  }
+  const std::string dat = TempPath("old.dat");
+  {
+    FILE* f = std::fopen(dat.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const int32_t n = 1;
+    std::fwrite(&n, 4, 1, f);
+    std::fwrite(v, 4, 4, f);
+    std::fclose(f);
+  }
+  const StatusOr<Imatrix> im = LoadImatrix(dat);
+  std::remove(dat.c_str());
+  ASSERT_FALSE(im.ok());
+  EXPECT_NE(im.status().message().find("not a GGUF file"), std::string::npos) << im.status().message();
+}
+
+TEST(CheckImatrixFitsModelTest, NamesTheTensorAndBothSizes) {
+  const std::string model_path = TempPath("fit_model.gguf");
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  gguf::GgufWriter mw;
+  mw.SetValue("general.architecture", gguf::Value::String("llama"));
+  ASSERT_TRUE(mw.AddTensor("blk.0.attn_q.weight", DType::kF32, {3, 2}, w, sizeof(w)).ok());
+  ASSERT_TRUE(mw.AddTensor("blk.0.attn_norm.weight", DType::kF32, {3}, w, 12).ok());
+  ASSERT_TRUE(mw.WriteFile(model_path).ok());
+  auto model = gguf::GgufFile::Open(model_path);
+  ASSERT_TRUE(model.ok());
+
+  Imatrix im;
+  im.path = "im.gguf";
+  im.importance["blk.0.attn_q.weight"] = {1, 1, 1};  // rows of 3: fits
+  EXPECT_TRUE(CheckImatrixFitsModel(im, **model, "m.gguf").ok());
+
+  im.importance["blk.0.attn_q.weight"] = {1, 1};
+  Status st = CheckImatrixFitsModel(im, **model, "m.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("imatrix im.gguf: entry 'blk.0.attn_q.weight.imatrix' has 2 columns, "
+                              "but tensor 'blk.0.attn_q.weight' of m.gguf has rows of 3"),
+            std::string::npos) << st.message();
+
+  im.importance = {{"blk.7.ffn_up.weight", {1, 1, 1}}};
+  st = CheckImatrixFitsModel(im, **model, "m.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'blk.7.ffn_up.weight.imatrix' names no tensor of m.gguf"),
+            std::string::npos) << st.message();
+
+  im.importance = {{"blk.0.attn_norm.weight", {1, 1, 1}}};
+  st = CheckImatrixFitsModel(im, **model, "m.gguf");
+  EXPECT_NE(st.message().find("names a 1-D tensor"), std::string::npos) << st.message();
+  std::remove(model_path.c_str());
+}
+
 }  // namespace
 }  // namespace tern::quant

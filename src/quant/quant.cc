@@ -102,6 +102,17 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
 
 bool CanQuantize(DType t) { return CanDequantize(t); }
 
+bool UsesImportance(DType t) {
+  switch (t) {
+    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n, const float* importance) {
   Quantize(t, src, dst, n, importance, /*search=*/true);
 }

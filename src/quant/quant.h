@@ -37,6 +37,10 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n,
 //   under the weights used; after the shared scale quantization the total is
 //   not guaranteed but in tests always lower.
 
+// Whether QuantizeRow(t, ..., importance) uses importance: Q4_0, Q4_1, Q5_0,
+// Q5_1 and the K-quants Q2_K..Q6_K; not the float formats nor Q8_0/Q8_1/Q8_K.
+bool UsesImportance(DType t);
+
 // Plain round-to-nearest: absmax (or min/max) scales, no search, no
 // importance. The baseline the searching quantizers are measured against.
 void QuantizeRowRoundToNearest(DType t, const float* src, void* dst, int64_t n);

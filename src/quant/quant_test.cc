@@ -409,6 +409,20 @@ TEST(QuantImportanceTest, ConcentratedImportanceLowersErrorOfThoseColumns) {
   }
 }
 
+// UsesImportance says exactly which formats' bytes change with an importance.
+TEST(QuantImportanceTest, UsesImportanceMatchesWhatQuantizeRowDoes) {
+  const int64_t n = 2048;
+  std::vector<float> importance(n, 1.0f);
+  for (int64_t i = 0; i < n; i += 8) importance[i] = 100.0f;
+  const std::vector<float> x = RandomRow(n, 31);
+  for (const FormatCase& f : kFormats) {
+    std::vector<uint8_t> plain(RowBytes(f.dtype, n)), weighted(RowBytes(f.dtype, n));
+    QuantizeRow(f.dtype, x.data(), plain.data(), n, nullptr);
+    QuantizeRow(f.dtype, x.data(), weighted.data(), n, importance.data());
+    EXPECT_EQ(UsesImportance(f.dtype), plain != weighted) << DTypeName(f.dtype);
+  }
+}
+
 // The regime of a model whose columns matter about equally (importance
 // within 2x, as an imatrix of a random-weight model) and that of a trained
 // model (a few columns 10x-50x): in both the weighted search must do at
