@@ -258,9 +258,10 @@ int RunServe(int argc, char** argv) {
                                   std::chrono::steady_clock::now() - load_start)
                                   .count();
         LogLoaded(backend->engine(), a, load_s);
+        // Serve first, then say so: a script that waits for "ready on" may send at once.
+        api.SetBackend(backend.get());
         TERN_LOG_INFO("tern serve: ready on %s (max_model_len %d); try:\n  %s", url.c_str(),
                       backend->max_model_len(), CurlHint(url, a, a.served_model_name).c_str());
-        api.SetBackend(backend.get());
         return;
       }
       status = b.status();
