@@ -19,6 +19,7 @@
 
 #include "base/huge_pages.h"
 #include "base/thread_pool.h"
+#include "gguf/weight_summary.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/machine_probe.h"
@@ -101,21 +102,6 @@ struct ModelBenchOptions {
   bool json = false;
 };
 
-std::string WeightTypeName(const gguf::GgufFile& file) {
-  // The dtype holding most of the bytes of 2-D weights.
-  std::vector<std::pair<int64_t, DType>> bytes;
-  for (const auto& t : file.tensors()) {
-    if (t.shape.size() < 2) continue;
-    auto it = std::find_if(bytes.begin(), bytes.end(),
-                           [&](const auto& p) { return p.second == t.dtype; });
-    if (it == bytes.end()) bytes.push_back({(int64_t)t.num_bytes, t.dtype});
-    else it->first += (int64_t)t.num_bytes;
-  }
-  if (bytes.empty()) return "?";
-  std::sort(bytes.rbegin(), bytes.rend());
-  return DTypeName(bytes.front().second);
-}
-
 // Multiply-accumulate parameters touched per token by the matmuls, without
 // the output matrix (which prefill applies to the last token only).
 int64_t LayerMatmulParams(const gguf::GgufFile& file) {
@@ -197,7 +183,7 @@ int RunModelBench(const ModelBenchOptions& o) {
   const ModelConfig& cfg = model->config();
   const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
-  const std::string type = WeightTypeName(model->file());
+  const std::string type = gguf::SummarizeWeights(model->file()).MainTypeName();
   const int32_t max_context = (int32_t)(o.depth + std::max(o.pp, o.tg)) + 1;
   if (max_context > cfg.n_ctx_train && cfg.n_ctx_train > 0) {
     std::fprintf(stderr, "tern bench: note: %d tokens exceed the training context %d\n",

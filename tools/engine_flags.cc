@@ -38,7 +38,8 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                  "reuse the KV of shared prompt prefixes (default on)");
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
                  "disable the prefix cache");
-  parser.AddFlag("-v,--verbose", &c.verbose, "log the KV plan and a status line every 5 s");
+  parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
+                 "(default off)");
 }
 
 StatusOr<EngineConfig> EngineFlags::ToConfig() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "gguf/weight_summary.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -17,6 +18,7 @@ namespace tern {
 namespace {
 
 using gguf::GgufFile;
+using gguf::HumanCount;
 using gguf::TensorInfo;
 using gguf::Value;
 using gguf::ValueType;
@@ -105,15 +107,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 // 292800 -> "292.8K"; 6738415616 -> "6.74B".
-std::string HumanCount(int64_t n) {
-  char buf[32];
-  if (n >= 1000000000) std::snprintf(buf, sizeof(buf), "%.2fB", n / 1e9);
-  else if (n >= 1000000) std::snprintf(buf, sizeof(buf), "%.2fM", n / 1e6);
-  else if (n >= 1000) std::snprintf(buf, sizeof(buf), "%.1fK", n / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%" PRId64, n);
-  return buf;
-}
-
 void PrintMetadata(const GgufFile& f, bool all) {
   size_t width = 0;
   for (const auto& [k, v] : f.metadata()) width = std::max(width, k.size());

@@ -3,10 +3,15 @@
 // then serves /v1/completions, /v1/chat/completions, /v1/models, /tokenize,
 // /detokenize and /metrics. SIGINT/SIGTERM: stop accepting, abort running
 // requests, exit 0.
+//
+// The API key comes from --api-key, --api-key-file, or else $TERN_API_KEY
+// (read once here; a flag wins). -v adds one access-log line per request.
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +20,9 @@
 #include <thread>
 
 #include "base/log.h"
+#include "gguf/weight_summary.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
 #include "server/api_server.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -25,12 +33,15 @@
 namespace tern {
 namespace {
 
+constexpr const char* kApiKeyEnv = "TERN_API_KEY";
+
 struct ServeArgs {
   EngineFlags engine;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
   std::string api_key_file;
+  enum class KeySource { kNone, kFlag, kFile, kEnv } key_source = KeySource::kNone;
   std::string served_model_name;
   std::string chat_template;
   std::string max_body_bytes = "8MiB";
@@ -48,8 +59,9 @@ void AddFlags(ArgParser& p, ServeArgs& a) {
   p.AddString("--host", "ADDR", &a.host, "address to bind (default 127.0.0.1; 0.0.0.0 = all)");
   p.AddInt("--port", "N", &a.port, "TCP port (default 8080; 0 = any free port)");
   p.AddString("--api-key", "KEY", &a.api_key,
-              "require 'Authorization: Bearer KEY' (default: no key)");
-  p.AddString("--api-key-file", "FILE", &a.api_key_file, "read the API key from FILE");
+              "require 'Authorization: Bearer KEY' (default: $TERN_API_KEY when set, else no key)");
+  p.AddString("--api-key-file", "FILE", &a.api_key_file,
+              "read the API key from FILE's first line (default: none; wins over $TERN_API_KEY)");
   p.AddString("--served-model-name", "NAME", &a.served_model_name,
               "model name in the API (default: the model file name without .gguf)");
   p.AddString("--chat-template", "FILE|NAME", &a.chat_template,
@@ -75,11 +87,86 @@ StatusOr<std::string> ReadKeyFile(const std::string& path) {
   return key;
 }
 
+// Fills a.api_key and a.api_key_source: --api-key, else --api-key-file,
+// else the environment value env_key (null or "" = none).
+Status ResolveApiKey(ServeArgs& a, const char* env_key) {
+  if (!a.api_key.empty() && !a.api_key_file.empty())
+    return InvalidArgument("give --api-key or --api-key-file, not both");
+  if (!a.api_key.empty()) {
+    a.key_source = ServeArgs::KeySource::kFlag;
+  } else if (!a.api_key_file.empty()) {
+    TERN_ASSIGN_OR_RETURN(a.api_key, ReadKeyFile(a.api_key_file));
+    a.key_source = ServeArgs::KeySource::kFile;
+  } else if (env_key && *env_key) {
+    a.api_key = env_key;
+    a.key_source = ServeArgs::KeySource::kEnv;
+  }
+  return Status::Ok();
+}
+
+// The Authorization header a client sends, as a shell word for the curl hint:
+// the same environment variable, the file, or a placeholder for the flag.
+std::string AuthHeaderHint(const ServeArgs& a) {
+  switch (a.key_source) {
+    case ServeArgs::KeySource::kNone:
+      return "";
+    case ServeArgs::KeySource::kEnv:
+      return " -H \"Authorization: Bearer $" + std::string(kApiKeyEnv) + "\"";
+    case ServeArgs::KeySource::kFile:
+      return " -H \"Authorization: Bearer $(cat '" + a.api_key_file + "')\"";
+    case ServeArgs::KeySource::kFlag:
+      break;
+  }
+  return " -H 'Authorization: Bearer <the --api-key value>'";
+}
+
+std::string KeySourceText(const ServeArgs& a) {
+  switch (a.key_source) {
+    case ServeArgs::KeySource::kFlag:
+      return "--api-key";
+    case ServeArgs::KeySource::kFile:
+      return "--api-key-file " + a.api_key_file;
+    case ServeArgs::KeySource::kEnv:
+      return std::string("$") + kApiKeyEnv;
+    case ServeArgs::KeySource::kNone:
+      break;
+  }
+  return "nowhere";
+}
+
 std::string CurlHint(const std::string& url, const ServeArgs& a, const std::string& model) {
-  std::string auth = a.api_key.empty() ? "" : " -H \"Authorization: Bearer $TERN_API_KEY\"";
-  return "curl " + url + "/v1/completions -H 'Content-Type: application/json'" + auth +
-         " -d '{\"model\": \"" + model +
+  return "curl " + url + "/v1/completions -H 'Content-Type: application/json'" +
+         AuthHeaderHint(a) + " -d '{\"model\": \"" + model +
          "\", \"prompt\": \"Once upon a time\", \"max_tokens\": 32}'";
+}
+
+void LogApiKey(const ServeArgs& a) {
+  if (a.key_source == ServeArgs::KeySource::kNone) {
+    TERN_LOG_INFO("tern serve: API key: none (set --api-key, --api-key-file or $%s to require one)",
+                  kApiKeyEnv);
+  } else {
+    TERN_LOG_INFO("tern serve: API key: required, from %s (/health and /metrics stay open)",
+                  KeySourceText(a).c_str());
+  }
+}
+
+// What was loaded and how it runs: one line each for the model, the compute
+// setup, the context and the KV cache.
+void LogLoaded(const Engine& engine, const ServeArgs& a, double load_s) {
+  const Model& model = engine.model();
+  const ModelConfig& mc = model.config();
+  const gguf::WeightSummary w = gguf::SummarizeWeights(model.file());
+  TERN_LOG_INFO(
+      "tern serve: model %s (served as '%s', general.name '%s'): arch %s, weights %s, "
+      "%s parameters (%s), loaded in %.2f s",
+      model.file().path().c_str(), a.served_model_name.c_str(), mc.name.c_str(), mc.arch.c_str(),
+      w.MainTypeName().c_str(), gguf::HumanCount(w.num_params).c_str(),
+      FormatBytes((double)w.num_bytes).c_str(), load_s);
+  TERN_LOG_INFO("tern serve: compute: %d threads, kernels %s", engine.num_threads(),
+                kernels::ActiveIsa());
+  TERN_LOG_INFO("tern serve: context: max_model_len %d tokens (model context %d)",
+                engine.max_model_len(), mc.n_ctx_train);
+  TERN_LOG_INFO("tern serve: %s", engine.KvSummary().c_str());
 }
 
 }  // namespace
@@ -99,13 +186,7 @@ int RunServe(int argc, char** argv) {
     return Fail("--port must be in 0..65535, got " + std::to_string(a.port));
   if (a.max_connections < 1) return Fail("--max-connections must be >= 1");
   if (a.max_pending_requests < 1) return Fail("--max-pending-requests must be >= 1");
-  if (!a.api_key.empty() && !a.api_key_file.empty())
-    return Fail("give --api-key or --api-key-file, not both");
-  if (!a.api_key_file.empty()) {
-    StatusOr<std::string> key = ReadKeyFile(a.api_key_file);
-    if (!key.ok()) return Fail(key.status().message());
-    a.api_key = *key;
-  }
+  if (Status st = ResolveApiKey(a, std::getenv(kApiKeyEnv)); !st.ok()) return Fail(st.message());
   StatusOr<int64_t> max_body = ParseByteSize(a.max_body_bytes);
   if (!max_body.ok() || *max_body <= 0)
     return Fail("--max-body-bytes: not a positive size: '" + a.max_body_bytes + "'");
@@ -130,6 +211,11 @@ int RunServe(int argc, char** argv) {
   api_options.served_model_name = a.served_model_name;
   api_options.api_key = a.api_key;
   api_options.max_pending_requests = a.max_pending_requests;
+  if (config->verbose) {
+    api_options.access_log = [](const AccessLogEntry& e) {
+      TERN_LOG_INFO("%s", FormatAccessLog(e).c_str());
+    };
+  }
   ApiServer api(api_options);
   HttpServerOptions http_options;
   http_options.host = a.host;
@@ -145,6 +231,8 @@ int RunServe(int argc, char** argv) {
   TERN_LOG_INFO(
       "tern serve: listening on %s (model '%s' loading; GET /health answers 503 until ready)",
       url.c_str(), a.served_model_name.c_str());
+  LogApiKey(a);
+  if (config->verbose) TERN_LOG_INFO("tern serve: -v: one 'access ...' line per request");
   if (a.api_key.empty() && a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1") {
     TERN_LOG_WARN("tern serve: bound to %s without an API key: anyone who can reach it may use it",
                   a.host.c_str());
@@ -158,17 +246,20 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<EngineBackend> backend;
   pthread_t main_thread = pthread_self();
   std::thread loader([&] {
+    const auto load_start = std::chrono::steady_clock::now();
     StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*config);
     Status status = engine.status();
     if (engine.ok()) {
-      const std::string kv = (*engine)->KvSummary();
       StatusOr<std::unique_ptr<EngineBackend>> b =
           EngineBackend::Create(std::move(engine).value(), *chat_template);
       if (b.ok()) {
         backend = std::move(b).value();
-        // Serving first, then "ready": whoever reads the log may call at once.
+        const double load_s = std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - load_start)
+                                  .count();
+        LogLoaded(backend->engine(), a, load_s);
+        // Serve first, then say so: a script that waits for "ready on" may send at once.
         api.SetBackend(backend.get());
-        TERN_LOG_INFO("tern serve: %s", kv.c_str());
         TERN_LOG_INFO("tern serve: ready on %s (max_model_len %d); try:\n  %s", url.c_str(),
                       backend->max_model_len(), CurlHint(url, a, a.served_model_name).c_str());
         return;

@@ -240,7 +240,9 @@ EngineStats Engine::GetStats() const {
 }
 
 const ModelConfig& Engine::model_config() const { return impl_->model->config(); }
+const Model& Engine::model() const { return *impl_->model; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
+int Engine::num_threads() const { return impl_->pool->num_threads(); }
 int32_t Engine::max_model_len() const { return impl_->kv_config.max_model_len; }
 std::string Engine::KvSummary() const { return impl_->kv_config.Summary(); }
 

@@ -116,6 +116,7 @@ struct EngineStats {
   int32_t last_step_num_tokens = 0;
 };
 
+class Model;
 class Tokenizer;
 class EngineCore;
 
@@ -150,7 +151,12 @@ class Engine {
 
   EngineStats GetStats() const;
   const ModelConfig& model_config() const;
+  // The loaded model (its file, for start-up summaries); read-only.
+  const Model& model() const;
   const Tokenizer& tokenizer() const;
+  // Compute threads of the step loop (EngineConfig::num_threads, or the
+  // default when that is 0).
+  int num_threads() const;
   int32_t max_model_len() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;

@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include <chrono>
 #include <ctime>
 
 #include "server/completion_handler.h"
@@ -21,10 +22,61 @@ struct Route {
   const char* method;
 };
 
+// A path ending in '/' is a prefix: "/v1/models/" matches "/v1/models/{id}".
 const Route kRoutes[] = {
     {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
-    {"/tokenize", "POST"},       {"/detokenize", "POST"},          {"/health", "GET"},
-    {"/metrics", "GET"},
+    {"/v1/models/", "GET"},      {"/tokenize", "POST"},            {"/detokenize", "POST"},
+    {"/health", "GET"},          {"/metrics", "GET"},
+};
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+bool PathMatches(std::string_view route, std::string_view path) {
+  if (route.back() != '/') return path == route;
+  return path.size() > route.size() && path.substr(0, route.size()) == route;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%2F" -> "/"; a '%' without two hex digits stays as it is.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out += (char)(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Passes everything through and remembers the status that was sent.
+class RecordingExchange : public HttpExchange {
+ public:
+  explicit RecordingExchange(HttpExchange& inner) : inner_(inner) {}
+  int status() const { return status_; }
+
+  void Respond(int status, std::string_view content_type, std::string_view body) override {
+    status_ = status;
+    inner_.Respond(status, content_type, body);
+  }
+  bool BeginEventStream() override {
+    status_ = 200;
+    return inner_.BeginEventStream();
+  }
+  bool SendEvent(std::string_view data) override { return inner_.SendEvent(data); }
+  void EndEventStream() override { inner_.EndEventStream(); }
+  bool ClientGone() override { return inner_.ClientGone(); }
+
+ private:
+  HttpExchange& inner_;
+  int status_ = 0;
 };
 
 }  // namespace
@@ -61,21 +113,45 @@ bool ApiServer::Authorized(const HttpRequest& request) const {
   return SameSecret(auth.substr(kBearer.size()), options_.api_key);
 }
 
-bool ApiServer::CheckModel(const std::string& model, HttpExchange& exchange) const {
-  if (model.empty() || model == options_.served_model_name) return true;
+ApiError ApiServer::ModelNotFound(const std::string& model) const {
   ApiError e = ApiError::NotFound("The model '" + model + "' does not exist; this server serves '" +
                                       options_.served_model_name + "'",
                                   "model_not_found");
   e.param = "model";
-  RespondError(exchange, e);
+  return e;
+}
+
+bool ApiServer::CheckModel(const std::string& model, HttpExchange& exchange) const {
+  if (model.empty() || model == options_.served_model_name) return true;
+  RespondError(exchange, ModelNotFound(model));
   return false;
 }
 
 void ApiServer::Handle(const HttpRequest& request, HttpExchange& exchange) {
+  if (!options_.access_log) {
+    Dispatch(request, exchange, nullptr);
+    return;
+  }
+  AccessLogEntry entry;
+  entry.time = std::chrono::system_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  entry.client = request.remote_addr;
+  entry.method = request.method;
+  entry.path = request.path;
+  RecordingExchange recording(exchange);
+  Dispatch(request, recording, &entry);
+  entry.status = recording.status();
+  entry.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  options_.access_log(entry);
+}
+
+void ApiServer::Dispatch(const HttpRequest& request, HttpExchange& exchange,
+                         AccessLogEntry* entry) {
   const Route* route = nullptr;
   bool path_known = false;
   for (const Route& r : kRoutes) {
-    if (request.path != r.path) continue;
+    if (!PathMatches(r.path, request.path)) continue;
     path_known = true;
     if (request.method == r.method ||
         (request.method == "HEAD" && std::string_view(r.method) == "GET")) {
@@ -118,19 +194,35 @@ void ApiServer::Handle(const HttpRequest& request, HttpExchange& exchange) {
         ModelsJson(options_.served_model_name, created_, backend ? backend->max_model_len() : 0));
     return;
   }
+  if (std::string_view(route->path) == kModelPrefix) {
+    HandleModel(request, exchange, backend);
+    return;
+  }
   if (!backend) {
     RespondError(exchange, NotReadyError());
     return;
   }
-  HandleRoute(request, exchange, backend);
+  HandleRoute(request, exchange, backend, entry);
+}
+
+void ApiServer::HandleModel(const HttpRequest& request, HttpExchange& exchange,
+                            ServingBackend* backend) {
+  const std::string id = PercentDecode(std::string_view(request.path).substr(kModelPrefix.size()));
+  if (id != options_.served_model_name) {
+    RespondError(exchange, ModelNotFound(id));
+    return;
+  }
+  exchange.Respond(
+      200, "application/json",
+      ModelJson(options_.served_model_name, created_, backend ? backend->max_model_len() : 0));
 }
 
 void ApiServer::HandleRoute(const HttpRequest& request, HttpExchange& exchange,
-                            ServingBackend* backend) {
+                            ServingBackend* backend, AccessLogEntry* entry) {
   if (request.path == "/v1/completions") {
-    HandleCompletion(request, exchange, backend, ApiEndpoint::kCompletions);
+    HandleCompletion(request, exchange, backend, ApiEndpoint::kCompletions, entry);
   } else if (request.path == "/v1/chat/completions") {
-    HandleCompletion(request, exchange, backend, ApiEndpoint::kChatCompletions);
+    HandleCompletion(request, exchange, backend, ApiEndpoint::kChatCompletions, entry);
   } else if (request.path == "/tokenize") {
     HandleTokenize(request, exchange, backend);
   } else {
@@ -139,7 +231,9 @@ void ApiServer::HandleRoute(const HttpRequest& request, HttpExchange& exchange,
 }
 
 void ApiServer::HandleCompletion(const HttpRequest& request, HttpExchange& exchange,
-                                 ServingBackend* backend, ApiEndpoint endpoint) {
+                                 ServingBackend* backend, ApiEndpoint endpoint,
+                                 AccessLogEntry* entry) {
+  const auto start = CompletionHandler::Clock::now();
   RequestLimits limits = options_.limits;
   limits.vocab_size = backend->vocab_size();
   CompletionRequest parsed;
@@ -155,7 +249,19 @@ void ApiServer::HandleCompletion(const HttpRequest& request, HttpExchange& excha
                         options_.max_pending_requests,
                         options_.served_model_name};
   CompletionHandler handler(ctx, std::move(parsed), &exchange);
-  if (auto e = handler.Run()) RespondError(exchange, *e);
+  const std::optional<ApiError> error = handler.Run();
+  if (error) RespondError(exchange, *error);
+  if (!entry) return;
+  const UsageInfo usage = handler.Usage();
+  if (!error) entry->request_id = handler.id();  // the id the client saw
+  entry->prompt_tokens = usage.prompt_tokens;
+  entry->completion_tokens = usage.completion_tokens;
+  entry->cached_tokens = usage.cached_tokens;
+  entry->finish_reason = handler.FinishReasons();
+  if (handler.first_token_time() != CompletionHandler::Clock::time_point{}) {
+    entry->ttft_ms =
+        std::chrono::duration<double, std::milli>(handler.first_token_time() - start).count();
+  }
 }
 
 void ApiServer::HandleTokenize(const HttpRequest& request, HttpExchange& exchange,

@@ -1,13 +1,21 @@
 // ApiServer: the OpenAI-compatible HTTP API on top of a ServingBackend.
 // Routes (all answers JSON; errors {"error": {message, type, param, code}}):
 //   POST /v1/completions, POST /v1/chat/completions  (JSON or SSE stream)
-//   GET  /v1/models, POST /tokenize, POST /detokenize
+//   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health   200 when ready, 503 while loading or shutting down
 //   GET  /metrics  Prometheus text
 // With an API key set, every route but /health and /metrics needs
 // "Authorization: Bearer KEY" (401 otherwise). Unknown route 404, wrong
 // method 405, unknown model 404 (code model_not_found), more than
 // max_pending_requests engine requests in flight 429.
+//
+// Model ids: the server serves one model, named served_model_name. That is
+// the one id /v1/models lists and /v1/models/{id} knows (the id may hold
+// '/', percent-encoded or not); a request's "model" field must be that name
+// or absent/empty.
+//
+// With an access_log sink, every request handed to Handle() produces one
+// AccessLogEntry when its answer is complete (tern serve -v logs it).
 //
 // Lifecycle: constructed before the model loads (requests get 503), then
 // SetBackend() when it is ready; BeginShutdown() makes new requests 503 and
@@ -17,9 +25,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
+#include "server/access_log.h"
 #include "server/http_exchange.h"
 #include "server/http_parser.h"
 #include "server/request_parser.h"
@@ -33,6 +43,8 @@ struct ApiServerOptions {
   std::string api_key;  // "" = no authentication
   RequestLimits limits;
   int32_t max_pending_requests = 4096;
+  // Called once per request, on its connection thread; empty = no access log.
+  std::function<void(const AccessLogEntry&)> access_log;
 };
 
 class ApiServer {
@@ -50,15 +62,19 @@ class ApiServer {
   void Handle(const HttpRequest& request, HttpExchange& exchange);
 
  private:
-  void HandleRoute(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
+  void Dispatch(const HttpRequest& request, HttpExchange& exchange, AccessLogEntry* entry);
+  void HandleRoute(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend,
+                   AccessLogEntry* entry);
   void HandleCompletion(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend,
-                        ApiEndpoint endpoint);
+                        ApiEndpoint endpoint, AccessLogEntry* entry);
+  void HandleModel(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
   void HandleTokenize(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
   void HandleDetokenize(const HttpRequest& request, HttpExchange& exchange,
                         ServingBackend* backend);
   bool Authorized(const HttpRequest& request) const;
   // Empty or equal to the served name; otherwise writes 404 and returns false.
   bool CheckModel(const std::string& model, HttpExchange& exchange) const;
+  ApiError ModelNotFound(const std::string& model) const;
   ApiError NotReadyError() const;
 
   const ApiServerOptions options_;

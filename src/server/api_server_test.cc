@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "sample/defaults.h"
 #include "server/utf8_assembler.h"
 
 namespace tern {
@@ -191,7 +192,8 @@ class ApiServerTest : public ::testing::Test {
 };
 
 TEST_F(ApiServerTest, CompletionReturnsTextFinishReasonAndUsage) {
-  FakeExchange ex = Call(Post("/v1/completions", R"({"model": "stories", "prompt": "Hi"})"));
+  FakeExchange ex =
+      Call(Post("/v1/completions", R"({"model": "stories", "prompt": "Hi", "max_tokens": 30})"));
   ASSERT_EQ(ex.status, 200) << ex.body;
   json j = ex.Json();
   EXPECT_EQ(j["object"], "text_completion");
@@ -201,8 +203,50 @@ TEST_F(ApiServerTest, CompletionReturnsTextFinishReasonAndUsage) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3);  // BOS + "Hi"
   EXPECT_EQ(j["usage"]["completion_tokens"], (int)backend_.reply.size() + 1);
+}
+
+TEST_F(ApiServerTest, CompletionsWithoutMaxTokensGenerateSixteen) {
+  backend_.reply = std::string(40, 'a');
+  json j = Call(Post("/v1/completions", R"({"prompt": "Hi"})")).Json();
+  EXPECT_EQ(j["choices"][0]["text"], std::string(defaults::kMaxTokensCompletion, 'a'));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], defaults::kMaxTokensCompletion);
   ASSERT_EQ(backend_.requests.size(), 1u);
-  EXPECT_EQ(backend_.requests[0].sampling.max_tokens, 64 - 3) << "default fills the context";
+  EXPECT_EQ(backend_.requests[0].sampling.max_tokens, defaults::kMaxTokensCompletion);
+  // The default never runs past the context: 60 prompt tokens leave 4.
+  const std::string long_prompt = R"({"prompt": ")" + std::string(59, 'x') + R"("})";
+  FakeExchange near_end = Call(Post("/v1/completions", long_prompt));
+  EXPECT_EQ(near_end.status, 200) << near_end.body;
+  EXPECT_EQ(backend_.requests.back().sampling.max_tokens, 64 - 60);
+}
+
+TEST_F(ApiServerTest, ChatWithoutMaxTokensRunsToTheContext) {
+  backend_.reply = std::string(100, 'a');
+  json j = Call(Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})"))
+               .Json();
+  const int prompt = (int)std::string("<user>Hi<assistant>").size() + 1;
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt);
+  ASSERT_EQ(backend_.requests.size(), 1u);
+  EXPECT_EQ(backend_.requests[0].sampling.max_tokens, 64 - prompt) << "up to max_model_len";
+  EXPECT_EQ(j["usage"]["completion_tokens"], 64 - prompt);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ApiServerTest, SamplingDefaultsComeFromTheTable) {
+  Call(Post("/v1/completions", R"({"prompt": "Hi"})"));
+  Call(Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})"));
+  ASSERT_EQ(backend_.requests.size(), 2u);
+  for (const EngineRequest& r : backend_.requests) {
+    EXPECT_EQ(r.sampling.temperature, defaults::kTemperature);
+    EXPECT_EQ(r.sampling.top_k, defaults::kTopK);
+    EXPECT_EQ(r.sampling.top_p, defaults::kTopP);
+    EXPECT_EQ(r.sampling.min_p, defaults::kMinP);
+    EXPECT_EQ(r.sampling.repetition_penalty, defaults::kRepetitionPenalty);
+    EXPECT_EQ(r.sampling.presence_penalty, defaults::kPresencePenalty);
+    EXPECT_EQ(r.sampling.frequency_penalty, defaults::kFrequencyPenalty);
+    EXPECT_EQ(r.sampling.logprobs, -1);
+    EXPECT_FALSE(r.sampling.ignore_eos);
+  }
 }
 
 TEST_F(ApiServerTest, MaxTokensCutsWithLength) {
@@ -464,9 +508,137 @@ TEST_F(ApiServerTest, TokenizeDetokenizeAndModels) {
   EXPECT_EQ(d["prompt"], "ab");
   json m = Call(Get("/v1/models")).Json();
   EXPECT_EQ(m["data"][0]["id"], "stories");
+  EXPECT_EQ(m["data"][0]["max_model_len"], 64);
   FakeExchange metrics = Call(Get("/metrics"));
   EXPECT_NE(metrics.body.find("tern:num_requests_running{model_name=\"stories\"} 1"),
             std::string::npos);
+}
+
+TEST_F(ApiServerTest, RetrievesTheServedModelById) {
+  const json list = Call(Get("/v1/models")).Json();
+  FakeExchange ex = Call(Get("/v1/models/stories"));
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  EXPECT_EQ(ex.content_type, "application/json");
+  EXPECT_EQ(ex.Json(), list["data"][0]) << "the same object as in the list";
+  EXPECT_EQ(ex.Json()["object"], "model");
+  EXPECT_EQ(ex.Json()["id"], "stories");
+}
+
+TEST_F(ApiServerTest, UnknownModelIdIs404ModelNotFound) {
+  for (const char* path : {"/v1/models/gpt-4", "/v1/models/stories/x", "/v1/models/Stories"}) {
+    FakeExchange ex = Call(Get(path));
+    EXPECT_EQ(ex.status, 404) << path;
+    const json e = ex.Json()["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error") << path;
+    EXPECT_EQ(e["code"], "model_not_found") << path;
+    EXPECT_EQ(e["param"], "model") << path;
+    EXPECT_NE(e["message"].get<std::string>().find("'stories'"), std::string::npos) << e;
+  }
+  EXPECT_EQ(Call(Post("/v1/models/stories", "{}")).status, 405);
+  // "/v1/models/" alone names no model: no such route.
+  EXPECT_EQ(Call(Get("/v1/models/")).Json()["error"]["code"], "not_found");
+}
+
+TEST(ApiServerModelIdTest, IdsWithSlashesMatchEncodedOrNot) {
+  ApiServerOptions o;
+  o.served_model_name = "org/tiny model";
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  for (const char* path : {"/v1/models/org/tiny%20model", "/v1/models/org%2Ftiny%20model",
+                           "/v1/models/org%2ftiny%20model"}) {
+    FakeExchange ex;
+    server.Handle(Get(path), ex);
+    ASSERT_EQ(ex.status, 200) << path << " " << ex.body;
+    EXPECT_EQ(ex.Json()["id"], "org/tiny model");
+  }
+  FakeExchange ok, other;
+  server.Handle(Post("/v1/completions", R"({"model": "org/tiny model", "prompt": "x",
+                                            "max_tokens": 1})"),
+                ok);
+  EXPECT_EQ(ok.status, 200) << "the listed id is the one requests name";
+  server.Handle(Post("/v1/completions", R"({"model": "tiny model", "prompt": "x"})"), other);
+  EXPECT_EQ(other.status, 404);
+}
+
+TEST(ApiServerModelIdTest, ModelRouteNeedsTheApiKeyAndAnswersWhileLoading) {
+  ApiServerOptions o;
+  o.api_key = "k";
+  ApiServer server(o);
+  HttpRequest r = Get("/v1/models/model");
+  FakeExchange no_key;
+  server.Handle(r, no_key);
+  EXPECT_EQ(no_key.status, 401);
+  r.headers.emplace_back("authorization", "Bearer k");
+  FakeExchange loading;
+  server.Handle(r, loading);
+  EXPECT_EQ(loading.status, 200) << "the model's id is known before it loads";
+  EXPECT_EQ(loading.Json()["max_model_len"], 0);
+}
+
+class ApiServerAccessLogTest : public ::testing::Test {
+ protected:
+  ApiServerAccessLogTest() : server_(Options(&entries_)) { server_.SetBackend(&backend_); }
+  static ApiServerOptions Options(std::vector<AccessLogEntry>* entries) {
+    ApiServerOptions o;
+    o.served_model_name = "stories";
+    o.access_log = [entries](const AccessLogEntry& e) { entries->push_back(e); };
+    return o;
+  }
+  FakeExchange Call(HttpRequest r) {
+    r.remote_addr = "127.0.0.1:4242";
+    FakeExchange ex;
+    server_.Handle(r, ex);
+    return ex;
+  }
+
+  std::vector<AccessLogEntry> entries_;
+  FakeBackend backend_;
+  ApiServer server_;
+};
+
+TEST_F(ApiServerAccessLogTest, OneEntryPerCompletionWithIdTokensAndTimes) {
+  const auto before = std::chrono::system_clock::now();
+  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 5})"));
+  ASSERT_EQ(entries_.size(), 1u);
+  const AccessLogEntry& e = entries_[0];
+  EXPECT_EQ(e.request_id, ex.Json()["id"]);
+  EXPECT_EQ(e.client, "127.0.0.1:4242");
+  EXPECT_EQ(e.method, "POST");
+  EXPECT_EQ(e.path, "/v1/completions");
+  EXPECT_EQ(e.status, 200);
+  EXPECT_EQ(e.prompt_tokens, 3);
+  EXPECT_EQ(e.completion_tokens, 5);
+  EXPECT_EQ(e.cached_tokens, 0);
+  EXPECT_EQ(e.finish_reason, "length");
+  EXPECT_GE(e.ttft_ms, 0);
+  EXPECT_GE(e.duration_ms, e.ttft_ms);
+  EXPECT_GE(e.time, before - std::chrono::seconds(1));
+}
+
+TEST_F(ApiServerAccessLogTest, StreamsChatAndErrorsAreLoggedToo) {
+  FakeExchange s = Call(Post("/v1/chat/completions",
+                             R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true,
+                                 "max_tokens": 4, "n": 2})"));
+  ASSERT_EQ(entries_.size(), 1u);
+  EXPECT_EQ(entries_[0].status, 200);
+  EXPECT_EQ(entries_[0].request_id, json::parse(s.events.front())["id"]);
+  EXPECT_EQ(entries_[0].completion_tokens, 8) << "both choices";
+  EXPECT_EQ(entries_[0].finish_reason, "length");
+
+  Call(Get("/v1/models/nope"));
+  Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 500})"));
+  Call(Get("/health"));
+  ASSERT_EQ(entries_.size(), 4u);
+  EXPECT_EQ(entries_[1].status, 404);
+  EXPECT_EQ(entries_[1].path, "/v1/models/nope");
+  EXPECT_EQ(entries_[1].request_id, "");
+  EXPECT_LT(entries_[1].ttft_ms, 0) << "no token, no TTFT";
+  EXPECT_EQ(entries_[2].status, 400);
+  EXPECT_EQ(entries_[2].completion_tokens, 0);
+  EXPECT_EQ(entries_[2].request_id, "") << "no response id was sent";
+  EXPECT_EQ(entries_[3].status, 200);
+  EXPECT_EQ(entries_[3].method, "GET");
 }
 
 }  // namespace

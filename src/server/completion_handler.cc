@@ -1,8 +1,11 @@
 #include "server/completion_handler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
+
+#include "server/request_parser.h"
 
 namespace tern {
 namespace {
@@ -89,20 +92,24 @@ std::optional<ApiError> CompletionHandler::CheckLength(size_t prompt_len,
                                  " tokens, which leaves no room for the completion.",
                              param);
   }
-  if (request_.max_tokens < 0) {
-    *max_tokens = (int32_t)(limit - (int64_t)prompt_len);
+  const int64_t room = limit - (int64_t)prompt_len;
+  if (!request_.max_tokens) {
+    // The endpoint's default (16, or until the context ends), never past the context.
+    const int32_t d = DefaultMaxTokens(request_.endpoint);
+    *max_tokens = (int32_t)(d < 0 ? room : std::min<int64_t>(d, room));
     return std::nullopt;
   }
-  if ((int64_t)prompt_len + request_.max_tokens > limit) {
+  const int32_t asked = *request_.max_tokens;
+  if (asked > room) {
     return ApiError::Invalid("This model's maximum context length is " + std::to_string(limit) +
                                  " tokens. However, you requested " +
-                                 std::to_string((int64_t)prompt_len + request_.max_tokens) +
-                                 " tokens (" + std::to_string(prompt_len) + " in the prompt, " +
-                                 std::to_string(request_.max_tokens) +
+                                 std::to_string((int64_t)prompt_len + asked) + " tokens (" +
+                                 std::to_string(prompt_len) + " in the prompt, " +
+                                 std::to_string(asked) +
                                  " for the completion). Please reduce the prompt or max_tokens.",
                              "max_tokens");
   }
-  *max_tokens = request_.max_tokens;
+  *max_tokens = asked;
   return std::nullopt;
 }
 
@@ -156,6 +163,9 @@ void CompletionHandler::FinishChoice(Choice& c, const std::string& reason) {
 
 void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
   ServingBackend& b = *ctx_.backend;
+  if (!out.new_token_ids.empty() && first_token_time_ == Clock::time_point{}) {
+    first_token_time_ = Clock::now();
+  }
   for (size_t i = 0; i < out.new_token_ids.size() && !c.client_done; ++i) {
     const int32_t id = out.new_token_ids[i];
     ++c.completion_tokens;
@@ -289,6 +299,16 @@ UsageInfo CompletionHandler::Usage() const {
     u.completion_tokens += c.completion_tokens;
   }
   return u;
+}
+
+std::string CompletionHandler::FinishReasons() const {
+  std::string out;
+  for (const Choice& c : choices_) {
+    if (c.finish_reason.empty()) continue;
+    const bool seen = ("," + out + ",").find("," + c.finish_reason + ",") != std::string::npos;
+    if (!seen) out += (out.empty() ? "" : ",") + c.finish_reason;
+  }
+  return out;
 }
 
 ResponseMeta CompletionHandler::Meta() const { return {id_, created_, ctx_.model_name}; }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,15 @@ class CompletionHandler {
   // Answers the request. Returns an error when nothing was sent yet (the
   // caller writes it); nullopt when a response or stream was sent.
   std::optional<ApiError> Run();
+
+  // For the access log, after Run(): the response id ("cmpl-..."), the
+  // token counts, when the first token arrived (a default time_point when
+  // none did) and the distinct finish reasons ("length", "stop,length", "").
+  using Clock = std::chrono::steady_clock;
+  const std::string& id() const { return id_; }
+  UsageInfo Usage() const;
+  Clock::time_point first_token_time() const { return first_token_time_; }
+  std::string FinishReasons() const;
 
  private:
   struct Choice {
@@ -81,7 +91,6 @@ class CompletionHandler {
   void SendFinalResponse();
   void AbortUnfinished();
   void DrainForMetrics();
-  UsageInfo Usage() const;
   ResponseMeta Meta() const;
   bool is_chat() const { return request_.endpoint == ApiEndpoint::kChatCompletions; }
 
@@ -92,6 +101,7 @@ class CompletionHandler {
   int64_t created_ = 0;
   std::vector<Choice> choices_;
   int32_t reserved_ = 0;  // counted in ctx_.pending_requests
+  Clock::time_point first_token_time_{};
 };
 
 }  // namespace tern

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,10 @@ struct CompletionRequest {
   std::string model;                 // "" when omitted
   std::vector<PromptInput> prompts;  // completions: one or more
   std::vector<ApiMessage> messages;  // chat: one or more
-  int32_t max_tokens = -1;           // -1: up to max_model_len - prompt
-  SamplingParams sampling;           // max_tokens and logprobs set later
+  // Absent: DefaultMaxTokens(endpoint) (request_parser.h), capped by the
+  // room the context leaves.
+  std::optional<int32_t> max_tokens;
+  SamplingParams sampling;  // defaults from sample/defaults.h; max_tokens and logprobs set later
   std::vector<std::string> stop;     // non-empty strings, at most 4
   int32_t n = 1;                     // choices per prompt
   bool stream = false;

@@ -31,6 +31,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
   bool keep_alive = true;  // HTTP/1.1 default unless "Connection: close"
+  std::string remote_addr;  // the peer, "127.0.0.1:51234" or "[::1]:51234" (set by HttpServer)
 
   // The first header with this (lowercase) name, or "" when absent.
   std::string_view Header(std::string_view lowercase_name) const;

@@ -48,6 +48,22 @@ std::string Head(int status, std::string_view content_type, size_t length, bool 
   return h;
 }
 
+// "1.2.3.4:port" or "[::1]:port"; "" for other families.
+std::string AddressText(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (addr.ss_family == AF_INET) {
+    const auto* a = (const sockaddr_in*)&addr;
+    if (!::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host))) return "";
+    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto* a = (const sockaddr_in6*)&addr;
+    if (!::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host))) return "";
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+  }
+  return "";
+}
+
 void SetTimeout(int fd, int option, int ms) {
   timeval tv{ms / 1000, (ms % 1000) * 1000};
   ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
@@ -222,7 +238,9 @@ void HttpServer::AcceptLoop() {
   while (!stopping_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, kPollSliceMs) <= 0) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    int fd = ::accept4(listen_fd_, (sockaddr*)&peer, &peer_len, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -238,7 +256,8 @@ void HttpServer::AcceptLoop() {
       num_connections_.store((int)open_fds_.size());
     }
     try {
-      std::thread([this, fd] { ServeConnection(fd); }).detach();
+      std::thread([this, fd, remote = AddressText(peer)] { ServeConnection(fd, remote); })
+          .detach();
     } catch (const std::system_error& e) {  // out of threads: answer 503
       TERN_LOG_WARN("http: cannot start a connection thread: %s", e.what());
       std::lock_guard<std::mutex> lock(mu_);
@@ -249,7 +268,7 @@ void HttpServer::AcceptLoop() {
   }
 }
 
-void HttpServer::ServeConnection(int fd) {
+void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   SetTimeout(fd, SO_SNDTIMEO, options_.send_timeout_ms);
@@ -268,6 +287,7 @@ void HttpServer::ServeConnection(int fd) {
       break;
     }
     if (result == HttpParser::Result::kRequest) {
+      request.remote_addr = remote_addr;
       exchange.Reset(request, request.keep_alive && !stopping_.load());
       try {
         handler_(request, exchange);

@@ -61,7 +61,7 @@ class HttpServer {
 
  private:
   void AcceptLoop();
-  void ServeConnection(int fd);
+  void ServeConnection(int fd, const std::string& remote_addr);
   void RejectBusy(int fd);
 
   const HttpServerOptions options_;

@@ -69,6 +69,8 @@ class HttpServerTest : public ::testing::Test {
       }
       gone_seen_ = ex.ClientGone();
       ex.EndEventStream();
+    } else if (r.path == "/peer") {
+      ex.Respond(200, "text/plain", r.remote_addr);
     } else if (r.path == "/slow") {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       ex.Respond(200, "text/plain", "slow");
@@ -99,6 +101,20 @@ TEST_F(HttpServerTest, ServesKeepAliveAndPipelinedRequests) {
   EXPECT_NE(rest.find("POST /b hi"), std::string::npos);
   EXPECT_NE(rest.find("GET /c "), std::string::npos);
   EXPECT_NE(rest.find("Connection: close"), std::string::npos);
+  ::close(fd);
+}
+
+TEST_F(HttpServerTest, RequestsCarryTheClientAddress) {
+  StartServer();
+  int fd = Connect(server_->port());
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  ASSERT_EQ(::getsockname(fd, (sockaddr*)&local, &len), 0);
+  Send(fd, "GET /peer HTTP/1.1\r\nConnection: close\r\n\r\n");
+  std::string r = ReadAll(fd);
+  EXPECT_NE(r.find("\r\n\r\n127.0.0.1:" + std::to_string(ntohs(local.sin_port))),
+            std::string::npos)
+      << r;
   ::close(fd);
 }
 

@@ -4,6 +4,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "sample/defaults.h"
+
 namespace tern {
 namespace {
 
@@ -208,6 +210,18 @@ MaybeError ParseStop(const json& obj, const RequestLimits& limits, std::vector<s
   return std::nullopt;
 }
 
+SamplingParams DefaultSampling() {
+  SamplingParams s;
+  s.temperature = defaults::kTemperature;
+  s.top_k = defaults::kTopK;
+  s.top_p = defaults::kTopP;
+  s.min_p = defaults::kMinP;
+  s.repetition_penalty = defaults::kRepetitionPenalty;
+  s.presence_penalty = defaults::kPresencePenalty;
+  s.frequency_penalty = defaults::kFrequencyPenalty;
+  return s;
+}
+
 MaybeError ParseSampling(const json& obj, SamplingParams* s) {
   if (auto e = GetFloat(obj, "temperature", 0.0, 100.0, &s->temperature)) return e;
   if (auto e = GetFloat(obj, "top_p", 0.0, 1.0, &s->top_p)) return e;
@@ -230,7 +244,7 @@ MaybeError ParseSampling(const json& obj, SamplingParams* s) {
   return GetBool(obj, "ignore_eos", &s->ignore_eos);
 }
 
-MaybeError ParseMaxTokens(const json& obj, int32_t* out) {
+MaybeError ParseMaxTokens(const json& obj, std::optional<int32_t>* out) {
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     int64_t x = -1;
     if (auto e = GetInt(obj, key, 1, INT32_MAX, &x)) {
@@ -276,6 +290,11 @@ MaybeError ParseStreamOptions(const json& obj, CompletionRequest* out) {
 
 }  // namespace
 
+int32_t DefaultMaxTokens(ApiEndpoint endpoint) {
+  return endpoint == ApiEndpoint::kCompletions ? defaults::kMaxTokensCompletion
+                                               : defaults::kMaxTokensUntilContext;
+}
+
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoint endpoint,
                                                const RequestLimits& limits,
                                                CompletionRequest* out) {
@@ -283,6 +302,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoin
   if (auto e = ParseBody(body, &obj)) return e;
   *out = CompletionRequest{};
   out->endpoint = endpoint;
+  out->sampling = DefaultSampling();
   if (auto e = GetString(obj, "model", &out->model)) return e;
   if (endpoint == ApiEndpoint::kCompletions) {
     if (auto e = ParsePrompts(obj, limits, &out->prompts)) return e;

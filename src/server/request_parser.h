@@ -1,7 +1,8 @@
 // Request parsing and validation: JSON request bodies -> the plain records of
 // completion_request.h, or an ApiError (400 invalid_request_error naming the
 // offending field in `param`). Unknown fields are ignored, as OpenAI clients
-// send many. Pure functions; safe from any thread.
+// send many. Fields a request leaves out take the front-end defaults of
+// sample/defaults.h. Pure functions; safe from any thread.
 #pragma once
 
 #include <optional>
@@ -19,6 +20,12 @@ struct RequestLimits {
   int32_t max_prompts = 64;   // prompts in one completions request
   int32_t vocab_size = 0;     // > 0: token ids must be below it
 };
+
+// Tokens to generate when a request gives neither max_tokens nor
+// max_completion_tokens: defaults::kMaxTokensCompletion (16) for
+// /v1/completions, defaults::kMaxTokensUntilContext (-1: until an
+// end-of-generation token or max_model_len) for /v1/chat/completions.
+int32_t DefaultMaxTokens(ApiEndpoint endpoint);
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoint endpoint,
                                                const RequestLimits& limits, CompletionRequest* out);

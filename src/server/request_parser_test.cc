@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sample/defaults.h"
+
 namespace tern {
 namespace {
 
@@ -133,7 +135,7 @@ TEST(RequestParserTest, AcceptsEveryPromptShape) {
   EXPECT_EQ(r.prompts[0].text, "a");
   EXPECT_EQ(r.prompts[1].token_ids, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(r.prompts[2].text, "b");
-  EXPECT_EQ(r.max_tokens, -1) << "default: up to the context length";
+  EXPECT_FALSE(r.max_tokens.has_value()) << "absent: the endpoint's default applies later";
   EXPECT_EQ(r.n, 1);
 }
 
@@ -157,9 +159,30 @@ TEST(RequestParserTest, NullFieldsKeepDefaults) {
   ASSERT_FALSE(ParseCompletionRequest(
       R"({"prompt": "a", "max_tokens": null, "stop": null, "temperature": null, "n": null})", kCmpl,
       {}, &r));
-  EXPECT_EQ(r.max_tokens, -1);
+  EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_TRUE(r.stop.empty());
   EXPECT_EQ(r.sampling.temperature, 1.0f);
+}
+
+TEST(RequestParserTest, AbsentFieldsTakeTheFrontEndDefaults) {
+  EXPECT_EQ(DefaultMaxTokens(kCmpl), defaults::kMaxTokensCompletion);
+  EXPECT_EQ(DefaultMaxTokens(kChat), defaults::kMaxTokensUntilContext);
+  for (auto [endpoint, body] : {std::pair{kCmpl, R"({"prompt": "a"})"},
+                                std::pair{kChat, R"({"messages": [{"role": "user", "content": "a"}]})"}}) {
+    CompletionRequest r;
+    ASSERT_FALSE(ParseCompletionRequest(body, endpoint, {}, &r)) << body;
+    EXPECT_FALSE(r.max_tokens.has_value()) << body;
+    EXPECT_EQ(r.sampling.temperature, defaults::kTemperature) << body;
+    EXPECT_EQ(r.sampling.top_k, defaults::kTopK) << body;
+    EXPECT_EQ(r.sampling.top_p, defaults::kTopP) << body;
+    EXPECT_EQ(r.sampling.min_p, defaults::kMinP) << body;
+    EXPECT_EQ(r.sampling.repetition_penalty, defaults::kRepetitionPenalty) << body;
+    EXPECT_EQ(r.sampling.presence_penalty, defaults::kPresencePenalty) << body;
+    EXPECT_EQ(r.sampling.frequency_penalty, defaults::kFrequencyPenalty) << body;
+    EXPECT_FALSE(r.sampling.has_seed) << body;
+    EXPECT_EQ(r.n, 1) << body;
+    EXPECT_FALSE(r.stream) << body;
+  }
 }
 
 TEST(RequestParserTest, ParsesTokenizeAndDetokenize) {

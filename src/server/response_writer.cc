@@ -140,13 +140,25 @@ std::string UsageChunkJson(const ResponseMeta& meta, bool chat, const UsageInfo&
   return Dump(j);
 }
 
+namespace {
+
+json ModelObject(const std::string& model, int64_t created, int32_t max_model_len) {
+  return {{"id", model},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "tern"},
+          {"max_model_len", max_model_len}};
+}
+
+}  // namespace
+
+std::string ModelJson(const std::string& model, int64_t created, int32_t max_model_len) {
+  return Dump(ModelObject(model, created, max_model_len));
+}
+
 std::string ModelsJson(const std::string& model, int64_t created, int32_t max_model_len) {
-  json m = {{"id", model},
-            {"object", "model"},
-            {"created", created},
-            {"owned_by", "tern"},
-            {"max_model_len", max_model_len}};
-  return Dump({{"object", "list"}, {"data", json::array({std::move(m)})}});
+  return Dump(
+      {{"object", "list"}, {"data", json::array({ModelObject(model, created, max_model_len)})}});
 }
 
 std::string TokenizeJson(const std::vector<int32_t>& tokens, int32_t max_model_len) {

@@ -59,6 +59,8 @@ std::string ChatChunkJson(const ResponseMeta& meta, const ChoiceResult& choice, 
 // The final include_usage chunk: empty choices and the usage.
 std::string UsageChunkJson(const ResponseMeta& meta, bool chat, const UsageInfo& usage);
 
+// GET /v1/models/{id}: one model object; GET /v1/models: a list holding it.
+std::string ModelJson(const std::string& model, int64_t created, int32_t max_model_len);
 std::string ModelsJson(const std::string& model, int64_t created, int32_t max_model_len);
 std::string TokenizeJson(const std::vector<int32_t>& tokens, int32_t max_model_len);
 std::string DetokenizeJson(const std::string& text);

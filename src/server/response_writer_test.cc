@@ -96,6 +96,8 @@ TEST(ResponseWriterTest, ModelsTokenizeDetokenize) {
   EXPECT_EQ(m["object"], "list");
   EXPECT_EQ(m["data"][0]["id"], "stories");
   EXPECT_EQ(m["data"][0]["object"], "model");
+  EXPECT_EQ(json::parse(ModelJson("stories", 1, 2048)), m["data"][0])
+      << "the single model object equals the list entry";
   json t = json::parse(TokenizeJson({1, 2, 3}, 2048));
   EXPECT_EQ(t["count"], 3);
   EXPECT_EQ(t["max_model_len"], 2048);

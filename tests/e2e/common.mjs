@@ -1,7 +1,8 @@
 // Shared helpers for the end-to-end tests (run by run.sh, which starts the
 // server and sets TERN_BASE_URL, TERN_BINARY, TERN_MODEL, TERN_MODEL_NAME).
 import OpenAI from 'openai';
-import { execFile } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 
 export const BASE_URL = process.env.TERN_BASE_URL ?? 'http://127.0.0.1:8080';
@@ -94,3 +95,36 @@ export function metric(parsed, name, labels = {}) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A second server of a test's own on a free port: {proc, url (a promise of
+// the base URL, from the "listening on" log line), exited (a promise of the
+// exit code), log() (stderr so far)}. env: variables added to this process's
+// environment (a value of undefined removes one).
+export function startServer(args, env = {}) {
+  const childEnv = { ...process.env, ...env };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete childEnv[k];
+  const proc = spawn(BINARY, ['serve', '-m', MODEL_PATH, '--host', '127.0.0.1', '--port', '0', '-t', '1',
+    '--kv-cache-memory', '16MiB', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: childEnv });
+  let log = '';
+  const url = new Promise((resolve, reject) => {
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = /listening on (http:\/\/\S+)/.exec(log);
+      if (m) resolve(m[1]);
+    });
+    proc.on('exit', (code) => reject(new Error(`server exited with ${code}: ${log}`)));
+  });
+  const exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
+  return { proc, url, exited, log: () => log };
+}
+
+// Polls GET /health until 200 (503 is the only other answer allowed meanwhile).
+export async function waitReady(base) {
+  for (let i = 0; i < 200; ++i) {
+    const r = await fetch(`${base}/health`).catch(() => null);
+    if (r?.status === 200) return;
+    if (r) assert.equal(r.status, 503, 'loading answers 503');
+    await sleep(50);
+  }
+  throw new Error('not ready');
+}

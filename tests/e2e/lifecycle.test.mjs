@@ -2,38 +2,11 @@
 // and exit code 0 on SIGTERM.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { BINARY, MODEL_PATH, sleep } from './common.mjs';
-
-function startServer(args) {
-  const proc = spawn(BINARY, ['serve', '-m', MODEL_PATH, '--host', '127.0.0.1', '--port', '0', '-t', '1',
-    '--kv-cache-memory', '16MiB', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  const url = new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      log += d;
-      const m = /listening on (http:\/\/\S+)/.exec(log);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`server exited with ${code}: ${log}`)));
-  });
-  const exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
-  return { proc, url, exited, log: () => log };
-}
-
-async function waitReady(base) {
-  for (let i = 0; i < 200; ++i) {
-    const r = await fetch(`${base}/health`).catch(() => null);
-    if (r?.status === 200) return;
-    if (r) assert.equal(r.status, 503, 'loading answers 503');
-    await sleep(50);
-  }
-  throw new Error('not ready');
-}
+import { startServer, waitReady } from './common.mjs';
 
 test('API key from a file guards the API; /health and /metrics stay open; SIGTERM exits 0', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'tern-e2e-'));

@@ -4,6 +4,8 @@
 # Env: TERN_BINARY (default <repo>/build/tern), TERN_MODELS_DIR (default
 # <repo>/../shared/models). Skips (exit 0) when the model or node is missing.
 set -uo pipefail
+# The servers here run without an API key unless a test gives one.
+unset TERN_API_KEY
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
