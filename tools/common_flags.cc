@@ -1,9 +1,12 @@
 #include "tools/common_flags.h"
 
+#include "tools/hf_flag.h"
+
 namespace tern {
 
 void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help) {
   parser.AddString("-m,--model", "PATH", path, help);
+  AddHfRepoFlag(parser, path);
 }
 
 void AddThreadsFlag(ArgParser& parser, int* threads) {

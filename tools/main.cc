@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"quantize", tern::RunQuantize, "requantize a GGUF file to another weight format"},
     {"imatrix", tern::RunImatrix, "importance matrix from calibration text, for tern quantize --imatrix"},
     {"eval-quant", tern::RunEvalQuant, "regression check of a quantized model against its base"},
+    {"pull", tern::RunPull, "download a GGUF model from the Hugging Face hub into the cache"},
 };
 
 void PrintUsage(FILE* out) {
