@@ -225,7 +225,7 @@ TEST_F(PullCliTest, CachedModelIsUsedWithoutTheNetwork) {
   ::setenv("HF_HUB_OFFLINE", "1", 1);
   EXPECT_EQ(RunTern("pull org/repo:q4_k_m").out, path + "\n");
   // Listed but never downloaded: offline says it is not cached.
-  ExpectError(RunTern("pull org/repo:Q8_0"), "org/repo:Q8_0 is not in the cache");
+  ExpectError(RunTern("pull org/repo:Q8_0"), "org/repo:Q8_0 (model-Q8_0.gguf) is not in the cache");
   ::unsetenv("HF_HUB_OFFLINE");
   ExpectError(RunTern("pull org/repo:Q8_0"), "cannot reach http://127.0.0.1:" + port_);
 }

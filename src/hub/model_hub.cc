@@ -283,18 +283,25 @@ StatusOr<RepoFile> ModelHub::ChooseFile(const ModelSpec& spec,
                   (list.empty() ? "(none)" : list));
 }
 
+Status ModelHub::OfflineMiss(const ModelSpec& spec) const {
+  std::string what = spec.ToString();
+  if (std::optional<std::vector<RepoFile>> listing;
+      spec.file.empty() && (listing = ReadCachedListing(spec))) {
+    StatusOr<std::string> chosen = SelectGgufFile(Names(*listing), spec.quant, spec.RepoId());
+    if (!chosen.ok()) return chosen.status().WithContext("cached listing");
+    what += " (" + *chosen + ")";
+  }
+  return NotFound(what + " is not in the cache (" + config_.cache_dir +
+                  ") and offline mode is on (--offline or HF_HUB_OFFLINE); pull it once with "
+                  "the network");
+}
+
 StatusOr<std::string> ModelHub::Fetch(const ModelSpec& spec) {
   if (config_.cache_dir.empty()) {
     return InvalidArgument("no cache folder: set TERN_CACHE (HOME and XDG_CACHE_HOME are unset)");
   }
   if (std::optional<std::string> cached = FindCached(spec)) return *cached;
-  if (config_.offline) {
-    const bool listed = spec.file.empty() && ReadCachedListing(spec).has_value();
-    return NotFound(spec.ToString() + " is not in the cache (" + config_.cache_dir + ")" +
-                    (listed ? ", though its repository's listing is" : "") +
-                    " and offline mode is on (--offline or HF_HUB_OFFLINE); pull it once with "
-                    "the network");
-  }
+  if (config_.offline) return OfflineMiss(spec);
   TERN_ASSIGN_OR_RETURN(std::vector<RepoFile> files, FetchListing(spec));
   TERN_ASSIGN_OR_RETURN(RepoFile file, ChooseFile(spec, files));
   const std::string dest = CachedPath(spec, file.name);
@@ -334,7 +341,8 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
   if (have == 0 && ::ftruncate(fd, 0) != 0) return Unavailable("cannot truncate " + part);
   TERN_RETURN_IF_ERROR(CheckDiskSpace(fs::path(dest).parent_path().string(),
                                       file.size >= 0 ? file.size - have : 0, label));
-  DownloadProgress progress(label, file.size, have, log_, ::isatty(::fileno(log_)) == 1);
+  const bool terminal = ::isatty(::fileno(log_)) == 1;
+  DownloadProgress progress(label, file.size, have, log_, terminal);
   std::string header_sha256;
   for (int attempt = 1;; ++attempt) {
     have = FileSize(fd);
@@ -360,7 +368,8 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
                          std::to_string(attempt) + " attempts; " + part +
                          " is kept: run the command again to resume");
     }
-    std::fprintf(log_, "\ninterrupted at %s (%s); resuming (attempt %d of %d)\n",
+    std::fprintf(log_, "%sinterrupted at %s (%s); resuming (attempt %d of %d)\n",
+                 terminal ? "\n" : "",
                  HumanBytes((double)FileSize(fd)).c_str(), r.curl_error.c_str(), attempt + 1,
                  kMaxAttempts);
     std::this_thread::sleep_for(kRetryDelay * attempt);

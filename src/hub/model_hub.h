@@ -67,6 +67,7 @@ class ModelHub {
   std::optional<std::vector<RepoFile>> ReadCachedListing(const ModelSpec& spec) const;
   Status WriteCachedListing(const ModelSpec& spec, const std::vector<RepoFile>& files) const;
   std::optional<std::string> FindCached(const ModelSpec& spec) const;
+  Status OfflineMiss(const ModelSpec& spec) const;
   StatusOr<std::vector<RepoFile>> FetchListing(const ModelSpec& spec);
   StatusOr<RepoFile> ChooseFile(const ModelSpec& spec, const std::vector<RepoFile>& files) const;
   Status Download(const ModelSpec& spec, const RepoFile& file, const std::string& dest);

@@ -110,9 +110,16 @@ TEST(ModelHubTest, QuantSpecResolvesThroughTheCachedListing) {
   // The default choice (Q4_K_M) is listed but not cached: offline says so.
   StatusOr<std::string> missing = hub.Fetch(*ParseModelSpec("o/r"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("o/r is not in the cache"), std::string::npos)
+  EXPECT_NE(missing.status().message().find("o/r (m-Q4_K_M.gguf) is not in the cache"),
+            std::string::npos)
       << missing.status().message();
   EXPECT_NE(missing.status().message().find("offline"), std::string::npos);
+  // A tag the listing lacks: the listing's own answer.
+  StatusOr<std::string> unknown = hub.Fetch(*ParseModelSpec("o/r:IQ1_S"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("o/r has no .gguf file matching 'IQ1_S'"),
+            std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(ModelHubTest, PartialFileIsNotACachedFile) {
