@@ -13,10 +13,14 @@ authorization). Faults come from --faults, a JSON file read on every request
   {"repos": {"ORG/REPO": 401},
    "files": {"ORG/REPO/PATH": {"status": 404, "cut_after": N, "cut_times": K,
                                "corrupt": true}},
-   "require_token": "hf_secret"}
+   "require_token": "hf_secret", "no_lfs": true}
 cut_after: send N body bytes of a response, then drop the connection (the
 first K GETs of that file when cut_times is given, else all). corrupt: flip
-bytes but advertise the real checksum. require_token: 401 without it.
+bytes but advertise the real checksum. require_token: 401 without it (not
+asked on /cdn/). no_lfs: the listing carries no lfs.sha256. redirect: the
+resolve URL answers 302 (with X-Linked-Etag, as the hub does) to
+http://localhost:PORT/cdn/ORG/REPO/PATH, another host name for the same
+server, whose ETag is not a sha256.
 The chosen port is written to --port-file once listening.
 """
 import argparse
@@ -101,11 +105,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                  "range": self.headers.get("Range"),
                  "authorization": self.headers.get("Authorization")})
         faults = hub.faults()
+        parts = path.strip("/").split("/")
+        if len(parts) >= 4 and parts[0] == "cdn":
+            return self.file(parts[1] + "/" + parts[2], "/".join(parts[3:]), faults, cdn=True)
         token = faults.get("require_token")
         if token and self.headers.get("Authorization") != "Bearer " + token:
             return self.send_json(401, {"error": "Invalid credentials"},
                                   {"X-Error-Code": "GatedRepo"})
-        parts = path.strip("/").split("/")
         if len(parts) >= 4 and parts[0] == "api" and parts[1] == "models":
             return self.listing(parts[2] + "/" + parts[3], url.query, faults)
         if len(parts) >= 5 and parts[2] == "resolve" and parts[3] == "main":
@@ -137,13 +143,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if blobs:
                     size = os.path.getsize(full)
                     entry["size"] = size
-                    if name.endswith(".gguf"):
+                    if name.endswith(".gguf") and not faults.get("no_lfs"):
                         entry["lfs"] = {"sha256": sha256_of(full), "size": size}
                 siblings.append(entry)
         self.send_json(200, {"id": repo, "siblings": siblings})
 
-    def file(self, repo, rel, faults):
-        if self.repo_status(repo, faults):
+    def file(self, repo, rel, faults, cdn=False):
+        if not cdn and self.repo_status(repo, faults):
             return
         key = repo + "/" + rel
         fault = faults.get("files", {}).get(key, {})
@@ -156,6 +162,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with open(full, "rb") as f:
             data = f.read()
         digest = hashlib.sha256(data).hexdigest()
+        if fault.get("redirect") and not cdn:
+            self.send_response(302)
+            self.send_header("Location", "http://localhost:%d/cdn/%s" %
+                             (self.server.server_address[1], urllib.parse.quote(key)))
+            self.send_header("X-Linked-Etag", '"%s"' % digest)
+            self.send_header("X-Linked-Size", str(len(data)))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if fault.get("corrupt"):
             data = bytes(b ^ 0x5A for b in data)
         start, end, status = 0, len(data) - 1, 200
@@ -176,9 +191,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("ETag", '"%s"' % digest)
-        self.send_header("X-Linked-Etag", '"%s"' % digest)
-        self.send_header("X-Linked-Size", str(len(data)))
+        if cdn:
+            self.send_header("ETag", '"%s"' % hashlib.md5(data).hexdigest())
+        else:
+            self.send_header("ETag", '"%s"' % digest)
+            self.send_header("X-Linked-Etag", '"%s"' % digest)
+            self.send_header("X-Linked-Size", str(len(data)))
         if status == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
         self.end_headers()

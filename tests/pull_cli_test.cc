@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/paths.h"
+#include "hub/sha256.h"
 #include "tests/cli_util.h"
 
 namespace tern {
@@ -282,6 +283,36 @@ TEST_F(PullCliTest, TokenIsSentAsBearer) {
   const std::vector<nlohmann::json> gets = FileGets("org/private/m.gguf");
   ASSERT_FALSE(gets.empty());
   EXPECT_EQ(gets.back()["authorization"], "Bearer hf_secret");
+}
+
+TEST_F(PullCliTest, RedirectToACdnKeepsTheTokenHomeAndTheHeaderChecksum) {
+  const std::string bytes = TestBytes(kFileBytes, 13);
+  Put("org/cdn/m.gguf", bytes);
+  // No lfs.sha256 in the listing: the checksum comes from the 302's
+  // X-Linked-Etag (the CDN's own ETag is an md5).
+  SetFaults(R"({"no_lfs": true, "require_token": "hf_secret",
+                "files": {"org/cdn/m.gguf": {"redirect": true}}})");
+  ::setenv("HF_TOKEN", "hf_secret", 1);
+  const CliResult r = RunTern("pull org/cdn/m.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadFileBytes(CachePath("org/cdn/m.gguf")), bytes);
+  bool saw_cdn = false;
+  for (const nlohmann::json& req : Requests()) {
+    if (req["path"] != "/cdn/org/cdn/m.gguf") continue;
+    saw_cdn = true;
+    EXPECT_TRUE(req["authorization"].is_null()) << "token sent to another host: " << req;
+  }
+  EXPECT_TRUE(saw_cdn);
+  EXPECT_EQ(r.err.find("not verified"), std::string::npos) << r.err;
+
+  Put("org/cdn/bad.gguf", TestBytes(kFileBytes, 14));
+  SetFaults(R"({"no_lfs": true, "require_token": "hf_secret",
+                "files": {"org/cdn/bad.gguf": {"redirect": true, "corrupt": true}}})");
+  const CliResult bad = RunTern("pull org/cdn/bad.gguf");
+  ExpectError(bad, "checksum mismatch for org/cdn/bad.gguf: expected sha256 " +
+                       hub::Sha256Hex(TestBytes(kFileBytes, 14)));
+  EXPECT_FALSE(fs::exists(CachePath("org/cdn/bad.gguf")));
+  EXPECT_FALSE(fs::exists(CachePath("org/cdn/bad.gguf.part")));
 }
 
 TEST_F(PullCliTest, BadSpecsAndArguments) {
