@@ -142,6 +142,11 @@ StatusOr<ModelSpec> ParseModelSpec(std::string_view text) {
       return InvalidArgument("model spec " + quoted + ": '" + spec.file +
                              "' is not a .gguf file");
     }
+    if (const int parts = SplitGgufParts(spec.file); parts > 1) {
+      return Unimplemented("model spec " + quoted + ": '" + spec.file +
+                           "' is part of a GGUF split into " + std::to_string(parts) +
+                           " files, which tern does not load; merge the parts into one file first");
+    }
   }
   return spec;
 }

@@ -58,6 +58,15 @@ TEST(ModelSpecTest, RejectsMalformedSpecsWithTheReason) {
   }
 }
 
+TEST(ModelSpecTest, RefusesASplitPartByName) {
+  StatusOr<ModelSpec> s = ParseModelSpec("o/r/big-Q8_0-00002-of-00004.gguf");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.status().message().find("split into 4 files"), std::string::npos)
+      << s.status().message();
+  EXPECT_TRUE(ParseModelSpec("o/r/one-00001-of-00001.gguf").ok());
+}
+
 TEST(ModelSpecTest, RepoPathValidation) {
   EXPECT_TRUE(ValidateRepoPath("a/b/c.gguf").ok());
   EXPECT_FALSE(ValidateRepoPath("/abs.gguf").ok());
