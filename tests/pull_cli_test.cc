@@ -254,6 +254,8 @@ TEST_F(PullCliTest, NotFoundNamesTheRepoOrFile) {
   ExpectError(RunTern("pull org/repo/nope.gguf"), "file 'nope.gguf' not found in org/repo");
   SetFaults(R"({"files": {"org/repo/m.gguf": {"status": 404}}})");
   ExpectError(RunTern("pull org/repo/m.gguf"), "file 'm.gguf' not found in org/repo (HTTP 404)");
+  EXPECT_FALSE(fs::exists(CachePath("org/repo/m.gguf.part")));  // nothing to resume
+  EXPECT_FALSE(fs::exists(CachePath("org/repo/m.gguf")));
 }
 
 TEST_F(PullCliTest, UnauthorizedAndForbiddenMentionTheToken) {

@@ -328,7 +328,9 @@ Status ModelHub::Download(const ModelSpec& spec, const RepoFile& file, const std
       by_fd.st_ino != by_name.st_ino) {
     return Unavailable("another tern removed " + part + " while this one waited; run again");
   }
-  return DownloadLocked(spec, file, dest, locked.fd());
+  Status st = DownloadLocked(spec, file, dest, locked.fd());
+  if (!st.ok() && FileSize(locked.fd()) == 0) ::unlink(part.c_str());  // nothing to resume
+  return st;
 }
 
 Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
@@ -361,7 +363,7 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
     if (r.transport_ok() && (r.status == 200 || r.status == 206)) break;
     if (r.aborted_locally) return Unavailable(label + ": " + r.curl_error);
     if (r.transport_ok()) return HttpStatusError(r, spec, file.name);  // 204, 304, ...
-    if (!r.connected() && attempt == 1 && have == 0) return TransportError(r, url);
+    if (!r.connected() && attempt == 1) return TransportError(r, url);
     if (attempt >= kMaxAttempts) {
       return Unavailable("download of " + label + " interrupted at " +
                          HumanBytes((double)FileSize(fd)) + " (" + r.curl_error + ") after " +
