@@ -1,5 +1,7 @@
 #include "tools/common_flags.h"
 
+#include "tools/hf_flag.h"
+
 namespace tern {
 
 void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help) {
@@ -7,6 +9,7 @@ void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help)
   // `tern serve model.gguf`: a lone argument is the model, unless the
   // command takes positionals of its own (SetPositional wins).
   parser.SetLonePositionalFlag("-m");
+  AddHfRepoFlag(parser, path);
 }
 
 void AddThreadsFlag(ArgParser& parser, int* threads) {

@@ -1,6 +1,7 @@
 // Flags that many commands share, registered in one place so that every
 // command reads, validates and documents them the same way:
-//   -m/--model  the GGUF file a command loads;
+//   -m/--model  the GGUF file a command loads (or -hf/--hf-repo SPEC: the
+//               same file fetched by name, tools/hf_flag.h);
 //   -t/--threads compute threads.
 // Both validate after parsing (ArgParser::AddCheck), so a command sees only
 // a usable value.

@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"imatrix", tern::RunImatrix, "importance matrix from calibration text, for tern quantize --imatrix"},
     {"eval-quant", tern::RunEvalQuant, "regression check of a quantized model against its base"},
     {"version", tern::RunVersion, "version, git commit, build and the CPU kernels in use (also --version, -V)"},
+    {"pull", tern::RunPull, "download a GGUF model from the Hugging Face hub into the cache"},
 };
 
 void PrintUsage(FILE* out) {
