@@ -188,22 +188,30 @@ TEST(ChatCliTest, ThreeTurnsUseTheCacheAndEqualTheServersReplies) {
 
 TEST(ChatCliTest, ResetStartsOverAndFindsTheFirstTurnCached) {
   SKIP_WITHOUT_MODEL();
-  const testing::CliResult r =
-      RunTern(ChatArgs(), "Hello there.\nAnd then?\n/reset\nHello there.\n/help\n/exit\nignored\n");
+  testing::TempDir dir;
+  const std::string saved = dir.File("after_reset.json");
+  const testing::CliResult r = RunTern(
+      ChatArgs(), "Hello there.\nAnd then?\n/reset\nHello there.\n/save " + saved +
+                      "\n/help\n/exit\nignored\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<TurnLine> turns = TurnLines(r.err);
-  ASSERT_EQ(turns.size(), 3u) << r.err;
-  // After /reset the first turn's prompt again, all of it in the cache but
-  // the last token (recomputed for its logits) or the last partial block.
+  ASSERT_EQ(turns.size(), 3u) << r.err;  // nothing after /exit
+  // After /reset the first turn's prompt again, found in the cache but for
+  // its last partial block (and the last token, recomputed for its logits).
   EXPECT_EQ(turns[2].prompt_tokens, turns[0].prompt_tokens);
   EXPECT_GE(turns[2].cached_tokens, turns[0].prompt_tokens / 16 * 16 - 16) << r.err;
   EXPECT_GT(turns[2].cached_tokens, 0) << r.err;
   EXPECT_NE(r.err.find("/save FILE"), std::string::npos) << r.err;  // /help
-  // The same question in a fresh conversation gets the same greedy reply.
-  const size_t first_end = r.out.find('\n');
-  ASSERT_NE(first_end, std::string::npos);
-  EXPECT_EQ(testing::CountLines(r.out), 3) << r.out;
-  EXPECT_EQ(r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1), r.out.substr(0, first_end + 1));
+  // /save after /reset holds only the new conversation...
+  const nlohmann::json conv = nlohmann::json::parse(testing::ReadFileBytes(saved), nullptr, false);
+  ASSERT_TRUE(conv.contains("messages")) << testing::ReadFileBytes(saved);
+  ASSERT_EQ(conv["messages"].size(), 2u) << conv.dump();
+  EXPECT_EQ(conv["messages"][0]["content"], "Hello there.");
+  // ...whose greedy reply is the one the first conversation began with.
+  const std::string reply = conv["messages"][1]["content"].get<std::string>() + "\n";
+  EXPECT_EQ(r.out.rfind(reply, 0), 0u) << r.out;
+  ASSERT_GT(r.out.size(), 2 * reply.size()) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - reply.size()), reply) << r.out;
 }
 
 TEST(ChatCliTest, ModelWithoutTemplateNeedsChatTemplate) {

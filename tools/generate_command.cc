@@ -9,6 +9,7 @@
 // the server's StopMatcher, so the text printed is what the API returns.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -243,9 +244,11 @@ int RunGenerate(int argc, char** argv) {
 
   const double prefill_s = ttft_s;
   const double decode_s = generated.size() > 1 ? SecondsSince(decode_start) : 0;
+  std::string kv_name = DTypeName(a.gen.kv_dtype);
+  for (char& c : kv_name) c = (char)std::tolower((unsigned char)c);  // as --kv-cache-dtype
   std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
                a.model.c_str(), model->config().arch.c_str(), threads, kernels::ActiveIsa(), ctx,
-               DTypeName(a.gen.kv_dtype));
+               kv_name.c_str());
   std::fprintf(stderr, "load: %.1f ms   seed: %llu\n", load_s * 1e3,
                (unsigned long long)params.seed);
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s prefill, TTFT %.1f ms\n", prompt.size(),
