@@ -214,6 +214,22 @@ TEST(ChatCliTest, ResetStartsOverAndFindsTheFirstTurnCached) {
   EXPECT_EQ(r.out.substr(r.out.size() - reply.size()), reply) << r.out;
 }
 
+TEST(ChatCliTest, SeedReplaysASampledConversation) {
+  SKIP_WITHOUT_MODEL();
+  const std::string args = "chat -m " + ShellQuote(DefaultModelPath()) +
+                           " --chat-template chatml --temp 1 -n 16 -t 1 --seed 5";
+  const std::string script = "Hello.\nHello.\n";
+  const testing::CliResult a = RunTern(args, script);
+  const testing::CliResult b = RunTern(args, script);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.err.find("seed 5"), std::string::npos) << a.err;
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_EQ(a.out, b.out);
+  const testing::CliResult c = RunTern(args + "6", script);  // --seed 56
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(a.out, c.out);
+}
+
 TEST(ChatCliTest, ModelWithoutTemplateNeedsChatTemplate) {
   SKIP_WITHOUT_MODEL();
   const testing::CliResult r = RunTern("chat -m " + ShellQuote(DefaultModelPath()), "hi\n");

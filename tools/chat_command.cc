@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,8 @@ class ChatSession {
     req.request_id = "chat-" + std::to_string(++num_turns_);
     req.prompt_token_ids = prompt;
     req.sampling = sampling_;
+    // Turn k draws with seed + k - 1: replayable, yet no two turns share draws.
+    if (req.sampling.has_seed) req.sampling.seed += (uint64_t)(num_turns_ - 1);
     const int32_t room = limit - (int32_t)prompt.size();
     req.sampling.max_tokens = sampling_.max_tokens < 0 ? room : std::min(sampling_.max_tokens, room);
     TERN_ASSIGN_OR_RETURN(std::shared_ptr<OutputChannel> channel,
@@ -300,11 +303,14 @@ int RunChat(int argc, char** argv) {
                 "gemma, zephyr)");
   }
 
+  // One seed for the session, printed, so a sampled conversation can be
+  // replayed with --seed.
+  if (a.gen.seed < 0) a.gen.seed = (int64_t)(std::random_device{}() & 0x7fffffff);
   StatusOr<std::unique_ptr<EngineBackend>> backend = StartEngine(a, *ctx, *source);
   if (!backend.ok()) return Fail(backend.status().message());
   const bool interactive = isatty(STDIN_FILENO);
-  std::fprintf(stderr, "tern chat: %s, context %d tokens, %s\n", a.model.c_str(),
-               (*backend)->max_model_len(),
+  std::fprintf(stderr, "tern chat: %s, context %d tokens, seed %lld, %s\n", a.model.c_str(),
+               (*backend)->max_model_len(), (long long)a.gen.seed,
                a.gen.chat_template.empty() ? "the model's chat template"
                                            : ("chat template " + a.gen.chat_template).c_str());
   if (interactive) std::fprintf(stderr, "type /help for commands, /exit or Ctrl-D to leave\n");
