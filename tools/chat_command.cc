@@ -299,8 +299,7 @@ int RunChat(int argc, char** argv) {
   if (!source.ok()) return Fail(source.status().message());
   if (source->empty()) {
     return Fail(a.model + " has no chat template (no tokenizer.chat_template): pass "
-                "--chat-template NAME|FILE (built-ins: chatml, llama2, llama3, mistral, phi3, "
-                "gemma, zephyr)");
+                "--chat-template NAME|FILE (built-ins: " + BuiltinChatTemplateList() + ")");
   }
 
   // One seed for the session, printed, so a sampled conversation can be

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "server/chat_prompt.h"
+
 namespace tern {
 namespace {
 
@@ -105,8 +107,8 @@ void AddGenerationFlags(ArgParser& p, GenerationFlags* f, const std::string& rep
   p.AddList("--stop", "STR", &f->stop,
             "stop before STR appears in the text; repeatable (default: none)");
   p.AddString("--chat-template", "FILE|NAME", &f->chat_template,
-              "chat template file, or a built-in: chatml, llama2, llama3, mistral, phi3, gemma, "
-              "zephyr (default: the model's tokenizer.chat_template)");
+              "chat template file, or a built-in: " + BuiltinChatTemplateList() +
+                  " (default: the model's tokenizer.chat_template)");
   p.AddString("--system", "TEXT", &f->system, "system message (default: none)");
   p.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
               std::string("KV cache element type: f16 or f32 (default ") + defaults::kKvCacheDtype +

@@ -7,6 +7,12 @@
 
 namespace tern {
 
+std::string BuiltinChatTemplateList() {
+  std::string names;
+  for (const std::string& n : BuiltinChatTemplateNames()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
                                           const std::string& model_path) {
   if (override_value.empty()) {
@@ -17,11 +23,9 @@ StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
   if (std::optional<std::string> builtin = BuiltinChatTemplate(override_value)) return *builtin;
   std::ifstream in(override_value, std::ios::binary);
   if (!in) {
-    std::string names;
-    for (const std::string& n : BuiltinChatTemplateNames())
-      names += (names.empty() ? "" : ", ") + n;
     return NotFound("--chat-template: '" + override_value +
-                    "' is neither a readable file nor a built-in template (" + names + ")");
+                    "' is neither a readable file nor a built-in template (" +
+                    BuiltinChatTemplateList() + ")");
   }
   std::stringstream ss;
   ss << in.rdbuf();

@@ -28,6 +28,9 @@ namespace tern {
 StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
                                           const std::string& model_path);
 
+// "chatml, llama2, ...": the built-in names, for help texts and errors.
+std::string BuiltinChatTemplateList();
+
 class ChatPrompt {
  public:
   // template_source must not be empty; parse errors say "chat template: ...".
