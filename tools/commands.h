@@ -8,6 +8,7 @@ int RunInspect(int argc, char** argv);      // tools/inspect_command.cc
 int RunTokenize(int argc, char** argv);     // tools/tokenize_command.cc
 int RunDetokenize(int argc, char** argv);   // tools/tokenize_command.cc
 int RunGenerate(int argc, char** argv);     // tools/generate_command.cc
+int RunChat(int argc, char** argv);         // tools/chat_command.cc
 int RunPerplexity(int argc, char** argv);   // tools/perplexity_command.cc
 int RunBench(int argc, char** argv);        // tools/bench_command.cc
 int RunModel(int argc, char** argv);        // tools/model_command.cc (synth)

@@ -12,12 +12,21 @@ void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help)
   AddHfRepoFlag(parser, path);
 }
 
-void AddThreadsFlag(ArgParser& parser, int* threads) {
+namespace {
+
+template <typename Int>
+void AddThreads(ArgParser& parser, Int* threads) {
   parser.AddInt("-t,--threads", "N", threads, "compute threads (default: physical cores)");
+  parser.AddCheck([threads]() -> Status {
+    if (*threads < 0) return InvalidArgument("-t must be >= 0, got " + std::to_string(*threads));
+    return Status::Ok();
+  });
 }
 
-void AddThreadsFlag(ArgParser& parser, int64_t* threads) {
-  parser.AddInt("-t,--threads", "N", threads, "compute threads (default: physical cores)");
-}
+}  // namespace
+
+void AddThreadsFlag(ArgParser& parser, int* threads) { AddThreads(parser, threads); }
+
+void AddThreadsFlag(ArgParser& parser, int64_t* threads) { AddThreads(parser, threads); }
 
 }  // namespace tern

@@ -1,13 +1,24 @@
 // tern generate: continue a prompt with one model on this machine, streaming
 // the generated text to stdout (or the ids with --ids) and the timings to
 // stderr. Drives Model directly through a SequenceRunner (one sequence,
-// contiguous KV); serving goes through the engine instead.
+// contiguous KV); serving and `tern chat` go through the engine instead.
+//
+// The prompt is -p TEXT, -p - (stdin) or -f FILE, taken verbatim; with
+// --chat-template or --system it is one user message rendered through the
+// chat template (ChatPrompt, the server's path). --stop strings are cut by
+// the server's StopMatcher, so the text printed is what the API returns.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,11 +29,14 @@
 #include "model/sequence_runner.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
+#include "server/chat_prompt.h"
+#include "server/stop_matcher.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/generation_flags.h"
 
 namespace tern {
 namespace {
@@ -36,21 +50,15 @@ double SecondsSince(Clock::time_point t) {
 struct GenerateArgs {
   std::string model;
   std::string prompt;
-  int64_t num_predict = 128;
-  double temperature = 0.8;
-  int64_t top_k = 40;
-  double top_p = 0.95;
-  double min_p = 0.05;
-  double repeat_penalty = 1.0;
-  double presence_penalty = 0.0;
-  double frequency_penalty = 0.0;
-  int64_t seed = -1;
+  bool has_prompt = false;
+  std::string prompt_file;
+  GenerationFlags gen;
   bool no_bos = false;
   bool ignore_eos = false;
   bool ids = false;
   int64_t threads = 0;
-  int64_t ctx = 0;
-  std::string kv_dtype = "f32";
+
+  bool chat() const { return !gen.chat_template.empty() || !gen.system.empty(); }
 };
 
 int Fail(const std::string& message) {
@@ -60,70 +68,107 @@ int Fail(const std::string& message) {
 
 void AddFlags(ArgParser& p, GenerateArgs& a) {
   AddModelFlag(p, &a.model,
-              "GGUF model (default: " + DefaultModelPath() + " when present)");
-  p.AddString("-p,--prompt", "TEXT", &a.prompt, "prompt text (default: empty, i.e. BOS only)");
-  p.AddInt("-n,--n-predict", "N", &a.num_predict,
-           "tokens to generate (default 128; -1 = until end of text or context)");
-  p.AddDouble("--temp", "T", &a.temperature, "temperature (default 0.8; 0 = greedy)");
-  p.AddInt("--top-k", "K", &a.top_k, "keep the K most likely tokens (default 40; 0 = off)");
-  p.AddDouble("--top-p", "P", &a.top_p, "nucleus sampling mass (default 0.95; 1 = off)");
-  p.AddDouble("--min-p", "P", &a.min_p, "drop tokens below P x the best (default 0.05; 0 = off)");
-  p.AddDouble("--repeat-penalty", "R", &a.repeat_penalty,
-              "penalty on generated tokens (default 1 = off)");
-  p.AddDouble("--presence-penalty", "X", &a.presence_penalty, "OpenAI presence penalty (default 0)");
-  p.AddDouble("--frequency-penalty", "X", &a.frequency_penalty,
-              "OpenAI frequency penalty (default 0)");
-  p.AddInt("--seed", "S", &a.seed, "sampling seed (default: random, printed on stderr)");
+               "GGUF model (default: " + DefaultModelPath() + " when present)");
+  p.AddString("-p,--prompt", "TEXT", &a.prompt,
+              "prompt text; '-' reads it from stdin (default: empty, i.e. BOS only)");
+  p.AddString("-f,--file", "FILE", &a.prompt_file, "read the prompt from FILE (verbatim)");
+  AddGenerationFlags(p, &a.gen, "the continuation");
   p.AddFlag("--no-bos", &a.no_bos, "do not add the BOS token before the prompt");
   p.AddFlag("--ignore-eos", &a.ignore_eos, "keep generating after an end-of-text token");
   p.AddFlag("--ids", &a.ids, "print the generated token ids instead of text");
   AddThreadsFlag(p, &a.threads);
-  p.AddInt("-c,--ctx", "N", &a.ctx,
-           "context size in tokens, prompt included (default: the model's, at most 4096)");
-  p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");
+  p.AddCheck([&a]() -> Status {
+    if (!a.prompt.empty() && !a.prompt_file.empty())
+      return InvalidArgument("give the prompt with -p or -f, not both");
+    if (a.ids && !a.gen.stop.empty())
+      return InvalidArgument("--stop works on the text; it cannot be combined with --ids");
+    return Status::Ok();
+  });
 }
 
-// Writes one generated token to stdout right away.
+// The prompt text from -p, -p - (stdin) or -f FILE.
+StatusOr<std::string> ReadPrompt(const GenerateArgs& a) {
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) return NotFound("-f: cannot read '" + a.prompt_file + "'");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (a.prompt == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  return a.prompt;
+}
+
+// The prompt ids: the text as is, or one user message (after --system)
+// through the chat template.
+StatusOr<std::vector<int32_t>> EncodePrompt(const GenerateArgs& a, const Tokenizer& tokenizer,
+                                            const std::string& text) {
+  if (!a.chat()) return tokenizer.Encode(text, !a.no_bos, true);
+  TERN_ASSIGN_OR_RETURN(std::string source, ResolveChatTemplate(a.gen.chat_template, a.model));
+  if (source.empty()) {
+    return InvalidArgument("--system needs a chat template and " + a.model +
+                           " has none: add --chat-template NAME|FILE");
+  }
+  TERN_ASSIGN_OR_RETURN(ChatPrompt chat, ChatPrompt::Create(tokenizer, source));
+  std::vector<ChatMessage> messages;
+  if (!a.gen.system.empty()) messages.push_back({"system", a.gen.system});
+  messages.push_back({"user", text});
+  return chat.Encode(messages, !a.no_bos);
+}
+
+// Writes generated tokens to stdout as they come: ids, or text with the
+// --stop strings cut (held back while they could still match).
 class TokenPrinter {
  public:
-  TokenPrinter(const Tokenizer& tokenizer, bool ids, std::span<const int32_t> prompt)
-      : ids_(ids), detok_(tokenizer) {
+  TokenPrinter(const Tokenizer& tokenizer, bool ids, std::span<const int32_t> prompt,
+               std::vector<std::string> stops)
+      : ids_(ids), detok_(tokenizer), stop_(std::move(stops)) {
     // The prompt goes through the detokenizer (unprinted) so the first
     // generated piece gets its leading space right.
     for (int32_t id : prompt) detok_.Add(id);
   }
-  void Print(int32_t id) {
+  // False once a stop string has been seen: generation ends.
+  bool Print(int32_t id) {
     if (ids_) {
       std::fprintf(stdout, "%s%d", first_ ? "" : " ", id);
     } else {
-      const std::string text = detok_.Add(id);
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      Write(stop_.Push(detok_.Add(id)));
     }
     first_ = false;
     std::fflush(stdout);
+    return !stop_.matched();
   }
   void Finish() {
-    if (!ids_) {
-      const std::string rest = detok_.Flush();
-      std::fwrite(rest.data(), 1, rest.size(), stdout);
+    if (!ids_ && !stop_.matched()) {
+      Write(stop_.Push(detok_.Flush()));
+      if (!stop_.matched()) Write(stop_.Flush());
     }
     if (ids_ || isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
     std::fflush(stdout);
   }
+  bool stopped() const { return stop_.matched(); }
 
  private:
+  static void Write(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
   bool ids_;
   bool first_ = true;
   IncrementalDetokenizer detok_;
+  StopMatcher stop_;
 };
 
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
   GenerateArgs a;
-  ArgParser parser("generate -m MODEL -p PROMPT [options]",
-                   "Continues PROMPT with the model and prints only the generated text "
-                   "(streamed) on stdout; load time, prefill and decode speed on stderr.");
+  ArgParser parser(
+      "generate -m MODEL (-p PROMPT | -p - | -f FILE) [options]",
+      "Continues the prompt with the model and prints only the generated text (streamed) on "
+      "stdout; load time, prefill and decode speed on stderr. With --chat-template or --system "
+      "the prompt is sent as one user message through the chat template. " +
+          SamplingDefaultsHelp());
   AddFlags(parser, a);
   if (int rc = ParseOrExit(parser, argc, argv, "generate"); rc >= 0) return rc;
 
@@ -134,20 +179,16 @@ int RunGenerate(int argc, char** argv) {
                   " does not exist)");
     }
   }
-  std::optional<DType> kv_dtype = ParseDType(a.kv_dtype);
-  if (!kv_dtype || (*kv_dtype != DType::kF32 && *kv_dtype != DType::kF16)) {
-    return Fail("--kv-cache-dtype must be f32 or f16, got '" + a.kv_dtype + "'");
-  }
-  if (a.temperature < 0 || a.top_k < 0 || a.top_p <= 0 || a.top_p > 1 || a.min_p < 0 ||
-      a.min_p > 1 || a.repeat_penalty <= 0) {
-    return Fail("sampling flags out of range (need --temp >= 0, --top-k >= 0, "
-                "0 < --top-p <= 1, 0 <= --min-p <= 1, --repeat-penalty > 0)");
-  }
+  StatusOr<std::string> prompt_text = ReadPrompt(a);
+  if (!prompt_text.ok()) return Fail(prompt_text.status().message());
 
   const Clock::time_point load_start = Clock::now();
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
+  StatusOr<int32_t> ctx_or = a.gen.ResolveContext(model->config(), a.model);
+  if (!ctx_or.ok()) return Fail(ctx_or.status().message());
+  const int32_t ctx = *ctx_or;
   auto vocab = Vocab::FromGguf(model->file());
   if (!vocab.ok()) return Fail(vocab.status().message());
   auto tokenizer_or = Tokenizer::Create(std::move(vocab).value());
@@ -155,31 +196,25 @@ int RunGenerate(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tokenizer = std::move(tokenizer_or).value();
   const double load_s = SecondsSince(load_start);
 
-  std::vector<int32_t> prompt = tokenizer->Encode(a.prompt, !a.no_bos, true);
+  StatusOr<std::vector<int32_t>> prompt_or = EncodePrompt(a, *tokenizer, *prompt_text);
+  if (!prompt_or.ok()) return Fail(prompt_or.status().message());
+  const std::vector<int32_t> prompt = std::move(prompt_or).value();
   if (prompt.empty()) return Fail("the prompt is empty (give -p TEXT or drop --no-bos)");
-  const int32_t ctx =
-      a.ctx > 0 ? (int32_t)a.ctx : std::min<int32_t>(model->config().n_ctx_train, 4096);
   if ((int64_t)prompt.size() > ctx) {
     return Fail("the prompt is " + std::to_string(prompt.size()) +
                 " tokens, longer than the context of " + std::to_string(ctx) +
-                " tokens (raise --ctx)");
+                " tokens (raise -c)");
   }
 
-  SamplingParams params;
-  params.temperature = (float)a.temperature;
-  params.top_k = (int32_t)a.top_k;
-  params.top_p = (float)a.top_p;
-  params.min_p = (float)a.min_p;
-  params.repetition_penalty = (float)a.repeat_penalty;
-  params.presence_penalty = (float)a.presence_penalty;
-  params.frequency_penalty = (float)a.frequency_penalty;
-  params.seed = a.seed >= 0 ? (uint64_t)a.seed : std::random_device{}();
+  SamplingParams params = a.gen.ToSamplingParams();
+  if (!params.has_seed) params.seed = std::random_device{}();
   Rng rng(params.seed);
+  const int64_t num_predict = a.gen.max_tokens;  // -1: until end of text or context
 
   const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
-  SequenceRunner runner(*model, ctx, *kv_dtype, &pool);
-  TokenPrinter printer(*tokenizer, a.ids, prompt);
+  SequenceRunner runner(*model, ctx, a.gen.kv_dtype, &pool);
+  TokenPrinter printer(*tokenizer, a.ids, prompt, a.gen.stop);
 
   const Clock::time_point prefill_start = Clock::now();
   if (Status st = runner.Append(prompt, false); !st.ok()) return Fail(st.message());
@@ -187,7 +222,7 @@ int RunGenerate(int argc, char** argv) {
   Clock::time_point decode_start;
   std::vector<int32_t> generated;
   bool hit_context = false;
-  while (a.num_predict < 0 || (int64_t)generated.size() < a.num_predict) {
+  while (num_predict < 0 || (int64_t)generated.size() < num_predict) {
     const SampledToken t = SampleToken(runner.Logits(0), params, generated, rng.Uniform());
     if (generated.empty()) {
       ttft_s = SecondsSince(prefill_start);
@@ -195,8 +230,8 @@ int RunGenerate(int argc, char** argv) {
     }
     if (!a.ignore_eos && tokenizer->IsEog(t.token_id)) break;
     generated.push_back(t.token_id);
-    printer.Print(t.token_id);
-    if (a.num_predict >= 0 && (int64_t)generated.size() >= a.num_predict) break;
+    if (!printer.Print(t.token_id)) break;
+    if (num_predict >= 0 && (int64_t)generated.size() >= num_predict) break;
     if (runner.num_computed() >= ctx) {
       hit_context = true;
       break;
@@ -209,8 +244,11 @@ int RunGenerate(int argc, char** argv) {
 
   const double prefill_s = ttft_s;
   const double decode_s = generated.size() > 1 ? SecondsSince(decode_start) : 0;
-  std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s)\n", a.model.c_str(),
-               model->config().arch.c_str(), threads, kernels::ActiveIsa());
+  std::string kv_name = DTypeName(a.gen.kv_dtype);
+  for (char& c : kv_name) c = (char)std::tolower((unsigned char)c);  // as --kv-cache-dtype
+  std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
+               a.model.c_str(), model->config().arch.c_str(), threads, kernels::ActiveIsa(), ctx,
+               kv_name.c_str());
   std::fprintf(stderr, "load: %.1f ms   seed: %llu\n", load_s * 1e3,
                (unsigned long long)params.seed);
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s prefill, TTFT %.1f ms\n", prompt.size(),
@@ -219,7 +257,9 @@ int RunGenerate(int argc, char** argv) {
   std::fprintf(stderr, "generated: %zu tokens, %.1f tok/s decode, TPOT %.2f ms%s\n",
                generated.size(), decode_s > 0 ? decoded / decode_s : 0.0,
                decoded > 0 ? decode_s * 1e3 / decoded : 0.0,
-               hit_context ? " (stopped: context full)" : "");
+               hit_context       ? " (stopped: context full)"
+               : printer.stopped() ? " (stopped: --stop string)"
+                                   : "");
   return 0;
 }
 

@@ -16,6 +16,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"generate", tern::RunGenerate, "generate text from a prompt (greedy or sampled)"},
+    {"chat", tern::RunChat, "chat with the model in the terminal (its chat template, prefix cache)"},
     {"serve", tern::RunServe, "OpenAI-compatible HTTP server"},
     {"batch", tern::RunBatch, "offline batch generation from a JSONL file"},
     {"inspect", tern::RunInspect, "show a GGUF file's metadata, tensors and KV cost"},

@@ -65,8 +65,8 @@ void AddFlags(ArgParser& p, ServeArgs& a) {
   p.AddString("--served-model-name", "NAME", &a.served_model_name,
               "model name in the API (default: the model file name without .gguf)");
   p.AddString("--chat-template", "FILE|NAME", &a.chat_template,
-              "chat template file, or a built-in: chatml, llama2, llama3, mistral, phi3, gemma, "
-              "zephyr (default: the model's tokenizer.chat_template)");
+              "chat template file, or a built-in: " + BuiltinChatTemplateList() +
+                  " (default: the model's tokenizer.chat_template)");
   p.AddString("--max-body-bytes", "SIZE", &a.max_body_bytes,
               "largest request body (default 8MiB; larger -> 413)");
   p.AddInt("--max-connections", "N", &a.max_connections,

@@ -122,11 +122,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
     TERN_ASSIGN_OR_RETURN(vocab, Vocab::FromGguf(impl->model->file()));
     TERN_ASSIGN_OR_RETURN(impl->tokenizer, Tokenizer::Create(std::move(vocab)));
   }
-  if (config.max_model_len > mc.n_ctx_train && mc.n_ctx_train > 0) {
-    return InvalidArgument("--max-model-len " + std::to_string(config.max_model_len) +
-                           " exceeds the model's context length " + std::to_string(mc.n_ctx_train) +
-                           " (" + config.model_path + ")");
-  }
+  TERN_RETURN_IF_ERROR(
+      CheckContextLength(mc, config.max_model_len, "--max-model-len", config.model_path));
 
   KvConfig shape;
   shape.num_layers = mc.n_layer;

@@ -109,4 +109,12 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& file) {
   return c;
 }
 
+Status CheckContextLength(const ModelConfig& config, int64_t num_tokens, const std::string& flag,
+                          const std::string& model_path) {
+  if (config.n_ctx_train <= 0 || num_tokens <= config.n_ctx_train) return Status::Ok();
+  return InvalidArgument(flag + " " + std::to_string(num_tokens) +
+                         " exceeds the model's context length " +
+                         std::to_string(config.n_ctx_train) + " (" + model_path + ")");
+}
+
 }  // namespace tern

@@ -41,4 +41,12 @@ struct ModelConfig {
   static StatusOr<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };
 
+// The one context check of every front end: a context of num_tokens (prompt
+// + output) asked for through `flag` ("-c", "--max-model-len") must not pass
+// the trained context (n_ctx_train; 0 = unknown, then anything goes):
+// positions the model never saw in training give garbage, not an error.
+// InvalidArgument "FLAG N exceeds the model's context length M (PATH)".
+Status CheckContextLength(const ModelConfig& config, int64_t num_tokens, const std::string& flag,
+                          const std::string& model_path);
+
 }  // namespace tern

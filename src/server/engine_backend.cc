@@ -1,9 +1,5 @@
 #include "server/engine_backend.h"
 
-#include <fstream>
-#include <sstream>
-
-#include "gguf/gguf_file.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,37 +22,13 @@ class DetokenizerStream : public TokenTextStream {
 
 }  // namespace
 
-StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
-                                          const std::string& model_path) {
-  if (override_value.empty()) {
-    StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(model_path);
-    if (!file.ok()) return file.status();
-    return (*file)->GetString("tokenizer.chat_template").value_or("");
-  }
-  if (std::optional<std::string> builtin = BuiltinChatTemplate(override_value)) return *builtin;
-  std::ifstream in(override_value, std::ios::binary);
-  if (!in) {
-    std::string names;
-    for (const std::string& n : BuiltinChatTemplateNames())
-      names += (names.empty() ? "" : ", ") + n;
-    return NotFound("--chat-template: '" + override_value +
-                    "' is neither a readable file nor a built-in template (" + names + ")");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(
     std::unique_ptr<Engine> engine, const std::string& chat_template_source) {
   std::unique_ptr<EngineBackend> b(new EngineBackend(std::move(engine)));
-  const Tokenizer& tok = b->engine_->tokenizer();
-  if (tok.bos_id() >= 0) b->bos_text_ = tok.TokenText(tok.bos_id());
-  if (tok.eos_id() >= 0) b->eos_text_ = tok.TokenText(tok.eos_id());
   if (!chat_template_source.empty()) {
-    StatusOr<Template> t = ParseChatTemplate(chat_template_source);
-    if (!t.ok()) return t.status().WithContext("chat template");
-    b->chat_template_ = std::move(t).value();
+    StatusOr<ChatPrompt> p = ChatPrompt::Create(b->engine_->tokenizer(), chat_template_source);
+    if (!p.ok()) return p.status();
+    b->chat_prompt_ = std::move(p).value();
   }
   return b;
 }
@@ -99,7 +71,7 @@ std::unique_ptr<TokenTextStream> EngineBackend::NewTextStream(
 
 StatusOr<std::vector<int32_t>> EngineBackend::EncodeChat(const std::vector<ApiMessage>& messages,
                                                          bool add_special) const {
-  if (!chat_template_) {
+  if (!chat_prompt_) {
     return InvalidArgument(
         "this model has no chat template (no tokenizer.chat_template in its GGUF); start the "
         "server with --chat-template NAME|FILE, or use /v1/completions");
@@ -107,14 +79,7 @@ StatusOr<std::vector<int32_t>> EngineBackend::EncodeChat(const std::vector<ApiMe
   std::vector<ChatMessage> chat;
   chat.reserve(messages.size());
   for (const ApiMessage& m : messages) chat.push_back({m.role, m.content});
-  StatusOr<std::string> text =
-      RenderChatTemplate(*chat_template_, chat,
-                         /*add_generation_prompt=*/true, bos_text_, eos_text_);
-  if (!text.ok()) return InvalidArgument("chat template: " + text.status().message());
-  // The template usually writes BOS itself; add it only when it did not.
-  const bool starts_with_bos = !bos_text_.empty() && text->rfind(bos_text_, 0) == 0;
-  return engine_->tokenizer().Encode(*text, add_special && !starts_with_bos,
-                                     /*parse_special=*/true);
+  return chat_prompt_->Encode(chat, add_special);
 }
 
 }  // namespace tern

@@ -1,7 +1,8 @@
 // EngineBackend: the ServingBackend of `tern serve`, wrapping the real Engine
 // (requests, stats) and its Tokenizer (text <-> ids, incremental
-// detokenizing), plus the chat template: the model's tokenizer.chat_template
-// unless --chat-template names a built-in format or a file.
+// detokenizing), plus the chat template (ChatPrompt, chat_prompt.h): the
+// model's tokenizer.chat_template unless --chat-template names a built-in
+// format or a file (ResolveChatTemplate).
 //
 // Thread rules: immutable after Create(); every method is safe from any
 // thread (Engine and Tokenizer are).
@@ -12,16 +13,10 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "jinja/chat_template.h"
+#include "server/chat_prompt.h"
 #include "server/serving_backend.h"
 
 namespace tern {
-
-// The template source for a model: override_value is "" (use the GGUF's
-// tokenizer.chat_template, "" when it has none), a built-in name
-// (BuiltinChatTemplateNames()), or a file path. Errors name the file.
-StatusOr<std::string> ResolveChatTemplate(const std::string& override_value,
-                                          const std::string& model_path);
 
 class EngineBackend : public ServingBackend {
  public:
@@ -30,7 +25,7 @@ class EngineBackend : public ServingBackend {
                                                          const std::string& chat_template_source);
 
   Engine& engine() { return *engine_; }
-  bool has_chat_template() const { return chat_template_.has_value(); }
+  bool has_chat_template() const { return chat_prompt_.has_value(); }
 
   StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request) override;
   void Abort(const std::string& request_id) override;
@@ -51,9 +46,7 @@ class EngineBackend : public ServingBackend {
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 
   std::unique_ptr<Engine> engine_;
-  std::optional<Template> chat_template_;
-  std::string bos_text_;
-  std::string eos_text_;
+  std::optional<ChatPrompt> chat_prompt_;
 };
 
 }  // namespace tern

@@ -1,0 +1,135 @@
+#include "tools/generation_flags.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+
+#include "server/chat_prompt.h"
+
+namespace tern {
+namespace {
+
+std::string Num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+// "FLAG must be WHAT, got VALUE".
+Status OutOfRange(const std::string& flag, const std::string& what, const std::string& value) {
+  return InvalidArgument(flag + " must be " + what + ", got " + value);
+}
+
+Status CheckSampling(const GenerationFlags& f) {
+  if (!(f.temperature >= 0 && std::isfinite(f.temperature)))
+    return OutOfRange("--temp", ">= 0", Num(f.temperature));
+  if (f.top_k < 0) return OutOfRange("--top-k", ">= 0 (0 = off)", std::to_string(f.top_k));
+  if (!(f.top_p > 0 && f.top_p <= 1)) return OutOfRange("--top-p", "in (0, 1]", Num(f.top_p));
+  if (!(f.min_p >= 0 && f.min_p <= 1)) return OutOfRange("--min-p", "in [0, 1]", Num(f.min_p));
+  if (!(f.repeat_penalty > 0 && std::isfinite(f.repeat_penalty)))
+    return OutOfRange("--repeat-penalty", "> 0 (1 = off)", Num(f.repeat_penalty));
+  if (!(f.presence_penalty >= -2 && f.presence_penalty <= 2))
+    return OutOfRange("--presence-penalty", "in [-2, 2]", Num(f.presence_penalty));
+  if (!(f.frequency_penalty >= -2 && f.frequency_penalty <= 2))
+    return OutOfRange("--frequency-penalty", "in [-2, 2]", Num(f.frequency_penalty));
+  if (f.seed < -1) return OutOfRange("--seed", ">= 0 (or -1 = random)", std::to_string(f.seed));
+  return Status::Ok();
+}
+
+Status CheckLengths(const GenerationFlags& f) {
+  if (f.max_tokens == 0 || f.max_tokens < -1 || f.max_tokens > INT32_MAX) {
+    return OutOfRange("-n", "a positive count, or -1 = until end of text or context",
+                      std::to_string(f.max_tokens));
+  }
+  if (f.ctx != GenerationFlags::kUnset && (f.ctx < 1 || f.ctx > INT32_MAX))
+    return OutOfRange("-c", "a positive token count", std::to_string(f.ctx));
+  for (const std::string& s : f.stop) {
+    if (s.empty()) return InvalidArgument("--stop: empty stop string");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+SamplingParams GenerationFlags::ToSamplingParams() const {
+  SamplingParams p;
+  p.temperature = (float)temperature;
+  p.top_k = (int32_t)top_k;
+  p.top_p = (float)top_p;
+  p.min_p = (float)min_p;
+  p.repetition_penalty = (float)repeat_penalty;
+  p.presence_penalty = (float)presence_penalty;
+  p.frequency_penalty = (float)frequency_penalty;
+  p.has_seed = seed >= 0;
+  p.seed = seed >= 0 ? (uint64_t)seed : 0;
+  p.max_tokens = (int32_t)max_tokens;
+  return p;
+}
+
+StatusOr<int32_t> GenerationFlags::ResolveContext(const ModelConfig& config,
+                                                  const std::string& model_path) const {
+  if (ctx == kUnset) {
+    return config.n_ctx_train > 0 ? std::min(config.n_ctx_train, kCliMaxDefaultContext)
+                                  : kCliMaxDefaultContext;
+  }
+  TERN_RETURN_IF_ERROR(CheckContextLength(config, ctx, "-c", model_path));
+  return (int32_t)ctx;
+}
+
+void AddGenerationFlags(ArgParser& p, GenerationFlags* f, const std::string& reply_noun) {
+  p.AddInt("-n,--n-predict", "N", &f->max_tokens,
+           "tokens to generate for " + reply_noun +
+               " (default -1 = until end of text or context; 0 and other negatives are errors)");
+  p.AddInt("-c,--ctx", "N", &f->ctx,
+           "context size in tokens, prompt included (default: the model's trained context, at "
+           "most " + std::to_string(kCliMaxDefaultContext) +
+               "; more than the trained context is refused)");
+  p.AddDouble("--temp", "T", &f->temperature,
+              "temperature (default " + Num(defaults::kTemperature) + "; 0 = greedy)");
+  p.AddInt("--top-k", "K", &f->top_k,
+           "keep the K most likely tokens (default " + std::to_string(defaults::kTopK) +
+               " = off)");
+  p.AddDouble("--top-p", "P", &f->top_p,
+              "nucleus sampling mass (default " + Num(defaults::kTopP) + " = off)");
+  p.AddDouble("--min-p", "P", &f->min_p,
+              "drop tokens below P x the best (default " + Num(defaults::kMinP) + " = off)");
+  p.AddDouble("--repeat-penalty", "R", &f->repeat_penalty,
+              "penalty on generated tokens (default " + Num(defaults::kRepetitionPenalty) +
+                  " = off)");
+  p.AddDouble("--presence-penalty", "X", &f->presence_penalty,
+              "OpenAI presence penalty, -2..2 (default " + Num(defaults::kPresencePenalty) + ")");
+  p.AddDouble("--frequency-penalty", "X", &f->frequency_penalty,
+              "OpenAI frequency penalty, -2..2 (default " + Num(defaults::kFrequencyPenalty) +
+                  ")");
+  p.AddInt("--seed", "S", &f->seed, "sampling seed (default -1 = random, printed on stderr)");
+  p.AddList("--stop", "STR", &f->stop,
+            "stop before STR appears in the text; repeatable (default: none)");
+  p.AddString("--chat-template", "FILE|NAME", &f->chat_template,
+              "chat template file, or a built-in: " + BuiltinChatTemplateList() +
+                  " (default: the model's tokenizer.chat_template)");
+  p.AddString("--system", "TEXT", &f->system, "system message (default: none)");
+  p.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
+              std::string("KV cache element type: f16 or f32 (default ") + defaults::kKvCacheDtype +
+                  ")");
+  p.AddCheck([f] { return CheckSampling(*f); });
+  p.AddCheck([f] { return CheckLengths(*f); });
+  p.AddCheck([f]() -> Status {
+    std::optional<DType> d = ParseDType(f->kv_cache_dtype);
+    if (!d || (*d != DType::kF16 && *d != DType::kF32)) {
+      return InvalidArgument("--kv-cache-dtype must be f16 or f32, got '" + f->kv_cache_dtype +
+                             "'");
+    }
+    f->kv_dtype = *d;
+    return Status::Ok();
+  });
+}
+
+std::string SamplingDefaultsHelp() {
+  return "Sampling defaults follow OpenAI's API (temperature 1, no top-k, top-p 1, no min-p); "
+         "--temp 0 is greedy. llama.cpp's habit is one set of flags away: --temp 0.8 --top-k 40 "
+         "--top-p 0.95 --min-p 0.05.";
+}
+
+}  // namespace tern
