@@ -48,6 +48,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Threads that run a job at once: min(num_threads, cores). Work that
+  // balances itself (shares plus stealing) wants this many shares; the
+  // slots beyond it mostly find the work taken.
+  int max_parallel() const { return max_awake_ + 1; }
 
   using RangeFn = std::function<void(int64_t begin, int64_t end, int thread_index)>;
   // Splits [0, n) into num_threads contiguous parts (each a multiple of
