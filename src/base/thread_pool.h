@@ -76,7 +76,7 @@ class ThreadPool {
   // Claims and runs free slots of job `gen`, slot `first` first.
   void RunSlots(int first, uint64_t gen);
   void WorkerLoop(int index);
-  // Waits for a generation other than `seen`; false when stopping.
+  // Waits for a generation other than `seen` (or for stop_) and returns it.
   uint64_t WaitForJob(uint64_t seen, int64_t* spin_ns);
   void WaitForSlots(int num_slots);
 
