@@ -224,14 +224,14 @@ TEST(BatchCliChecksTest, InputAndFlagErrorsComeBeforeTheModelLoads) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {"-i /nonexistent/in.jsonl" + out, "input file not found: /nonexistent/in.jsonl"},
+      {"-i /nonexistent/in.jsonl" + out, "input /nonexistent/in.jsonl: No such file or directory"},
       {"-i " + ShellQuote(dir.path()) + out, "is a folder, not a file"},
       {"-i " + ShellQuote(dir.File("ok.jsonl")) + " -o /nonexistent/dir/out.jsonl",
-       "-o: folder /nonexistent/dir does not exist"},
+       "-o /nonexistent/dir/out.jsonl: folder /nonexistent/dir does not exist"},
       {"-i " + ShellQuote(dir.File("ok.jsonl")) + " -o " + ShellQuote(dir.File("ok.jsonl")),
        "is the input file"},
       {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --summary-json /nonexistent/dir/s.json",
-       "--summary-json: folder /nonexistent/dir does not exist"},
+       "--summary-json /nonexistent/dir/s.json: folder /nonexistent/dir does not exist"},
       {"-i " + ShellQuote(dir.File("bad.jsonl")) + out, "line 2: 'prompt' must be a string or an array"},
       {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --top-p 0", "--top-p must be in (0, 1]"},
       {"-i " + ShellQuote(dir.File("ok.jsonl")) + out + " --max-tokens 0", "--max-tokens must be >= 1"},

@@ -19,8 +19,11 @@ namespace tern {
 // as its lone argument (`tern serve model.gguf`); both at once is an error.
 void AddModelFlag(ArgParser& parser, std::string* path, const std::string& help);
 
-// Registers -t/--threads N. *threads keeps its value (0) when the flag is
-// absent; the command then picks its default.
+// Registers -t/--threads N (1-1024). *threads keeps its value (0) when the
+// flag is absent; the command then picks its default,
+// ThreadPool::DefaultNumThreads() (the cores available to the process).
+// -t 0 or below is an error; above the available cores a one-line warning
+// goes to stderr.
 void AddThreadsFlag(ArgParser& parser, int* threads);
 void AddThreadsFlag(ArgParser& parser, int64_t* threads);
 

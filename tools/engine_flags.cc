@@ -45,7 +45,6 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
 StatusOr<EngineConfig> EngineFlags::ToConfig() const {
   EngineConfig c = config;
   if (c.model_path.empty()) return InvalidArgument("missing -m MODEL (or the model as the lone argument)");
-  if (c.num_threads < 0) return InvalidArgument("-t must be >= 0, got " + std::to_string(c.num_threads));
   if (chunked_prefill && no_chunked_prefill) {
     return InvalidArgument("--enable-chunked-prefill and --no-enable-chunked-prefill both given");
   }

@@ -226,6 +226,8 @@ TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
 TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
   const DType t = GetParam();
   ThreadPool pool(3);
+  // More threads than (pretended) cores: shares for two, the rest steal.
+  ThreadPool oversubscribed(8, /*cores=*/2);
   for (const KernelTable* table : AvailableTables()) {
   SCOPED_TRACE(table->isa);
   // Column counts that leave the decode tiles' unrolled loops a remainder.
@@ -241,6 +243,9 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
     MatMulWith(*table, view, x.data(), tokens, y2.data(), &pool);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
         << DTypeName(t) << " tokens=" << tokens;
+    MatMulWith(*table, view, x.data(), tokens, y2.data(), &oversubscribed);
+    ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+        << DTypeName(t) << " tokens=" << tokens << ", 8 threads on 2 cores";
     // A token's row of a batch (the first, in a full token tile, and the
     // last) equals that token alone.
     for (const int64_t k : {(int64_t)0, tokens - 1}) {
