@@ -212,7 +212,7 @@ TEST(GenerateCliTest, OutOfRangeNumbersNameTheirFlag) {
       {"--min-p 2", "--min-p must be"}, {"--repeat-penalty 0", "--repeat-penalty must be"},
       {"--presence-penalty 3", "--presence-penalty must be"},
       {"--frequency-penalty -3", "--frequency-penalty must be"},
-      {"--seed -2", "--seed must be"},  {"-t -2", "-t must be"},
+      {"--seed -2", "--seed must be"},  {"-t -2", "-t/--threads must be"},
       {"--stop ''", "--stop"},          {"--ids --stop x", "--ids"},
   };
   for (const auto& [flags, needle] : cases) {
