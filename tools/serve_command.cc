@@ -166,10 +166,12 @@ int RunServe(int argc, char** argv) {
           EngineBackend::Create(std::move(engine).value(), *chat_template);
       if (b.ok()) {
         backend = std::move(b).value();
+        // Serving first, then "ready": a client that waits for the line
+        // must not meet a 503.
+        api.SetBackend(backend.get());
         TERN_LOG_INFO("tern serve: %s", kv.c_str());
         TERN_LOG_INFO("tern serve: ready on %s (max_model_len %d); try:\n  %s", url.c_str(),
                       backend->max_model_len(), CurlHint(url, a, a.served_model_name).c_str());
-        api.SetBackend(backend.get());
         return;
       }
       status = b.status();
