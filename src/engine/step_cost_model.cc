@@ -15,6 +15,10 @@ constexpr double kRidge = 0.02;
 // machine, not of the step) is clipped once the model has data.
 constexpr double kClipRatio = 4.0;
 constexpr double kScaleAlpha = 0.1;
+// The first steps of an engine touch the weights for the first time (page
+// faults) and would pull the fit for many steps after: they set the scale
+// only.
+constexpr int64_t kWarmupSteps = 2;
 // Lower bounds in prior units, so that a noisy fit never makes prompt tokens
 // look free: a token costs at least a tenth, 512 attended positions at least
 // a twentieth of the prior's token.
@@ -66,16 +70,21 @@ double StepCostModel::Predict(const StepShape& shape) const {
 void StepCostModel::Observe(const StepShape& shape, double seconds) {
   if (fixed_ || !(seconds > 0) || shape.num_tokens <= 0) return;
   const Vec x = Features(shape);
-  if (num_observations_ > 8) seconds = std::min(seconds, kClipRatio * Predict(shape));
+  if (num_observations_ > kWarmupSteps + 8) seconds = std::min(seconds, kClipRatio * Predict(shape));
   const double prior_units = Dot(x, kPriorUnits);
   const double ratio = seconds / prior_units;
   scale_s_ = num_observations_ == 0 ? ratio : (1 - kScaleAlpha) * scale_s_ + kScaleAlpha * ratio;
+  if (++num_observations_ <= kWarmupSteps) {
+    // Cold steps (first touch of the weights): the scale only.
+    coef_ = {kPriorUnits[0] * scale_s_, kPriorUnits[1] * scale_s_, kPriorUnits[2] * scale_s_,
+             kPriorUnits[3] * scale_s_};
+    return;
+  }
   weight_ = weight_ * decay_ + 1;
   for (int i = 0; i < kN; ++i) {
     moment_[i] = moment_[i] * decay_ + x[i] * seconds;
     for (int j = 0; j < kN; ++j) gram_[i][j] = gram_[i][j] * decay_ + x[i] * x[j];
   }
-  ++num_observations_;
   Refit();
 }
 

@@ -10,7 +10,10 @@
 //
 // The coefficients are fitted online from the engine's own step timings: an
 // exponentially weighted least-squares fit (weight decay `decay` per step,
-// ~50 steps of memory at 0.98) with a weak ridge pull toward a prior. The
+// ~20 steps of memory at 0.95, so the fit is local to the batch shapes of
+// the moment: a CPU step is not quite linear over 1..512 tokens) with a weak
+// ridge pull toward a prior. The first 2 steps of an engine (cold: first
+// touch of the weights) only set the prior's scale. The
 // prior's shape is fixed (a step costs as much as 8 tokens, 512 attended
 // positions as much as one token, a sampled row a tenth of a token) and its
 // scale follows the observations (an EWMA of observed / prior-predicted
@@ -52,7 +55,7 @@ class StepCostModel {
  public:
   // fixed: use these coefficients and never learn (tests, experiments).
   explicit StepCostModel(std::optional<StepCostCoefficients> fixed = std::nullopt,
-                         double decay = 0.98);
+                         double decay = 0.95);
 
   double Predict(const StepShape& shape) const;
   // Adds one measured step.

@@ -103,7 +103,14 @@ TEST(StepCostModelTest, ClipsAStallOnceItHasData) {
   const StepShape s = StepShape::Chunk(0, 8, true);
   const double before = model.Predict(s);
   model.Observe(s, 100.0);  // the machine stalled for 100 s
-  EXPECT_LT(model.Predict(s), 1.5 * before);
+  // Counted as 4x the prediction: the fit moves (this small step is far from
+  // the others), but by a bounded amount, not toward 100 s.
+  EXPECT_LT(model.Predict(s), 4 * before);
+  for (int i = 0; i < 100; ++i) {
+    const StepShape r = RandomStep(rng);
+    model.Observe(r, Truth(truth, r));
+  }
+  EXPECT_NEAR(model.Predict(s), before, 0.05 * before);
 }
 
 TEST(StepCostModelTest, FixedCoefficientsNeverChange) {
