@@ -26,7 +26,7 @@ SERVER_PID=
 start_server() {  # name [extra tern flags...]
   local name=$1; shift
   if [ "$name" = tern ]; then
-    "$TERN" serve -m "$MODEL" -t "$THREADS" --port "$PORT" --max-num-seqs 64 "$@" \
+    "$TERN" serve -m "$MODEL" -t "$THREADS" --port "$PORT" --max-num-seqs 64 --kv-cache-memory 2GiB "$@" \
       >"$OUT/server-$name.log" 2>&1 &
   else
     "$LLAMA_SERVER" -m "$MODEL" -t "$THREADS" --port "$PORT" -np 16 -fa on -c 65536 \
