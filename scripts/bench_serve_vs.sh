@@ -20,7 +20,7 @@ WHAT=${1:-all}
 ROUNDS=${2:-2}
 LLAMA_SERVER=${LLAMA_SERVER:-}
 mkdir -p "$OUT"
-[ -f "$MODEL" ] || "$TERN" model synth --preset tinyllama-1.1b --type Q4_0 -o "$MODEL" >&2
+[ -f "$MODEL" ] || "$TERN" model synth --preset tinyllama-1.1b --type Q4_0 --ctx 4096 -o "$MODEL" >&2
 
 SERVER_PID=
 start_server() {  # name [extra tern flags...]

@@ -9,7 +9,10 @@
 namespace tern {
 
 Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<KvCacheManager> kv)
-    : config_(config), kv_(std::move(kv)), cost_model_(config.fixed_step_cost) {
+    : config_(config),
+      kv_(std::move(kv)),
+      cost_model_(config.fixed_step_cost),
+      decode_cost_model_(config.fixed_step_cost) {
   CHECK_GT(config_.max_num_seqs, 0);
   CHECK_GT(config_.max_num_batched_tokens, 0);
   CHECK_GT(config_.max_model_len, 0);
@@ -62,9 +65,11 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   double slack = std::numeric_limits<double>::infinity();
   int32_t prefill_tokens_left = step.budget;
   if (decoding) {
+    const StepCostModel& base =
+        decode_cost_model_.num_observations() > 0 ? decode_cost_model_ : cost_model_;
     out.target_step_s = config_.target_itl_s > 0
                             ? config_.target_itl_s
-                            : config_.target_itl_factor * cost_model_.Predict(shape);
+                            : config_.target_itl_factor * base.Predict(shape);
     slack = out.target_step_s - cost_model_.Predict(shape);
     if (config_.max_prefill_tokens_while_decoding > 0) {
       prefill_tokens_left = config_.max_prefill_tokens_while_decoding;
@@ -194,10 +199,13 @@ int32_t Scheduler::ChunkWithin(int32_t start, int32_t limit, int32_t remaining,
 
 void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds) {
   StepShape shape;
+  bool decode_only = true;
   for (const ScheduledSequence& s : scheduled.sequences) {
     shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+    decode_only = decode_only && s.token_ids.size() == 1;
   }
   cost_model_.Observe(shape, seconds);
+  if (decode_only) decode_cost_model_.Observe(shape, seconds);
 }
 
 // ---- decode-protect policy ---------------------------------------------------------

@@ -9,8 +9,11 @@
 //   G1. ScheduleDecodes: every decoding request, in running order (KV via
 //       AllocateOrPreempt, as in rule 1 below).
 //   G2. The step's time target: target_itl_s, or when 0 target_itl_factor x
-//       the predicted time of the decode-only step (StepCostModel, fitted
-//       online from the engine's measured steps). slack = target - predicted.
+//       the decode-only step as measured: a second StepCostModel fitted to
+//       decode-only steps alone, so that a long run of mixed steps neither
+//       forgets it nor extrapolates it from the mixed steps' fit. slack =
+//       target - the decode part's prediction by the model of every step
+//       (StepCostModel, fitted online from the engine's measured steps).
 //       With nothing decoding there is no target (the budget alone limits).
 //   G3. PrefillCandidates: running requests still in their prompt, and (when
 //       nothing was preempted) the first kMaxWaitingCandidates waiting ones,
@@ -175,6 +178,7 @@ class Scheduler {
   // step-cost model (call before UpdateFromOutput).
   void ObserveStepTime(const SchedulerOutput& scheduled, double seconds);
   const StepCostModel& cost_model() const { return cost_model_; }
+  const StepCostModel& decode_cost_model() const { return decode_cost_model_; }
 
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   int num_running() const { return (int)running_.size(); }
@@ -243,7 +247,8 @@ class Scheduler {
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // admission order: newest last
   SchedulerStats stats_;
-  StepCostModel cost_model_;
+  StepCostModel cost_model_;         // every step
+  StepCostModel decode_cost_model_;  // decode-only steps: the automatic target's base
 };
 
 }  // namespace tern

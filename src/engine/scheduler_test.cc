@@ -593,6 +593,40 @@ TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
   }
 }
 
+TEST(SchedulerGoodputTest, TheAutomaticTargetFollowsMeasuredDecodeOnlySteps) {
+  SchedulerConfig c = Goodput();
+  c.fixed_step_cost.reset();  // learned
+  auto h = MakeManual(c, 400, 4);
+  // Step records as the engine would time them: 4 decodes alone take 100 ms;
+  // with a 40-token prompt chunk 150 ms, and the mixed steps come last.
+  const Ids tokens(64, 1);
+  SchedulerOutput decodes, mixed;
+  for (int i = 0; i < 4; ++i) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), 1);
+    s.start_position = 3;
+    s.sample = true;
+    decodes.sequences.push_back(s);
+  }
+  mixed = decodes;
+  ScheduledSequence chunk;
+  chunk.token_ids = std::span<const int32_t>(tokens.data(), 40);
+  mixed.sequences.push_back(chunk);
+  for (int i = 0; i < 30; ++i) h->scheduler->ObserveStepTime(decodes, 0.100);
+  for (int i = 0; i < 400; ++i) h->scheduler->ObserveStepTime(mixed, 0.150);
+  // The mixed steps alone cannot split the step's cost from the tokens' (and
+  // the decode-only ones have faded from that fit); the target comes from
+  // the decode-only steps: 2.5 x 100 ms.
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 100), 1);
+  const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 0.250, 0.005);
+  // What the fit of every step makes of the decode-only step by now.
+  StepShape alone;
+  for (int i = 0; i < 4; ++i) alone += StepShape::Chunk(3, 1, true);
+  EXPECT_LT(h->scheduler->cost_model().Predict(alone), 0.080);
+}
+
 TEST(SchedulerGoodputTest, MaxPrefillTokensWhileDecodingCapsTheStepToo) {
   SchedulerConfig c = Goodput();
   c.max_prefill_tokens_while_decoding = 5;
