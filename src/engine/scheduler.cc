@@ -59,18 +59,19 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   SchedulerOutput out;
   StepState step;
   step.budget = config_.max_num_batched_tokens;
-  StepShape shape;
+  StepShape shape, prefill;  // the decodes' and the prompt chunks'
   ScheduleDecodes(step, shape, out);
   const bool decoding = !out.sequences.empty();
   double slack = std::numeric_limits<double>::infinity();
   int32_t prefill_tokens_left = step.budget;
+  double decodes_s = 0;  // predicted time of the decode part
   if (decoding) {
     const StepCostModel& base =
         decode_cost_model_.num_observations() > 0 ? decode_cost_model_ : cost_model_;
-    out.target_step_s = config_.target_itl_s > 0
-                            ? config_.target_itl_s
-                            : config_.target_itl_factor * base.Predict(shape);
-    slack = out.target_step_s - cost_model_.Predict(shape);
+    decodes_s = base.Predict(shape);
+    out.target_step_s = config_.target_itl_s > 0 ? config_.target_itl_s
+                                                 : config_.target_itl_factor * decodes_s;
+    slack = out.target_step_s - decodes_s;
     if (config_.max_prefill_tokens_while_decoding > 0) {
       prefill_tokens_left = config_.max_prefill_tokens_while_decoding;
     }
@@ -115,14 +116,14 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
     }
     const StepShape chunk = StepShape::Chunk(c.start, n, !partial);
     slack -= MarginalCost(chunk);
-    shape += chunk;
+    prefill += chunk;
     step.budget -= n;
     prefill_tokens_left -= n;
     first_prefill = false;
     BuildOutput(r, n, out);
   }
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
-  out.predicted_step_s = cost_model_.Predict(shape);
+  out.predicted_step_s = decoding ? decodes_s + MarginalCost(prefill) : cost_model_.Predict(prefill);
   return out;
 }
 

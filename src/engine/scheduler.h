@@ -12,9 +12,11 @@
 //       the decode-only step as measured: a second StepCostModel fitted to
 //       decode-only steps alone, so that a long run of mixed steps neither
 //       forgets it nor extrapolates it from the mixed steps' fit. slack =
-//       target - the decode part's prediction by the model of every step
-//       (StepCostModel, fitted online from the engine's measured steps).
-//       With nothing decoding there is no target (the budget alone limits).
+//       target - that model's prediction of the decode part. Prompt chunks
+//       are costed by the model of every step (marginal cost: tokens,
+//       attended positions, sampled rows). Both models are StepCostModels
+//       fitted online to the engine's measured steps. With nothing
+//       decoding there is no target (the budget alone limits).
 //   G3. PrefillCandidates: running requests still in their prompt, and (when
 //       nothing was preempted) the first kMaxWaitingCandidates waiting ones,
 //       each from its longest cached prefix. Ordered by

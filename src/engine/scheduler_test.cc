@@ -627,6 +627,56 @@ TEST(SchedulerGoodputTest, TheAutomaticTargetFollowsMeasuredDecodeOnlySteps) {
   EXPECT_LT(h->scheduler->cost_model().Predict(alone), 0.080);
 }
 
+// Step records as the engine times them: num_decodes decodes at depth 2
+// plus an optional prompt chunk.
+SchedulerOutput StepRecord(const Ids& tokens, int num_decodes, int32_t chunk, int32_t chunk_start) {
+  SchedulerOutput out;
+  for (int i = 0; i < num_decodes; ++i) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), 1);
+    s.start_position = 2;
+    s.sample = true;
+    out.sequences.push_back(s);
+  }
+  if (chunk > 0) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), chunk);
+    s.start_position = chunk_start;
+    out.sequences.push_back(s);
+  }
+  return out;
+}
+
+TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
+  // As measured on a busy machine: two 512-token prefills took 11 s each,
+  // then 2 decodes alone take 75 ms. The fit of every step, steepened by the
+  // prefills, predicts the decodes at ~3x that; the decode part of the slack
+  // comes from the decode-only model, so a 32-token prompt still gets a real
+  // chunk, not 1 token per step.
+  SchedulerConfig c = Goodput(512, 4096);
+  c.fixed_step_cost.reset();
+  auto h = MakeManual(c, 1000, 16, /*caching=*/false);
+  const Ids tokens(512, 1);
+  for (int i = 0; i < 2; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 0), 11.0);
+  h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 0), 10.9);
+  h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 512), 11.5);
+  for (int i = 0; i < 6; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 2, 0, 0), 0.075);
+  StartDecodes(*h, 2);
+  h->Add("short", Range(100, 32), 1);
+  const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  int32_t got = 0;
+  for (const ScheduledSequence& s : out.sequences) {
+    if (s.request_id == "short") got = (int32_t)s.token_ids.size();
+  }
+  EXPECT_NEAR(out.target_step_s, 2.5 * 0.075, 0.02);
+  // The fit of every step would leave no slack at all for the decodes.
+  StepShape decodes;
+  for (int i = 0; i < 2; ++i) decodes += StepShape::Chunk(2, 1, true);
+  EXPECT_GT(h->scheduler->cost_model().Predict(decodes), out.target_step_s);
+  EXPECT_GE(got, 4);
+  EXPECT_LE(out.predicted_step_s, out.target_step_s + 1e-9);
+}
+
 TEST(SchedulerGoodputTest, MaxPrefillTokensWhileDecodingCapsTheStepToo) {
   SchedulerConfig c = Goodput();
   c.max_prefill_tokens_while_decoding = 5;
