@@ -50,6 +50,11 @@ SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
   ScheduleRunning(step, out);
   if (!step.preempted) ScheduleWaiting(step, out, now);
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
+  StepShape shape;  // for the step log only
+  for (const ScheduledSequence& s : out.sequences) {
+    shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+  }
+  out.predicted_step_s = cost_model_.Predict(shape);
   return out;
 }
 
