@@ -243,6 +243,21 @@ void YTick(std::string& svg, const Panel& p, double fy, const std::string& label
          "' text-anchor='end' font-size='10'>" + label + "</text>\n";
 }
 
+// The 1, 2 or 5 x 10^k nearest to v from below (or above when up).
+double Nice125(double v, bool up) {
+  const double d = std::pow(10, std::floor(std::log10(v)));
+  if (up) {
+    for (double m : {1.0, 2.0, 5.0, 10.0}) {
+      if (d * m >= v * 0.999999) return d * m;
+    }
+    return d * 10;
+  }
+  for (double m : {5.0, 2.0, 1.0}) {
+    if (d * m <= v * 1.000001) return d * m;
+  }
+  return d;
+}
+
 // Empirical CDF of values (ms) on a log x axis, with p50/p90/p99 marked.
 void CdfPanel(std::string& svg, const Panel& p, const std::string& title,
               std::vector<double> ms, const LatencyStats& st) {
@@ -251,15 +266,18 @@ void CdfPanel(std::string& svg, const Panel& p, const std::string& title,
   ms.erase(std::remove_if(ms.begin(), ms.end(), [](double v) { return !(v > 0); }), ms.end());
   if (ms.empty()) return;
   std::sort(ms.begin(), ms.end());
-  double lo = std::pow(10, std::floor(std::log10(ms.front())));
-  double hi = std::pow(10, std::ceil(std::log10(ms.back())));
-  if (hi <= lo) hi = lo * 10;
+  // Axis from the 1-2-5 value at or below the smallest to the one at or
+  // above the largest, so the curve fills the panel.
+  const double lo = Nice125(ms.front(), /*up=*/false);
+  double hi = Nice125(ms.back(), /*up=*/true);
+  if (hi <= lo) hi = Nice125(lo * 1.01, /*up=*/true);
   const double span = std::log10(hi) - std::log10(lo);
   auto fx = [&](double v) { return (std::log10(std::max(v, lo)) - std::log10(lo)) / span; };
-  for (double d = lo; d <= hi * 1.001; d *= 10) {
+  for (double d = std::pow(10, std::floor(std::log10(lo))); d <= hi * 1.001; d *= 10) {
     for (double m : {1.0, 2.0, 5.0}) {
-      if (d * m > hi * 1.001 || (m > 1 && span > 4)) continue;
-      XTick(svg, p, fx(d * m), MsLabel(d * m));
+      const double v = d * m;
+      if (v < lo * 0.999 || v > hi * 1.001 || (m > 1 && span > 4)) continue;
+      XTick(svg, p, fx(v), MsLabel(v));
     }
   }
   // Step curve, thinned to at most ~600 points.
