@@ -69,6 +69,8 @@ TEST_F(ServeCliTest, BadFlagsExitOneWithOneLine) {
       {"-m " + model + " --api-key a --api-key-file b", "not both"},
       {"-m " + model + " --api-key-file /nonexistent/key", "--api-key-file"},
       {"-m " + model + " --max-body-bytes lots", "--max-body-bytes"},
+      {"-m " + model + " --scheduling-policy fastest", "--scheduling-policy"},
+      {"-m " + model + " --target-itl-ms -5", "--target-itl-ms"},
       {"-m " + model + " --chat-template /nonexistent/template.jinja", "--chat-template"},
       {"--bogus-flag", "bogus"},
   };

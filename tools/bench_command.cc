@@ -1,5 +1,6 @@
 // `tern bench`: speed of a model (prefill pp and decode tg, llama-bench
-// style) or of the kernels alone (`tern bench kernels`), each next to the
+// style) or of the kernels alone (`tern bench kernels`; `tern bench serve`,
+// a load generator for a server, lives in bench_serve_command.cc), each next to the
 // machine's own limits measured in the same run: memory read bandwidth for
 // decode (tokens/s <= bandwidth / bytes read per token) and the fp32 FMA peak
 // for prefill (tokens/s <= peak / (2 x parameters)).
@@ -481,6 +482,7 @@ int RunKernelBench(const KernelBenchOptions& o) {
 }  // namespace
 
 int RunBench(int argc, char** argv) {
+  if (argc >= 1 && std::strcmp(argv[0], "serve") == 0) return RunBenchServe(argc - 1, argv + 1);
   if (argc >= 1 && std::strcmp(argv[0], "kernels") == 0) {
     KernelBenchOptions o;
     ArgParser p("bench kernels [-t N] [-p TOKENS] [--type LIST] [--json]",
@@ -509,7 +511,8 @@ int RunBench(int argc, char** argv) {
               "bandwidth (read-only probe before and after each repetition over a buffer as "
               "large as the bytes read per token, 256 MiB to 1 GiB, best of 7 rounds each, "
               "median of the probes) / bytes read per token; pp against the "
-              "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone.");
+              "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone; `tern bench "
+              "serve` loads an OpenAI-compatible server.");
   AddModelFlag(p, &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
   p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");

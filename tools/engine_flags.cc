@@ -28,12 +28,24 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                  "schedule each prompt whole (the step budget grows to --max-model-len)");
   parser.AddInt("--max-num-partial-prefills", "N", &c.max_num_partial_prefills,
                 "requests whose prompt is chunked at once (default 1)");
+  parser.AddString("--scheduling-policy", "NAME", &f->scheduling_policy,
+                   "how prompts share a step with decodes: goodput (decodes first, then "
+                   "prompt tokens, shortest prompt first, up to --target-itl-ms by a step-cost "
+                   "model fitted to this machine) or decode-protect (max(decoding requests, 8) "
+                   "prompt tokens per step) (default goodput)");
+  parser.AddDouble("--target-itl-ms", "MS", &c.target_itl_ms,
+                   "goodput: step-time target while requests decode, i.e. their inter-token "
+                   "latency (default 0 = auto: --target-itl-factor x the predicted decode-only "
+                   "step)");
+  parser.AddDouble("--target-itl-factor", "F", &c.target_itl_factor,
+                   "goodput: the automatic target as a multiple of the decode-only step "
+                   "(default 2.5)");
   parser.AddInt("--max-prefill-tokens-while-decoding", "N",
                 &c.max_prefill_tokens_while_decoding,
-                "prompt tokens per step while requests decode, to protect their "
-                "inter-token latency; a prompt token at position p counts 1 + p/512 "
-                "(default 0 = auto: max(decoding requests, 8); a value >= "
-                "--max-num-batched-tokens turns it off)");
+                "prompt tokens per step while requests decode. decode-protect: a prompt "
+                "token at position p counts 1 + p/512 (default 0 = auto: max(decoding "
+                "requests, 8); a value >= --max-num-batched-tokens turns it off); goodput: "
+                "an extra cap on top of the time target (default 0 = none)");
   parser.AddFlag("--enable-prefix-caching", &f->prefix_caching,
                  "reuse the KV of shared prompt prefixes (default on)");
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
@@ -50,6 +62,14 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
   }
   if (prefix_caching && no_prefix_caching) {
     return InvalidArgument("--enable-prefix-caching and --no-enable-prefix-caching both given");
+  }
+  if (scheduling_policy == "goodput") {
+    c.scheduling_policy = SchedulingPolicy::kGoodput;
+  } else if (scheduling_policy == "decode-protect") {
+    c.scheduling_policy = SchedulingPolicy::kDecodeProtect;
+  } else {
+    return InvalidArgument("--scheduling-policy must be goodput or decode-protect, got '" +
+                           scheduling_policy + "'");
   }
   c.enable_chunked_prefill = !no_chunked_prefill;
   c.enable_prefix_caching = !no_prefix_caching;

@@ -25,6 +25,7 @@ struct EngineFlags {
   bool no_chunked_prefill = false;  // --no-enable-chunked-prefill
   bool prefix_caching = false;      // --enable-prefix-caching
   bool no_prefix_caching = false;   // --no-enable-prefix-caching
+  std::string scheduling_policy = "goodput";
 
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;

@@ -23,7 +23,7 @@ const Command kCommands[] = {
     {"tokenize", tern::RunTokenize, "text -> token ids with the model's tokenizer"},
     {"detokenize", tern::RunDetokenize, "token ids -> text"},
     {"perplexity", tern::RunPerplexity, "perplexity (and KL vs a base) on a text file"},
-    {"bench", tern::RunBench, "prompt/decode speed against the machine's roofline"},
+    {"bench", tern::RunBench, "prompt/decode speed against the machine's roofline; 'bench serve' loads a server"},
     {"model", tern::RunModel, "model tools: 'tern model synth' makes random-weight GGUFs"},
     {"kv-calc", tern::RunKvCalc, "KV-cache capacity planner"},
     {"quantize", tern::RunQuantize, "requantize a GGUF file to another weight format"},

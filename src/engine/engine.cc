@@ -76,6 +76,13 @@ Status ValidateConfig(const EngineConfig& c) {
     return InvalidArgument("--max-prefill-tokens-while-decoding must be >= 0, got " +
                            std::to_string(c.max_prefill_tokens_while_decoding));
   }
+  if (!(c.target_itl_ms >= 0)) {
+    return InvalidArgument("--target-itl-ms must be >= 0, got " + std::to_string(c.target_itl_ms));
+  }
+  if (!(c.target_itl_factor >= 1)) {
+    return InvalidArgument("--target-itl-factor must be >= 1, got " +
+                           std::to_string(c.target_itl_factor));
+  }
   if (c.kv_cache_dtype != DType::kF16 && c.kv_cache_dtype != DType::kF32) {
     return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(c.kv_cache_dtype) +
                            " is not supported by the engine (f16, f32)");
@@ -161,6 +168,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   sc.enable_chunked_prefill = config.enable_chunked_prefill;
   sc.max_num_partial_prefills = config.max_num_partial_prefills;
   sc.max_prefill_tokens_while_decoding = config.max_prefill_tokens_while_decoding;
+  sc.policy = config.scheduling_policy;
+  sc.target_itl_s = config.target_itl_ms / 1e3;
+  sc.target_itl_factor = config.target_itl_factor;
   sc.eog_token_ids = impl->tokenizer->eog_ids();
   auto scheduler = std::make_unique<Scheduler>(
       sc, std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,

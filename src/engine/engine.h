@@ -81,6 +81,18 @@ struct EngineRequest {
   std::string cache_salt;   // isolates prefix-cache entries per tenant
 };
 
+// How a step mixes prompt tokens with decodes (docs/engine.md).
+//   kGoodput: decodes first, then as many prompt tokens (shortest remaining
+//     prompt first, with aging) as keep the predicted step time within the
+//     ITL target, from a step-cost model fitted to this machine's own steps.
+//   kDecodeProtect: the earlier fixed rule: max(decoding requests, 8) prompt
+//     tokens per step while anything decodes, deeper tokens counting more.
+enum class SchedulingPolicy { kGoodput, kDecodeProtect };
+const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-protect"
+
+// The automatic ITL target: this many times the predicted decode-only step.
+inline constexpr double kAutoTargetItlFactor = 2.5;
+
 struct EngineConfig {
   std::string model_path;
   int num_threads = 0;                  // 0 = physical cores
@@ -94,6 +106,9 @@ struct EngineConfig {
   bool enable_chunked_prefill = true;
   int32_t max_num_partial_prefills = 1; // long prompts chunked at once
   int32_t max_prefill_tokens_while_decoding = 0;  // 0 = auto (SchedulerConfig)
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kGoodput;
+  double target_itl_ms = 0;             // goodput: step-time target; 0 = auto
+  double target_itl_factor = kAutoTargetItlFactor;  // auto target = factor x decode step
   bool enable_prefix_caching = true;
   bool verbose = false;                 // one status line every few seconds
 };

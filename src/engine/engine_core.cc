@@ -24,6 +24,7 @@ std::vector<RequestDelta> EngineCore::Step() {
   peak_kv_cache_usage_ = std::max(peak_kv_cache_usage_, scheduler_->kv().Usage());
   ModelRunnerOutput result = runner_->Execute(scheduled);
   const Clock::time_point end = Clock::now();
+  scheduler_->ObserveStepTime(scheduled, std::chrono::duration<double>(end - start).count());
   std::vector<RequestDelta> deltas = scheduler_->UpdateFromOutput(scheduled, result, end);
 
   last_step_ = StepStats{};
@@ -41,11 +42,13 @@ std::vector<RequestDelta> EngineCore::Step() {
     std::fprintf(step_log_,
                  "{\"t_ms\":%.3f,\"batch_size\":%d,\"scheduled_tokens\":%d,"
                  "\"prefill_tokens\":%d,\"sampled_tokens\":%d,\"preemptions\":%d,"
-                 "\"kv_usage\":%.4f,\"duration_ms\":%.3f}\n",
+                 "\"kv_usage\":%.4f,\"duration_ms\":%.3f,\"predicted_ms\":%.3f,"
+                 "\"target_ms\":%.3f}\n",
                  std::chrono::duration<double, std::milli>(start - created_).count(),
                  last_step_.batch_size, last_step_.num_scheduled_tokens, prefill_tokens,
                  last_step_.num_sampled_tokens, last_step_.num_preemptions,
-                 last_step_.kv_cache_usage, last_step_.duration_s * 1e3);
+                 last_step_.kv_cache_usage, last_step_.duration_s * 1e3,
+                 scheduled.predicted_step_s * 1e3, scheduled.target_step_s * 1e3);
   }
   return deltas;
 }

@@ -76,7 +76,8 @@ struct SimTotals {
   uint64_t aborts = 0;
 };
 
-void Simulate(uint64_t seed, SimTotals* totals) {
+void Simulate(uint64_t seed, SimTotals* totals,
+              SchedulingPolicy policy = SchedulingPolicy::kDecodeProtect) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return (int)std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
@@ -92,6 +93,7 @@ void Simulate(uint64_t seed, SimTotals* totals) {
   // random stream of the other choices stays as it was.
   config.max_prefill_tokens_while_decoding = std::vector<int32_t>{0, 1, 3, 0}[seed % 4];
   config.eog_token_ids = kEog;
+  config.policy = policy;  // goodput: its cost model learns the fake runner's step times
   const bool caching = pick(0, 3) != 0;
   // One max_model_len sequence plus a little: forces preemption.
   const int32_t num_blocks = (kMaxModelLen + block_size - 1) / block_size + pick(0, 6);
@@ -187,6 +189,18 @@ TEST(EngineCoreSimulationTest, EveryRequestMatchesItsSoloRunUnderRandomLoad) {
               (unsigned long long)totals.cache_hits, (unsigned long long)totals.aborts);
 }
 
+
+TEST(EngineCoreSimulationTest, GoodputPolicyKeepsEveryRequestEqualToItsSoloRun) {
+  SimTotals totals;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Simulate(seed, &totals, SchedulingPolicy::kGoodput);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(totals.steps, 2000u);
+  EXPECT_GT(totals.preemptions, 0u);
+  EXPECT_GT(totals.cache_hits, 0u);
+  EXPECT_GT(totals.aborts, 0u);
+}
 
 // TERN_STEP_LOG: one JSON record per step, in step order, with the step's
 // token counts.

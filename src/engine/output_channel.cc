@@ -1,4 +1,5 @@
-// OutputChannel (declared in engine.h) and FinishReasonName.
+// OutputChannel (declared in engine.h), FinishReasonName and
+// SchedulingPolicyName.
 #include "engine/engine.h"
 
 namespace tern {
@@ -15,6 +16,10 @@ const char* FinishReasonName(FinishReason r) {
       break;
   }
   return "none";
+}
+
+const char* SchedulingPolicyName(SchedulingPolicy p) {
+  return p == SchedulingPolicy::kGoodput ? "goodput" : "decode-protect";
 }
 
 void OutputChannel::Push(RequestOutput out) {

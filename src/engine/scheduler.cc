@@ -1,18 +1,25 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "base/check.h"
 
 namespace tern {
 
 Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<KvCacheManager> kv)
-    : config_(config), kv_(std::move(kv)) {
+    : config_(config),
+      kv_(std::move(kv)),
+      cost_model_(config.fixed_step_cost),
+      decode_cost_model_(config.fixed_step_cost) {
   CHECK_GT(config_.max_num_seqs, 0);
   CHECK_GT(config_.max_num_batched_tokens, 0);
   CHECK_GT(config_.max_model_len, 0);
   if (config_.max_num_partial_prefills < 1) config_.max_num_partial_prefills = 1;
   CHECK_GE(config_.max_prefill_tokens_while_decoding, 0);
+  CHECK_GE(config_.target_itl_s, 0);
+  CHECK_GE(config_.target_itl_factor, 1);
   // Whole prompts only: the budget must hold the longest sequence.
   if (!config_.enable_chunked_prefill) {
     config_.max_num_batched_tokens =
@@ -29,6 +36,9 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
 }
 
 SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
+  if (config_.policy == SchedulingPolicy::kGoodput && config_.enable_chunked_prefill) {
+    return ScheduleGoodput(now);
+  }
   SchedulerOutput out;
   StepState step;
   step.budget = config_.max_num_batched_tokens;
@@ -40,8 +50,171 @@ SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
   ScheduleRunning(step, out);
   if (!step.preempted) ScheduleWaiting(step, out, now);
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
+  StepShape shape;  // for the step log only
+  for (const ScheduledSequence& s : out.sequences) {
+    shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+  }
+  out.predicted_step_s = cost_model_.Predict(shape);
   return out;
 }
+
+// ---- goodput policy (rules G1-G4 in the header) ----------------------------------
+
+SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
+  SchedulerOutput out;
+  StepState step;
+  step.budget = config_.max_num_batched_tokens;
+  StepShape shape, prefill;  // the decodes' and the prompt chunks'
+  ScheduleDecodes(step, shape, out);
+  const bool decoding = !out.sequences.empty();
+  double slack = std::numeric_limits<double>::infinity();
+  int32_t prefill_tokens_left = step.budget;
+  double decodes_s = 0;  // predicted time of the decode part
+  if (decoding) {
+    const StepCostModel& base =
+        decode_cost_model_.num_observations() > 0 ? decode_cost_model_ : cost_model_;
+    decodes_s = base.Predict(shape);
+    out.target_step_s = config_.target_itl_s > 0 ? config_.target_itl_s
+                                                 : config_.target_itl_factor * decodes_s;
+    slack = out.target_step_s - decodes_s;
+    if (config_.max_prefill_tokens_while_decoding > 0) {
+      prefill_tokens_left = config_.max_prefill_tokens_while_decoding;
+    }
+  }
+  int32_t prompts_in_progress = 0;
+  for (const Request* r : running_) prompts_in_progress += r->num_tokens() - r->num_computed_tokens > 1;
+  bool admitting = !step.preempted;
+  bool first_prefill = true;
+  for (PrefillCandidate& c : PrefillCandidates(step, now)) {
+    Request& r = *c.request;
+    if (step.budget <= 0 || prefill_tokens_left <= 0) break;
+    if (c.waiting && (!admitting || (int32_t)running_.size() >= config_.max_num_seqs)) continue;
+    if (!c.waiting && r.status != RequestStatus::kRunning) continue;  // preempted this step
+    if (c.waiting && kv_->prefix_caching()) {
+      // Again: allocations before this one may have evicted cached blocks.
+      c.hit = kv_->FindCachedPrefix(r.BlockHashes(kv_->block_size()), r.token_ids(),
+                                    r.cache_salt());
+      c.start = c.hit.num_tokens;
+      c.remaining = r.num_tokens() - c.start;
+    }
+    const int32_t limit = std::min({c.remaining, step.budget, prefill_tokens_left});
+    int32_t n = ChunkWithin(c.start, limit, c.remaining, slack);
+    if (n == 0 && first_prefill) n = std::min(limit, 1);
+    if (n == 0) continue;
+    const bool partial = n < c.remaining;
+    if (partial && c.waiting && prompts_in_progress >= config_.max_num_partial_prefills) continue;
+    if (c.waiting) {
+      if (!kv_->AllocateSlots(r.id(), c.start, n, c.hit)) {
+        admitting = false;  // KV is short: no new prompts this step
+        continue;
+      }
+      Admit(r, c.hit, now);
+      prompts_in_progress += partial;
+    } else if (!kv_->AllocateSlots(r.id(), c.start, n)) {
+      // Preempt only while nothing is scheduled (the victim, the newest
+      // running request, must not be in this step); otherwise the decodes
+      // preempt in the steps to come, or finish and free blocks.
+      if (!out.sequences.empty()) continue;
+      const bool fits = AllocateOrPreempt(r, n, out);
+      admitting = false;
+      if (!fits) continue;
+    }
+    const StepShape chunk = StepShape::Chunk(c.start, n, !partial);
+    slack -= MarginalCost(chunk);
+    prefill += chunk;
+    step.budget -= n;
+    prefill_tokens_left -= n;
+    first_prefill = false;
+    BuildOutput(r, n, out);
+  }
+  out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
+  out.predicted_step_s = decoding ? decodes_s + MarginalCost(prefill) : cost_model_.Predict(prefill);
+  return out;
+}
+
+void Scheduler::ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutput& out) {
+  for (size_t i = 0; i < running_.size() && step.budget > 0; ++i) {
+    Request& r = *running_[i];
+    if (r.num_tokens() - r.num_computed_tokens != 1) continue;
+    if (!AllocateOrPreempt(r, 1, out)) {
+      step.preempted = true;
+      break;  // r itself was preempted: it was the newest
+    }
+    if (!out.preempted_ids.empty()) step.preempted = true;
+    shape += StepShape::Chunk(r.num_computed_tokens, 1, true);
+    --step.budget;
+    BuildOutput(r, 1, out);
+  }
+}
+
+std::vector<Scheduler::PrefillCandidate> Scheduler::PrefillCandidates(
+    const StepState& step, Clock::time_point now) const {
+  std::vector<PrefillCandidate> cands;
+  for (Request* r : running_) {
+    const int32_t remaining = r->num_tokens() - r->num_computed_tokens;
+    if (remaining > 1) cands.push_back({r, false, {}, r->num_computed_tokens, remaining, 0});
+  }
+  if (!step.preempted) {
+    const size_t n = std::min<size_t>(waiting_.size(), kMaxWaitingCandidates);
+    for (size_t i = 0; i < n; ++i) {
+      Request* r = waiting_[i];
+      PrefillCandidate c{r, true, {}, 0, 0, 0};
+      if (kv_->prefix_caching()) {
+        c.hit = kv_->FindCachedPrefix(r->BlockHashes(kv_->block_size()), r->token_ids(),
+                                      r->cache_salt());
+      }
+      c.start = c.hit.num_tokens;
+      c.remaining = r->num_tokens() - c.start;
+      cands.push_back(std::move(c));
+    }
+  }
+  for (PrefillCandidate& c : cands) {
+    const double waited_s = std::chrono::duration<double>(now - c.request->arrival()).count();
+    c.key = MarginalCost(StepShape::Chunk(c.start, c.remaining, true)) -
+            kAgingPerWaitedSecond * std::max(0.0, waited_s);
+  }
+  // Stable: equal keys keep running-then-arrival order.
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const PrefillCandidate& a, const PrefillCandidate& b) { return a.key < b.key; });
+  return cands;
+}
+
+double Scheduler::MarginalCost(const StepShape& chunk) const {
+  return cost_model_.Predict(chunk) - cost_model_.Predict(StepShape{});
+}
+
+int32_t Scheduler::ChunkWithin(int32_t start, int32_t limit, int32_t remaining,
+                               double slack) const {
+  if (limit <= 0) return 0;
+  if (std::isinf(slack)) return limit;
+  slack += 1e-12;  // a picosecond of rounding
+  auto fits = [&](int32_t n) {
+    return MarginalCost(StepShape::Chunk(start, n, n == remaining)) <= slack;
+  };
+  // Cost grows with n except for the sampled row at n == remaining: search
+  // without it, then check the last step.
+  int32_t lo = 0, hi = limit;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (MarginalCost(StepShape::Chunk(start, mid, false)) <= slack) lo = mid;
+    else hi = mid - 1;
+  }
+  if (lo == remaining && !fits(lo)) --lo;
+  return lo;
+}
+
+void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds) {
+  StepShape shape;
+  bool decode_only = true;
+  for (const ScheduledSequence& s : scheduled.sequences) {
+    shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+    decode_only = decode_only && s.token_ids.size() == 1;
+  }
+  cost_model_.Observe(shape, seconds);
+  if (decode_only) decode_cost_model_.Observe(shape, seconds);
+}
+
+// ---- decode-protect policy ---------------------------------------------------------
 
 int32_t Scheduler::PrefillCap(int32_t num_decodes) const {
   const int32_t budget = config_.max_num_batched_tokens;
@@ -155,28 +328,32 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::ti
     if (partial && step.num_partial_prefills >= config_.max_num_partial_prefills) break;
     if (!kv_->AllocateSlots(r.id(), hit.num_tokens, num_new, hit)) break;
 
-    waiting_.pop_front();
-    r.num_computed_tokens = hit.num_tokens;
-    if (kv_->prefix_caching()) {
-      stats_.prefix_cache_queries_total += r.num_tokens();
-      stats_.prefix_cache_hits_total += hit.num_tokens;
-    }
-    if (r.num_cached_tokens < 0) {
-      r.num_cached_tokens = hit.num_tokens;
-      // All prompt tokens, cached or not (as the usage the client sees).
-      stats_.prompt_tokens_total += r.num_prompt_tokens();
-    }
-    if (!r.scheduled_once) {
-      r.scheduled_once = true;
-      r.first_scheduled = now;
-    }
-    r.status = RequestStatus::kRunning;
-    running_.push_back(&r);
+    Admit(r, hit, now);
     if (partial) ++step.num_partial_prefills;
     step.prefill_budget -= PrefillCost(step, hit.num_tokens, num_new);
     step.budget -= num_new;
     BuildOutput(r, num_new, out);
   }
+}
+
+void Scheduler::Admit(Request& r, const PrefixHit& hit, Clock::time_point now) {
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &r));
+  r.num_computed_tokens = hit.num_tokens;
+  if (kv_->prefix_caching()) {
+    stats_.prefix_cache_queries_total += r.num_tokens();
+    stats_.prefix_cache_hits_total += hit.num_tokens;
+  }
+  if (r.num_cached_tokens < 0) {
+    r.num_cached_tokens = hit.num_tokens;
+    // All prompt tokens, cached or not (as the usage the client sees).
+    stats_.prompt_tokens_total += r.num_prompt_tokens();
+  }
+  if (!r.scheduled_once) {
+    r.scheduled_once = true;
+    r.first_scheduled = now;
+  }
+  r.status = RequestStatus::kRunning;
+  running_.push_back(&r);
 }
 
 void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const {

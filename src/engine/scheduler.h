@@ -1,6 +1,41 @@
 // Scheduler: continuous batching without phases. Every request has tokens
 // (prompt + output so far) and num_computed_tokens; each step closes part of
-// every request's gap under one token budget (max_num_batched_tokens):
+// every request's gap under one token budget (max_num_batched_tokens).
+//
+// Two policies decide how prompt tokens share a step with decodes
+// (SchedulingPolicy, engine.h). The goodput policy (the engine's default;
+// chunked prefill only):
+//
+//   G1. ScheduleDecodes: every decoding request, in running order (KV via
+//       AllocateOrPreempt, as in rule 1 below).
+//   G2. The step's time target: target_itl_s, or when 0 target_itl_factor x
+//       the decode-only step as measured: a second StepCostModel fitted to
+//       decode-only steps alone, so that a long run of mixed steps neither
+//       forgets it nor extrapolates it from the mixed steps' fit. slack =
+//       target - that model's prediction of the decode part. Prompt chunks
+//       are costed by the model of every step (marginal cost: tokens,
+//       attended positions, sampled rows). Both models are StepCostModels
+//       fitted online to the engine's measured steps. With nothing
+//       decoding there is no target (the budget alone limits).
+//   G3. PrefillCandidates: running requests still in their prompt, and (when
+//       nothing was preempted) the first kMaxWaitingCandidates waiting ones,
+//       each from its longest cached prefix. Ordered by
+//         predicted prefill time of what is left - kAgingPerWaitedSecond x
+//         seconds since arrival
+//       lowest first: shortest remaining prompt first (mean TTFT), with
+//       aging so that a long prompt is not starved by a stream of short ones
+//       (it overtakes a fresh empty one after ~2x its own prefill time).
+//   G4. Each candidate in that order gets the largest chunk whose predicted
+//       marginal cost (tokens + attended positions + its sampled row) fits
+//       the slack, the budget and max_prefill_tokens_while_decoding (when >
+//       0 and anything decodes); the first prompt of a step gets at least 1
+//       token, so prompts always advance. A chunk that leaves its prompt
+//       unfinished needs one of max_num_partial_prefills slots (prompts in
+//       progress count). A prompt with only its last token to compute (a
+//       full prefix-cache hit) costs about one decode token: it gets its
+//       first token in the next step.
+//
+// The decode-protect policy (SchedulerConfig's default, kept for comparison):
 //
 //   0. Decode protection (chunked prefill only). While D > 0 requests are
 //      decoding at the start of the step, the prefill chunks of the step
@@ -66,9 +101,15 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler_output.h"
+#include "engine/step_cost_model.h"
 #include "kv/kv_cache_manager.h"
 
 namespace tern {
+
+// Goodput policy: how many waiting requests are considered per step, and how
+// much a second of waiting shortens a prompt's predicted prefill time.
+inline constexpr int kMaxWaitingCandidates = 64;
+inline constexpr double kAgingPerWaitedSecond = 0.5;
 
 // Automatic decode protection: prefill tokens per step while D requests
 // decode = kAutoPrefillTokensPerDecode x max(D, kAutoPrefillDecodeFloor).
@@ -92,6 +133,13 @@ struct SchedulerConfig {
   // see above). 0 = count every prompt token as 1.
   int32_t attention_cost_context_tokens = kAutoAttentionCostContextTokens;
   std::vector<int32_t> eog_token_ids;  // end-of-generation ids of the model
+  SchedulingPolicy policy = SchedulingPolicy::kDecodeProtect;
+  // Goodput policy: step-time target while requests decode, seconds; 0 =
+  // target_itl_factor x the predicted decode-only step.
+  double target_itl_s = 0;
+  double target_itl_factor = kAutoTargetItlFactor;
+  // Fixed step-cost coefficients (tests); unset = fitted online.
+  std::optional<StepCostCoefficients> fixed_step_cost;
 };
 
 // Counters since start.
@@ -128,6 +176,11 @@ class Scheduler {
   std::vector<RequestDelta> UpdateFromOutput(const SchedulerOutput& scheduled,
                                              const ModelRunnerOutput& result,
                                              Clock::time_point now);
+  // Feeds the measured duration of the step that ran `scheduled` to the
+  // step-cost model (call before UpdateFromOutput).
+  void ObserveStepTime(const SchedulerOutput& scheduled, double seconds);
+  const StepCostModel& cost_model() const { return cost_model_; }
+  const StepCostModel& decode_cost_model() const { return decode_cost_model_; }
 
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   int num_running() const { return (int)running_.size(); }
@@ -149,6 +202,26 @@ class Scheduler {
     bool preempted = false;
   };
 
+  // A prompt that may get a chunk this step (goodput policy).
+  struct PrefillCandidate {
+    Request* request = nullptr;
+    bool waiting = false;
+    PrefixHit hit;          // waiting only
+    int32_t start = 0;      // first position to compute
+    int32_t remaining = 0;  // tokens left to compute
+    double key = 0;         // lower goes first
+  };
+
+  SchedulerOutput ScheduleGoodput(Clock::time_point now);
+  void ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutput& out);
+  std::vector<PrefillCandidate> PrefillCandidates(const StepState& step,
+                                                  Clock::time_point now) const;
+  // Largest n <= limit whose chunk at start fits slack (seconds).
+  int32_t ChunkWithin(int32_t start, int32_t limit, int32_t remaining, double slack) const;
+  // Predicted seconds a chunk adds to a step (no per-step cost).
+  double MarginalCost(const StepShape& chunk) const;
+  // Moves r from waiting to running, from its cached prefix.
+  void Admit(Request& r, const PrefixHit& hit, Clock::time_point now);
   void ScheduleRunning(StepState& step, SchedulerOutput& out);
   void ScheduleWaiting(StepState& step, SchedulerOutput& out, Clock::time_point now);
   // Prefill tokens per step while num_decodes requests decode (rule 0).
@@ -176,6 +249,8 @@ class Scheduler {
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // admission order: newest last
   SchedulerStats stats_;
+  StepCostModel cost_model_;         // every step
+  StepCostModel decode_cost_model_;  // decode-only steps: the automatic target's base
 };
 
 }  // namespace tern

@@ -34,6 +34,8 @@ struct SchedulerOutput {
   std::vector<ScheduledSequence> sequences;  // running order
   int32_t num_scheduled_tokens = 0;
   std::vector<std::string> preempted_ids;   // preempted this step
+  double predicted_step_s = 0;  // the step-cost model's prediction
+  double target_step_s = 0;     // goodput policy's target (0: none this step)
   bool empty() const { return sequences.empty(); }
 };
 

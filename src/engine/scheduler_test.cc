@@ -447,5 +447,264 @@ TEST(SchedulerTest, DecodeProtectionKeepsEveryOutputEqualToItsSoloRun) {
   EXPECT_EQ(h->outputs["long"], RunAlone(Range(100, 150), p, 4, 256));
 }
 
+// ---- goodput policy, on a fixed cost model ----------------------------------------
+
+// 8 ms per step, 1 ms per token; sampling and attention free unless asked.
+SchedulerConfig Goodput(int32_t budget = 256, int32_t max_model_len = 1024) {
+  SchedulerConfig c = Config(budget, max_model_len);
+  c.policy = SchedulingPolicy::kGoodput;
+  c.fixed_step_cost = StepCostCoefficients{0.008, 0.0, 0.001, 0.0};
+  return c;
+}
+
+void AddArrivedAt(Harness& h, const std::string& id, Ids prompt, int32_t max_tokens,
+                  Clock::time_point arrival) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  h.core->AddRequest(std::make_unique<Request>(id, std::move(prompt), p, "", arrival));
+  h.scheduler->CheckInvariants();
+}
+
+TEST(SchedulerGoodputTest, FillsTheStepUpToTheAutomaticTarget) {
+  auto h = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 100), 1);
+  // Decode-only step: 8 + 4 = 12 ms; target 2.5 x 12 = 30 ms: 18 prompt tokens.
+  for (int i = 0; i < 3; ++i) {
+    auto s = h->Step();
+    EXPECT_EQ(Got(s, "long"), 18);
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(Got(s, "d" + std::to_string(d)), 1);
+  }
+}
+
+TEST(SchedulerGoodputTest, AFixedTargetReplacesTheAutomaticOne) {
+  SchedulerConfig c = Goodput();
+  c.target_itl_s = 0.020;
+  auto h = MakeManual(c, 400, 4);
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 100), 1);
+  // 20 ms - 12 ms = 8 tokens.
+  EXPECT_EQ(Got(h->Step(), "long"), 8);
+  // A target below the decode-only step still moves the prompt by 1 token.
+  c.target_itl_s = 0.005;
+  auto h2 = MakeManual(c, 400, 4);
+  StartDecodes(*h2, 4);
+  h2->Add("long", Range(100, 100), 1);
+  EXPECT_EQ(Got(h2->Step(), "long"), 1);
+}
+
+TEST(SchedulerGoodputTest, NothingDecodingTakesTheWholeBudget) {
+  auto h = MakeManual(Goodput(64), 400, 4);
+  h->Add("a", Range(100, 150), 3);
+  EXPECT_EQ(h->Step()["a"], 64);
+  EXPECT_EQ(h->Step()["a"], 64);
+  EXPECT_EQ(h->Step()["a"], 22);
+}
+
+TEST(SchedulerGoodputTest, ShortestPromptGoesFirstAndSeveralPromptsShareAStep) {
+  auto h = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h, 2);
+  h->Add("long", Range(100, 100), 1);
+  h->Add("short", Range(300, 6), 1);
+  h->Add("mid", Range(400, 8), 1);
+  // Decode-only 10 ms, target 25 ms: 15 tokens; short (6) and mid (8) finish,
+  // long gets the last one.
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{
+                           {"d0", 1}, {"d1", 1}, {"short", 6}, {"mid", 8}, {"long", 1}}));
+  EXPECT_EQ(h->outputs["short"].size(), 1u);
+  EXPECT_EQ(h->outputs["mid"].size(), 1u);
+}
+
+TEST(SchedulerGoodputTest, AgingLetsALongWaitingPromptGoFirst) {
+  auto h = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h, 2);
+  // Waited 1000 s: its key is 100 ms - 0.5 x 1000 s, below the fresh short one's.
+  AddArrivedAt(*h, "old", Range(100, 100), 1, Clock::now() - std::chrono::seconds(1000));
+  h->Add("fresh", Range(300, 6), 1);
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"old", 15}}));
+}
+
+TEST(SchedulerGoodputTest, DeepPromptTokensGetSmallerChunks) {
+  SchedulerConfig c = Goodput(512, 4096);
+  c.fixed_step_cost = StepCostCoefficients{0.008, 0.0, 0.001, 0.001};  // 512 attended = 1 token
+  auto h = MakeManual(c, 1200, 4);
+  StartDecodes(*h, 1, /*max_tokens=*/500);
+  h->Add("long", Range(100, 3000), 1);
+  int32_t computed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t got = Got(h->Step(), "long");
+    // The chunk's marginal cost fits the slack and one more token would not.
+    // Decode d0 (context ~3 + i) adds only a few attended positions.
+    const auto cost = [&](int32_t n) {
+      const StepShape s = StepShape::Chunk(computed, n, false);
+      return 0.001 * n + 0.001 * (double)s.attended_positions / 512;
+    };
+    const double decode = 0.008 + 0.001 + 0.001 * (2.0 + i + 1) / 512;
+    const double slack = 1.5 * decode;
+    EXPECT_LE(cost(got), slack + 1e-12) << "step " << i;
+    EXPECT_GT(cost(got + 1), slack - 1e-12) << "step " << i;
+    computed += got;
+  }
+  // Deeper chunks shrink: the first was 13 tokens; at depth ~1200 a token
+  // costs ~3.4 depth-0 tokens.
+  EXPECT_GT(computed, 1000);
+  const int32_t deep = Got(h->Step(), "long");
+  EXPECT_GE(deep, 1);
+  EXPECT_LE(deep, 5);
+}
+
+TEST(SchedulerGoodputTest, AFullPrefixHitGetsItsFirstTokenInTheNextStep) {
+  auto h = MakeManual(Goodput(), 400, 4, /*caching=*/true);
+  const Ids prompt = Range(500, 33);
+  h->Add("warm", prompt, 1);
+  h->RunToEnd();
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 300), 1);
+  h->Step();  // long is in progress, taking the whole slack
+  h->Add("cached", prompt, 2);
+  // 32 of 33 tokens cached: 1 token to compute, cheaper than long's rest.
+  auto s = h->Step();
+  EXPECT_EQ(Got(s, "cached"), 1);
+  EXPECT_EQ(h->outputs["cached"].size(), 1u);
+  EXPECT_EQ(Got(s, "long"), 17);
+}
+
+TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
+  for (int32_t slots : {1, 2}) {
+    SchedulerConfig c = Goodput();
+    c.max_num_partial_prefills = slots;
+    auto h = MakeManual(c, 400, 4);
+    StartDecodes(*h, 2);
+    h->Add("first", Range(100, 300), 1);
+    EXPECT_EQ(Got(h->Step(), "first"), 15);  // in progress: 285 left
+    h->Add("short", Range(500, 6), 1);
+    h->Add("mid", Range(600, 200), 1);
+    auto s = h->Step();
+    EXPECT_EQ(Got(s, "short"), 6);
+    if (slots == 1) {
+      // mid (200 left) is shorter than first (285) but may not start a chunk.
+      EXPECT_EQ(Got(s, "mid"), 0);
+      EXPECT_EQ(Got(s, "first"), 9);
+    } else {
+      EXPECT_EQ(Got(s, "mid"), 9);
+      EXPECT_EQ(Got(s, "first"), 0);
+    }
+  }
+}
+
+TEST(SchedulerGoodputTest, TheAutomaticTargetFollowsMeasuredDecodeOnlySteps) {
+  SchedulerConfig c = Goodput();
+  c.fixed_step_cost.reset();  // learned
+  auto h = MakeManual(c, 400, 4);
+  // Step records as the engine would time them: 4 decodes alone take 100 ms;
+  // with a 40-token prompt chunk 150 ms, and the mixed steps come last.
+  const Ids tokens(64, 1);
+  SchedulerOutput decodes, mixed;
+  for (int i = 0; i < 4; ++i) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), 1);
+    s.start_position = 3;
+    s.sample = true;
+    decodes.sequences.push_back(s);
+  }
+  mixed = decodes;
+  ScheduledSequence chunk;
+  chunk.token_ids = std::span<const int32_t>(tokens.data(), 40);
+  mixed.sequences.push_back(chunk);
+  for (int i = 0; i < 30; ++i) h->scheduler->ObserveStepTime(decodes, 0.100);
+  for (int i = 0; i < 400; ++i) h->scheduler->ObserveStepTime(mixed, 0.150);
+  // The mixed steps alone cannot split the step's cost from the tokens' (and
+  // the decode-only ones have faded from that fit); the target comes from
+  // the decode-only steps: 2.5 x 100 ms.
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 100), 1);
+  const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 0.250, 0.005);
+  // What the fit of every step makes of the decode-only step by now.
+  StepShape alone;
+  for (int i = 0; i < 4; ++i) alone += StepShape::Chunk(3, 1, true);
+  EXPECT_LT(h->scheduler->cost_model().Predict(alone), 0.080);
+}
+
+// Step records as the engine times them: num_decodes decodes at depth 2
+// plus an optional prompt chunk.
+SchedulerOutput StepRecord(const Ids& tokens, int num_decodes, int32_t chunk, int32_t chunk_start) {
+  SchedulerOutput out;
+  for (int i = 0; i < num_decodes; ++i) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), 1);
+    s.start_position = 2;
+    s.sample = true;
+    out.sequences.push_back(s);
+  }
+  if (chunk > 0) {
+    ScheduledSequence s;
+    s.token_ids = std::span<const int32_t>(tokens.data(), chunk);
+    s.start_position = chunk_start;
+    out.sequences.push_back(s);
+  }
+  return out;
+}
+
+TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
+  // As measured on a busy machine: two 512-token prefills took 11 s each,
+  // then 2 decodes alone take 75 ms. The fit of every step, steepened by the
+  // prefills, predicts the decodes at ~3x that; the decode part of the slack
+  // comes from the decode-only model, so a 32-token prompt still gets a real
+  // chunk, not 1 token per step.
+  SchedulerConfig c = Goodput(512, 4096);
+  c.fixed_step_cost.reset();
+  auto h = MakeManual(c, 1000, 16, /*caching=*/false);
+  const Ids tokens(512, 1);
+  for (int i = 0; i < 2; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 0), 11.0);
+  h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 0), 10.9);
+  h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 512), 11.5);
+  for (int i = 0; i < 6; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 2, 0, 0), 0.075);
+  StartDecodes(*h, 2);
+  h->Add("short", Range(100, 32), 1);
+  const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  int32_t got = 0;
+  for (const ScheduledSequence& s : out.sequences) {
+    if (s.request_id == "short") got = (int32_t)s.token_ids.size();
+  }
+  EXPECT_NEAR(out.target_step_s, 2.5 * 0.075, 0.02);
+  // The fit of every step would leave no slack at all for the decodes.
+  StepShape decodes;
+  for (int i = 0; i < 2; ++i) decodes += StepShape::Chunk(2, 1, true);
+  EXPECT_GT(h->scheduler->cost_model().Predict(decodes), out.target_step_s);
+  EXPECT_GE(got, 4);
+  EXPECT_LE(out.predicted_step_s, out.target_step_s + 1e-9);
+}
+
+TEST(SchedulerGoodputTest, MaxPrefillTokensWhileDecodingCapsTheStepToo) {
+  SchedulerConfig c = Goodput();
+  c.max_prefill_tokens_while_decoding = 5;
+  auto h = MakeManual(c, 400, 4);
+  StartDecodes(*h, 4);
+  h->Add("long", Range(100, 100), 1);
+  EXPECT_EQ(Got(h->Step(), "long"), 5);
+}
+
+TEST(SchedulerGoodputTest, EveryOutputEqualsItsSoloRun) {
+  SchedulerConfig c = Goodput(64, 256);
+  c.fixed_step_cost.reset();  // learned from the fake runner's own timings
+  auto h = MakeManual(c, 200, 4, /*caching=*/true);
+  SamplingParams p;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  for (int i = 0; i < 6; ++i) {
+    p.seed = 10 + i;
+    h->Add("r" + std::to_string(i), Range(i * 7, 3 + 20 * i), p);
+    h->Step();
+  }
+  h->RunToEnd();
+  for (int i = 0; i < 6; ++i) {
+    p.seed = 10 + i;
+    EXPECT_EQ(h->outputs["r" + std::to_string(i)], RunAlone(Range(i * 7, 3 + 20 * i), p, 4, 256));
+  }
+  EXPECT_GT(h->scheduler->cost_model().num_observations(), 0);
+}
+
 }  // namespace
 }  // namespace tern
