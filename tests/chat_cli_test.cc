@@ -23,14 +23,6 @@ namespace {
 using testing::RunTern;
 using testing::ShellQuote;
 
-#define SKIP_WITHOUT_BINARY() \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
-#define SKIP_WITHOUT_MODEL()                                                 \
-  SKIP_WITHOUT_BINARY();                                                     \
-  if (!FileExists(DefaultModelPath()))                                       \
-  GTEST_SKIP() << "test model missing: " << DefaultModelPath()
-
 constexpr int kMaxTokens = 24;
 
 std::string ChatArgs() {

@@ -18,6 +18,8 @@
 #include <iterator>
 #include <string>
 
+#include "base/paths.h"
+
 namespace tern::testing {
 
 struct CliResult {
@@ -103,3 +105,14 @@ inline CliResult RunTern(const std::string& args, const std::string& stdin_text 
 }
 
 }  // namespace tern::testing
+
+// Guards at the top of a test: skip when ctest did not name the binary, or
+// when the shared test model (../shared/models) is absent.
+#define SKIP_WITHOUT_BINARY()                  \
+  if (::tern::testing::TernBinary().empty()) \
+  GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
+
+#define SKIP_WITHOUT_MODEL()                              \
+  SKIP_WITHOUT_BINARY();                                  \
+  if (!::tern::FileExists(::tern::DefaultModelPath()))   \
+  GTEST_SKIP() << "test model missing: " << ::tern::DefaultModelPath()

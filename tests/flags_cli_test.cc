@@ -142,13 +142,6 @@ TEST(ArgParserTest, OwnPositionalsWinOverTheLoneModel) {
 
 // ---- through the binary ------------------------------------------------------------
 
-#define SKIP_WITHOUT_BINARY() \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
-#define SKIP_WITHOUT_MODEL() \
-  SKIP_WITHOUT_BINARY();     \
-  if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing: " << DefaultModelPath()
-
 std::string Model() { return ShellQuote(DefaultModelPath()); }
 
 void ExpectOneLineError(const testing::CliResult& r, const std::string& prefix,

@@ -14,14 +14,6 @@ using testing::CountLines;
 using testing::RunTern;
 using testing::ShellQuote;
 
-#define SKIP_WITHOUT_BINARY() \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
-#define SKIP_WITHOUT_MODEL()                                                 \
-  SKIP_WITHOUT_BINARY();                                                     \
-  if (!FileExists(DefaultModelPath()))                                       \
-  GTEST_SKIP() << "test model missing: " << DefaultModelPath()
-
 std::vector<int> ParseIds(const std::string& text) {
   std::istringstream in(text);
   std::vector<int> ids;

@@ -11,9 +11,6 @@ using testing::CountLines;
 using testing::RunTern;
 using testing::ShellQuote;
 
-#define SKIP_WITHOUT_BINARY() \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
 // A failing inspect: exit 1, nothing on stdout, one "tern inspect: " line.
 void ExpectOneLineError(const testing::CliResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.err;

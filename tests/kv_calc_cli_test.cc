@@ -9,13 +9,10 @@ namespace {
 
 using tern::testing::RunTern;
 
-#define SKIP_WITHOUT_BINARY_KV() \
-  if (tern::testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
 const char kShape[] = "kv-calc --layers 32 --kv-heads 8 --head-dim 128 --seq-len 4096";
 
 TEST(KvCalcCliTest, ReproducesTheWorkedExample) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   auto r = RunTern(kShape);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("per token:    131072 bytes"), std::string::npos) << r.out;
@@ -23,7 +20,7 @@ TEST(KvCalcCliTest, ReproducesTheWorkedExample) {
 }
 
 TEST(KvCalcCliTest, BatchOfSixteenIsEightGib) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   auto r = RunTern(std::string(kShape) + " --batch 16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("total:        8589934592 bytes = 8.0 GiB (batch 16)"), std::string::npos)
@@ -31,7 +28,7 @@ TEST(KvCalcCliTest, BatchOfSixteenIsEightGib) {
 }
 
 TEST(KvCalcCliTest, QuantizedDtypesUseTheirBlockBytes) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   auto r = RunTern(std::string(kShape) + " --kv-cache-dtype q8_0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("per token:    69632 bytes"), std::string::npos) << r.out;  // 65536*34/32
@@ -41,7 +38,7 @@ TEST(KvCalcCliTest, QuantizedDtypesUseTheirBlockBytes) {
 }
 
 TEST(KvCalcCliTest, MemoryGivesSequencesAndLongestLength) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   auto r = RunTern(std::string(kShape) + " --batch 4 --memory 8GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("16 sequences of 4096 tokens fit"), std::string::npos) << r.out;
@@ -49,7 +46,7 @@ TEST(KvCalcCliTest, MemoryGivesSequencesAndLongestLength) {
 }
 
 TEST(KvCalcCliTest, ReadsTheShapeFromAModel) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";
   // stories260K: 5 layers x 4 KV heads x head_dim 8 x 2 x 2 bytes = 640.
   auto r = RunTern("kv-calc -m " + tern::testing::ShellQuote(DefaultModelPath()) + " --seq-len 100");
@@ -59,7 +56,7 @@ TEST(KvCalcCliTest, ReadsTheShapeFromAModel) {
 }
 
 TEST(KvCalcCliTest, MissingShapeIsAOneLineError) {
-  SKIP_WITHOUT_BINARY_KV();
+  SKIP_WITHOUT_BINARY();
   auto r = RunTern("kv-calc --layers 32");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(tern::testing::CountLines(r.err), 1) << r.err;

@@ -16,14 +16,6 @@ using testing::CountLines;
 using testing::RunTern;
 using testing::ShellQuote;
 
-#define SKIP_WITHOUT_BINARY() \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"
-
-#define SKIP_WITHOUT_MODEL()                                                 \
-  SKIP_WITHOUT_BINARY();                                                     \
-  if (!FileExists(DefaultModelPath()))                                       \
-  GTEST_SKIP() << "test model missing: " << DefaultModelPath()
-
 std::string Model() { return "-m " + ShellQuote(DefaultModelPath()); }
 
 std::string Warning(int threads) {

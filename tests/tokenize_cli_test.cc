@@ -16,10 +16,6 @@ using testing::CountLines;
 using testing::RunTern;
 using testing::ShellQuote;
 
-#define SKIP_WITHOUT_BINARY()                                                          \
-  if (testing::TernBinary().empty()) GTEST_SKIP() << "TERN_BINARY not set (run through ctest)"; \
-  if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing: " << DefaultModelPath()
-
 void ExpectOneLineError(const testing::CliResult& r, const std::string& command,
                         const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
