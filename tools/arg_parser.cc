@@ -360,19 +360,6 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
   return (int64_t)std::llround(bytes);
 }
 
-std::string FormatBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
-  else std::snprintf(buf, sizeof(buf), "%.1f %s", bytes, units[u]);
-  return buf;
-}
-
 int ParseOrExit(ArgParser& parser, int argc, char** argv, const char* command) {
   Status st = parser.Parse(argc, argv);
   for (const std::string& w : parser.warnings()) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress.h"  // FormatBytes
 #include "base/status.h"
 
 namespace tern {
@@ -93,8 +94,6 @@ class ArgParser {
 int EditDistance(const std::string& a, const std::string& b);
 
 StatusOr<int64_t> ParseByteSize(const std::string& text);
-// Formats bytes as "512.0 MiB", "8.0 GiB".
-std::string FormatBytes(double bytes);
 
 // Standard handling at the top of a command: parses, prints warnings, help
 // (exit 0) or the error plus a hint (exit 1). Returns -1 when the command

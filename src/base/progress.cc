@@ -92,4 +92,17 @@ void Progress::WriteLine(int64_t done, const std::string& detail) {
   std::fflush(options_.out);
 }
 
+std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
+  else std::snprintf(buf, sizeof(buf), "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
 }  // namespace tern

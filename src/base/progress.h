@@ -68,4 +68,7 @@ class Progress {
   bool finished_ = false;
 };
 
+// Formats bytes as "512 B", "512.0 MiB", "8.0 GiB" (progress lines, messages).
+std::string FormatBytes(double bytes);
+
 }  // namespace tern

@@ -1,5 +1,7 @@
 #include "hub/model_hub.h"
 
+#include "base/progress.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -15,7 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "hub/progress.h"
+#include "base/progress.h"
 #include "hub/sha256.h"
 
 namespace tern::hub {
@@ -86,8 +88,8 @@ Status CheckDiskSpace(const std::string& dir, int64_t needed_bytes, const std::s
   const double free_bytes = (double)vfs.f_bavail * (double)vfs.f_frsize;
   if (free_bytes >= (double)needed_bytes) return Status::Ok();
   return ResourceExhausted("not enough disk space in " + dir + " for " + file + ": it needs " +
-                           HumanBytes((double)needed_bytes) + " more, " +
-                           HumanBytes(free_bytes) + " are free (TERN_CACHE moves the cache)");
+                           FormatBytes((double)needed_bytes) + " more, " +
+                           FormatBytes(free_bytes) + " are free (TERN_CACHE moves the cache)");
 }
 
 // Holds an flock on an open file descriptor, closes it on destruction.
@@ -344,7 +346,20 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
   TERN_RETURN_IF_ERROR(CheckDiskSpace(fs::path(dest).parent_path().string(),
                                       file.size >= 0 ? file.size - have : 0, label));
   const bool terminal = ::isatty(::fileno(log_)) == 1;
-  DownloadProgress progress(label, file.size, have, log_, terminal);
+  std::string header = "downloading " + label;
+  if (file.size >= 0) header += " (" + FormatBytes((double)file.size) + ")";
+  if (have > 0) header += ", resuming at " + FormatBytes((double)have);
+  std::fprintf(log_, "%s\n", header.c_str());
+  Progress::Options progress_options;
+  progress_options.out = log_;
+  progress_options.terminal = terminal;
+  Progress progress(label, "bytes", file.size, progress_options);
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t first_byte = have;
+  auto detail = [&](int64_t done) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return FormatBytes((double)done) + ", " + FormatBytes(s > 0 ? (done - first_byte) / s : 0) + "/s";
+  };
   std::string header_sha256;
   for (int attempt = 1;; ++attempt) {
     have = FileSize(fd);
@@ -352,7 +367,7 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
     if (::lseek(fd, have, SEEK_SET) != have) return Unavailable("cannot seek in " + part);
     const int64_t start = have;
     HttpResponse r = http_.Download(url, fd, start, [&](int64_t written) {
-      progress.Update(start + written);
+      progress.Update(start + written, detail(start + written));
     });
     if (std::string sha = ChecksumFromHeaders(r); !sha.empty()) header_sha256 = sha;
     if (r.status == 416 && have > 0 && attempt < kMaxAttempts) {  // a stale .part: start over
@@ -366,17 +381,17 @@ Status ModelHub::DownloadLocked(const ModelSpec& spec, const RepoFile& file,
     if (!r.connected() && attempt == 1) return TransportError(r, url);
     if (attempt >= kMaxAttempts) {
       return Unavailable("download of " + label + " interrupted at " +
-                         HumanBytes((double)FileSize(fd)) + " (" + r.curl_error + ") after " +
+                         FormatBytes((double)FileSize(fd)) + " (" + r.curl_error + ") after " +
                          std::to_string(attempt) + " attempts; " + part +
                          " is kept: run the command again to resume");
     }
     std::fprintf(log_, "%sinterrupted at %s (%s); resuming (attempt %d of %d)\n",
                  terminal ? "\n" : "",
-                 HumanBytes((double)FileSize(fd)).c_str(), r.curl_error.c_str(), attempt + 1,
+                 FormatBytes((double)FileSize(fd)).c_str(), r.curl_error.c_str(), attempt + 1,
                  kMaxAttempts);
     std::this_thread::sleep_for(kRetryDelay * attempt);
   }
-  progress.Finish();
+  progress.Finish(detail(FileSize(fd)));
   if (file.size >= 0 && FileSize(fd) != file.size) {
     ::unlink(part.c_str());
     return DataLoss(label + ": got " + std::to_string(FileSize(fd)) + " bytes, the hub lists " +
