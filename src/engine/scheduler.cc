@@ -74,8 +74,10 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
     const StepCostModel& base =
         decode_cost_model_.num_observations() > 0 ? decode_cost_model_ : cost_model_;
     decodes_s = base.Predict(shape);
-    out.target_step_s = config_.target_itl_s > 0 ? config_.target_itl_s
-                                                 : config_.target_itl_factor * decodes_s;
+    out.target_step_s = config_.target_itl_s > 0
+                            ? config_.target_itl_s
+                            : config_.target_itl_factor * decodes_s *
+                                  QueuePressure((int32_t)out.sequences.size());
     slack = out.target_step_s - decodes_s;
     if (config_.max_prefill_tokens_while_decoding > 0) {
       prefill_tokens_left = config_.max_prefill_tokens_while_decoding;
@@ -177,6 +179,13 @@ std::vector<Scheduler::PrefillCandidate> Scheduler::PrefillCandidates(
   std::stable_sort(cands.begin(), cands.end(),
                    [](const PrefillCandidate& a, const PrefillCandidate& b) { return a.key < b.key; });
   return cands;
+}
+
+double Scheduler::QueuePressure(int32_t num_decodes) const {
+  int32_t prompts = (int32_t)waiting_.size();
+  for (const Request* r : running_) prompts += r->num_tokens() - r->num_computed_tokens > 1;
+  if (num_decodes <= 0) return 1;
+  return std::clamp((double)prompts / num_decodes, 1.0, kMaxQueuePressure);
 }
 
 double Scheduler::MarginalCost(const StepShape& chunk) const {

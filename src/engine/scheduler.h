@@ -8,10 +8,22 @@
 //
 //   G1. ScheduleDecodes: every decoding request, in running order (KV via
 //       AllocateOrPreempt, as in rule 1 below).
-//   G2. The step's time target: target_itl_s, or when 0 target_itl_factor x
-//       the decode-only step as measured: a second StepCostModel fitted to
+//   G2. The step's time target: target_itl_s, or when 0 (automatic)
+//
+//         target_itl_factor x decode-only step x queue pressure
+//
+//       The decode-only step as measured: a second StepCostModel fitted to
 //       decode-only steps alone, so that a long run of mixed steps neither
-//       forgets it nor extrapolates it from the mixed steps' fit. slack =
+//       forgets it nor extrapolates it from the mixed steps' fit. Queue
+//       pressure = prompts waiting or in progress / requests decoding,
+//       clamped to [1, kMaxQueuePressure]: while more requests wait for
+//       their first token than decode, the steps grow so that the queue
+//       drains (TTFT) instead of holding every decode at the tightest ITL;
+//       with few prompts waiting (one long prompt among 8 decodes, an
+//       unsaturated server) the target stays at factor x decode step.
+//       Measured on 2 cores, tinyllama shape Q4_0, 16 closed-loop streams
+//       of 256 + 64 tokens: without pressure ~90% of the requests sat in
+//       the prefill queue (TTFT p50 30 s, TPOT p50 45 ms). slack =
 //       target - that model's prediction of the decode part. Prompt chunks
 //       are costed by the model of every step (marginal cost: tokens,
 //       attended positions, sampled rows). Both models are StepCostModels
@@ -110,6 +122,9 @@ namespace tern {
 // much a second of waiting shortens a prompt's predicted prefill time.
 inline constexpr int kMaxWaitingCandidates = 64;
 inline constexpr double kAgingPerWaitedSecond = 0.5;
+// Goodput policy, automatic target: the most the queue pressure (prompts
+// waiting / requests decoding) stretches the step target.
+inline constexpr double kMaxQueuePressure = 4.0;
 
 // Automatic decode protection: prefill tokens per step while D requests
 // decode = kAutoPrefillTokensPerDecode x max(D, kAutoPrefillDecodeFloor).
@@ -220,6 +235,9 @@ class Scheduler {
   int32_t ChunkWithin(int32_t start, int32_t limit, int32_t remaining, double slack) const;
   // Predicted seconds a chunk adds to a step (no per-step cost).
   double MarginalCost(const StepShape& chunk) const;
+  // Goodput G2: prompts waiting or in progress per decoding request,
+  // clamped to [1, kMaxQueuePressure].
+  double QueuePressure(int32_t num_decodes) const;
   // Moves r from waiting to running, from its cached prefix.
   void Admit(Request& r, const PrefixHit& hit, Clock::time_point now);
   void ScheduleRunning(StepState& step, SchedulerOutput& out);

@@ -478,6 +478,30 @@ TEST(SchedulerGoodputTest, FillsTheStepUpToTheAutomaticTarget) {
   }
 }
 
+TEST(SchedulerGoodputTest, QueuePressureStretchesTheAutomaticTarget) {
+  // 2 decodes (decode-only step 10 ms), 6 prompts waiting: pressure 3,
+  // target 2.5 x 10 ms x 3 = 75 ms: 65 prompt tokens this step.
+  auto h = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h, 2);
+  for (int i = 0; i < 6; ++i) h->Add("p" + std::to_string(i), Range(100 + 40 * i, 30), 1);
+  SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 0.075, 1e-9);
+  EXPECT_EQ(out.num_scheduled_tokens, 2 + 65);
+  // 12 prompts per decode: clamped at kMaxQueuePressure (4): 100 ms.
+  auto h2 = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h2, 1);
+  for (int i = 0; i < 12; ++i) h2->Add("p" + std::to_string(i), Range(100 + 20 * i, 10), 1);
+  out = h2->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 2.5 * 0.009 * kMaxQueuePressure, 1e-9);
+  // A fixed target is not stretched.
+  SchedulerConfig c = Goodput();
+  c.target_itl_s = 0.020;
+  auto h3 = MakeManual(c, 400, 4);
+  StartDecodes(*h3, 2);
+  for (int i = 0; i < 6; ++i) h3->Add("p" + std::to_string(i), Range(100 + 40 * i, 30), 1);
+  EXPECT_NEAR(h3->scheduler->Schedule(Clock::now()).target_step_s, 0.020, 1e-9);
+}
+
 TEST(SchedulerGoodputTest, AFixedTargetReplacesTheAutomaticOne) {
   SchedulerConfig c = Goodput();
   c.target_itl_s = 0.020;
@@ -504,14 +528,18 @@ TEST(SchedulerGoodputTest, NothingDecodingTakesTheWholeBudget) {
 
 TEST(SchedulerGoodputTest, ShortestPromptGoesFirstAndSeveralPromptsShareAStep) {
   auto h = MakeManual(Goodput(), 400, 4);
-  StartDecodes(*h, 2);
+  StartDecodes(*h, 3);
   h->Add("long", Range(100, 100), 1);
   h->Add("short", Range(300, 6), 1);
   h->Add("mid", Range(400, 8), 1);
-  // Decode-only 10 ms, target 25 ms: 15 tokens; short (6) and mid (8) finish,
-  // long gets the last one.
-  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{
-                           {"d0", 1}, {"d1", 1}, {"short", 6}, {"mid", 8}, {"long", 1}}));
+  // Decode-only 11 ms, target 27.5 ms (3 prompts, 3 decodes: no queue
+  // pressure): 16 tokens; short (6) and mid (8) finish, long gets the rest.
+  EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1},
+                                                       {"d1", 1},
+                                                       {"d2", 1},
+                                                       {"short", 6},
+                                                       {"mid", 8},
+                                                       {"long", 2}}));
   EXPECT_EQ(h->outputs["short"].size(), 1u);
   EXPECT_EQ(h->outputs["mid"].size(), 1u);
 }
@@ -575,19 +603,19 @@ TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
     SchedulerConfig c = Goodput();
     c.max_num_partial_prefills = slots;
     auto h = MakeManual(c, 400, 4);
-    StartDecodes(*h, 2);
+    StartDecodes(*h, 3);
     h->Add("first", Range(100, 300), 1);
-    EXPECT_EQ(Got(h->Step(), "first"), 15);  // in progress: 285 left
+    EXPECT_EQ(Got(h->Step(), "first"), 16);  // in progress: 284 left
     h->Add("short", Range(500, 6), 1);
     h->Add("mid", Range(600, 200), 1);
     auto s = h->Step();
     EXPECT_EQ(Got(s, "short"), 6);
     if (slots == 1) {
-      // mid (200 left) is shorter than first (285) but may not start a chunk.
+      // mid (200 left) is shorter than first (284) but may not start a chunk.
       EXPECT_EQ(Got(s, "mid"), 0);
-      EXPECT_EQ(Got(s, "first"), 9);
+      EXPECT_EQ(Got(s, "first"), 10);
     } else {
-      EXPECT_EQ(Got(s, "mid"), 9);
+      EXPECT_EQ(Got(s, "mid"), 10);
       EXPECT_EQ(Got(s, "first"), 0);
     }
   }
