@@ -109,7 +109,7 @@ TEST(DoctorDiagnosisTest, ChatLikeShortPromptsAreDecodeBoundAndBandwidthLimited)
   EXPECT_NEAR(d.prefill_fraction, 1000 / (100e9 / 1e8), 1e-9);  // roofline 1000 tok/s
   EXPECT_NE(FindingOf(d, "bound")->verdict.find("decode-bound"), std::string::npos);
   EXPECT_NE(FlagsLine(d).find("--max-num-seqs 16 "), std::string::npos) << FlagsLine(d);
-  EXPECT_NE(FlagsLine(d).find("--no-enable-prefix-caching"), std::string::npos);
+  EXPECT_NE(FlagsLine(d).find("--no-enable-prefix-caching --target-itl-ms 45.0"), std::string::npos);
 }
 
 TEST(DoctorDiagnosisTest, LongSharedDocumentsArePrefillBoundWithPrefixCaching) {
@@ -152,6 +152,19 @@ TEST(DoctorDiagnosisTest, TightTpotBoundLimitsTheBatch) {
       Diagnose(Machine(), Model(), ProfileWorkload(Requests(16, 0, 64, 64), 16), o);
   EXPECT_EQ(d.max_num_seqs, 4);
   EXPECT_DOUBLE_EQ(d.target_itl_ms, 13.5);
+}
+
+TEST(DoctorDiagnosisTest, BurstWithTightTtftKeepsEveryRequestInTheBatch) {
+  DoctorOptions o = Options();
+  o.slo_tpot_ms = 15;   // would cap the batch at 4...
+  o.slo_ttft_ms = 600;  // ...but 16 prompts at once already take ~544 ms to prefill
+  const Diagnosis d =
+      Diagnose(Machine(), Model(), ProfileWorkload(Requests(64, 0, 64, 64), 16), o);
+  EXPECT_NEAR(d.ttft_estimate_ms, 64 * 17 / 2.0, 1e-6);
+  EXPECT_EQ(d.max_num_seqs, 16);
+  EXPECT_DOUBLE_EQ(d.target_itl_ms, 0);  // the automatic target stays
+  EXPECT_EQ(FlagsLine(d).find("--target-itl-ms"), std::string::npos) << FlagsLine(d);
+  EXPECT_NE(FindingOf(d, "max-num-seqs")->verdict.find("break TTFT"), std::string::npos);
 }
 
 TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {

@@ -64,6 +64,7 @@ struct DoctorArgs {
   bool json = false;
   std::string html;
   bool verify = false;
+  int64_t verify_repeats = 1;
 };
 
 void Fail(const std::string& msg) { std::fprintf(stderr, "tern doctor: %s\n", msg.c_str()); }
@@ -284,6 +285,32 @@ VerifyRun RunOnce(const DoctorArgs& a, const std::string& label, const std::stri
   return v;
 }
 
+// The median of each figure over repeated runs (the first error, if any run failed).
+VerifyRun MedianRun(const std::vector<VerifyRun>& runs) {
+  VerifyRun out = runs.front();
+  for (const VerifyRun& r : runs) {
+    if (!r.error.empty()) return r;
+  }
+  auto median = [&](auto field) {
+    std::vector<double> v;
+    for (const VerifyRun& r : runs) v.push_back((double)(r.*field));
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  out.completed = (int)median(&VerifyRun::completed);
+  out.failed = (int)median(&VerifyRun::failed);
+  out.good = (int)median(&VerifyRun::good);
+  out.duration_s = median(&VerifyRun::duration_s);
+  out.request_goodput = median(&VerifyRun::request_goodput);
+  out.output_throughput = median(&VerifyRun::output_throughput);
+  out.ttft_p50_ms = median(&VerifyRun::ttft_p50_ms);
+  out.ttft_p99_ms = median(&VerifyRun::ttft_p99_ms);
+  out.tpot_p50_ms = median(&VerifyRun::tpot_p50_ms);
+  out.tpot_p99_ms = median(&VerifyRun::tpot_p99_ms);
+  out.repeats = (int)runs.size();
+  return out;
+}
+
 std::vector<VerifyRun> Verify(const DoctorArgs& a, const std::vector<WorkloadRequest>& workload,
                               const Diagnosis& d) {
   const std::string dataset = TempPath("workload.jsonl");
@@ -293,12 +320,22 @@ std::vector<VerifyRun> Verify(const DoctorArgs& a, const std::vector<WorkloadReq
       out << nlohmann::json{{"prompt", r.prompt}, {"output_len", r.output_len}}.dump() << "\n";
     }
   }
-  std::vector<VerifyRun> runs;
-  std::fprintf(stderr, "tern doctor: --verify: %zu requests with the engine defaults\n", workload.size());
-  runs.push_back(RunOnce(a, "defaults", "", dataset, (int64_t)workload.size(), d));
-  std::fprintf(stderr, "tern doctor: --verify: %zu requests with the recommended flags\n", workload.size());
-  runs.push_back(RunOnce(a, "recommended", FlagsLine(d), dataset, (int64_t)workload.size(), d));
+  // The defaults keep the user's memory limit: the question is what the flags add within it.
+  const std::string limit = a.kv_budget.empty() ? "" : "--kv-cache-memory " + a.kv_budget;
+  const std::string flags[2] = {limit, FlagsLine(d)};
+  const char* labels[2] = {"defaults", "recommended"};
+  // Alternated A B A B ...: a machine busy with other work slows both sides alike.
+  std::vector<VerifyRun> all[2];
+  for (int64_t rep = 0; rep < a.verify_repeats; ++rep) {
+    for (int side = 0; side < 2; ++side) {
+      std::fprintf(stderr, "tern doctor: --verify %lld/%lld: %zu requests, %s\n", (long long)rep + 1,
+                   (long long)a.verify_repeats, workload.size(), labels[side]);
+      all[side].push_back(RunOnce(a, labels[side], flags[side], dataset, (int64_t)workload.size(), d));
+    }
+  }
   std::remove(dataset.c_str());
+  std::vector<VerifyRun> runs;
+  for (int side = 0; side < 2; ++side) runs.push_back(MedianRun(all[side]));
   return runs;
 }
 
@@ -442,7 +479,10 @@ int RunDoctor(int argc, char** argv) {
   p.AddFlag("--verify", &a.verify,
             "run the workload through tern serve + tern bench serve with the defaults and with the "
             "recommended flags; print both (default: off)");
+  p.AddInt("--verify-repeats", "N", &a.verify_repeats,
+           "--verify: runs per side, alternated defaults/recommended; medians reported (default 1)");
   if (int rc = ParseOrExit(p, argc, argv, "doctor"); rc >= 0) return rc;
+  if (a.verify_repeats < 1) return Fail("--verify-repeats must be >= 1"), 1;
   if (a.model_path.empty()) return Fail("-m MODEL is required"), 1;
   if (!a.workload.empty() && !a.dataset.empty()) return Fail("give --workload or --dataset, not both"), 1;
   if (!a.dataset.empty() && a.dataset != "random") {

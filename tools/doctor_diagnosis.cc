@@ -49,6 +49,9 @@ void DecideObjectives(const ModelFigures& m, const WorkloadProfile& w, const Doc
   const double prefill_p95_ms = m.pp_tps > 0 ? 1e3 * w.prompt.p95 / m.pp_tps : 0;
   d->slo_tpot_ms = o.slo_tpot_ms > 0 ? o.slo_tpot_ms : std::max(50.0, 2 * t1_ms);
   d->slo_ttft_ms = o.slo_ttft_ms > 0 ? o.slo_ttft_ms : std::max(1000.0, 4 * prefill_p95_ms);
+  const double prefill_mean_ms = m.pp_tps > 0 ? 1e3 * w.prompt.mean * (1 - w.shared_prefix_share) / m.pp_tps : 0;
+  const double arrivals = o.request_rate > 0 ? 1.0 : std::min<double>(o.concurrency, w.num_requests);
+  d->ttft_estimate_ms = prefill_mean_ms * (arrivals + 1) / 2;
   Finding f{"objectives",
             Fmt("service objectives: TTFT <= %.0f ms, TPOT <= %.1f ms", d->slo_ttft_ms,
                 d->slo_tpot_ms),
@@ -63,6 +66,13 @@ void DecideObjectives(const ModelFigures& m, const WorkloadProfile& w, const Doc
                             "give --slo-ttft-ms to set yours",
                             prefill_p95_ms));
   }
+  f.details.push_back(
+      Fmt("predicted median TTFT from prefill alone: %.0f ms (%.0f arrivals at once x mean prompt "
+          "prefill %.1f ms / 2)",
+          d->ttft_estimate_ms, arrivals, prefill_mean_ms) +
+      (d->ttft_estimate_ms > d->slo_ttft_ms ? ": the TTFT bound cannot hold at this concurrency; "
+                                              "fewer requests at once or faster prefill"
+                                            : ""));
   d->findings.push_back(std::move(f));
 }
 
@@ -212,12 +222,25 @@ void DecideConcurrency(const WorkloadProfile& w, const DoctorOptions& o, Diagnos
   for (int b = 1; b <= o.concurrency && b <= fit; ++b) {
     if (1e3 * DecodeStepSeconds(*d, b) <= d->slo_tpot_ms) best = b;
   }
-  d->max_num_seqs = best;
+  const int all = (int)std::min<int64_t>(o.concurrency, fit);
   Finding f;
   f.topic = "max-num-seqs";
-  f.verdict = Fmt("--max-num-seqs %.0f: the largest batch whose decode step t(B) = %.2f ms meets "
-                  "TPOT <= %.1f ms",
-                  best, 1e3 * DecodeStepSeconds(*d, best), d->slo_tpot_ms);
+  // Capping the batch below the requests in flight makes the rest wait about
+  // one request's decode: only worth it while TTFT keeps its bound.
+  const double wait_ms = 1e3 * w.output.mean * DecodeStepSeconds(*d, best);
+  if (best < all && d->ttft_estimate_ms + wait_ms > d->slo_ttft_ms) {
+    d->max_num_seqs = all;
+    f.verdict = Fmt("--max-num-seqs %.0f: every request in flight; a cap at %.0f (where t(B) meets "
+                    "TPOT <= %.1f ms) would make the rest wait ~%.0f ms",
+                    all, best, d->slo_tpot_ms, wait_ms) +
+                Fmt(" and break TTFT <= %.0f ms", d->slo_ttft_ms);
+  } else {
+    d->max_num_seqs = best;
+    f.verdict = Fmt("--max-num-seqs %.0f: the largest batch whose decode step t(B) = %.2f ms meets "
+                    "TPOT <= %.1f ms",
+                    best, 1e3 * DecodeStepSeconds(*d, best), d->slo_tpot_ms);
+  }
+  best = d->max_num_seqs;
   f.details.push_back(Fmt("limits: wanted concurrency %.0f, KV fit %.0f", o.concurrency,
                           (double)d->fit_concurrency));
   f.details.push_back(Fmt("decode throughput at that batch: %.0f tok/s (B / t(B))",
@@ -284,11 +307,31 @@ void DecideKvMemory(const WorkloadProfile& w, const DoctorOptions& o, Diagnosis*
 
 void DecideChunking(const WorkloadProfile& w, const DoctorOptions& o, Diagnosis* d) {
   d->chunked_prefill = true;
-  d->target_itl_ms = std::floor(d->slo_tpot_ms * 0.9 * 10) / 10;
+  // The automatic target: 2.5 x the decode-only step (engine/engine.h).
+  const double auto_ms = 2.5 * 1e3 * DecodeStepSeconds(*d, d->max_num_seqs);
+  const double slo_target = std::floor(d->slo_tpot_ms * 0.9 * 10) / 10;
+  const bool ttft_tight = d->ttft_estimate_ms > 0.5 * d->slo_ttft_ms;
   Finding f;
   f.topic = "chunked-prefill";
-  f.verdict = Fmt("--target-itl-ms %.1f: prompt chunks fill each step up to 90%% of the TPOT bound",
-                  d->target_itl_ms);
+  if (slo_target > auto_ms * 1.1) {
+    d->target_itl_ms = slo_target;
+    f.verdict = Fmt("--target-itl-ms %.1f: the TPOT bound leaves room above the automatic target "
+                    "(~%.1f ms); bigger prompt chunks per step shorten TTFT",
+                    d->target_itl_ms, auto_ms);
+  } else if (slo_target < auto_ms * 0.9 && !ttft_tight) {
+    d->target_itl_ms = slo_target;
+    f.verdict = Fmt("--target-itl-ms %.1f: the automatic target (~%.1f ms) would let prompt chunks "
+                    "push steps past the TPOT bound; TTFT has the slack to take smaller chunks",
+                    d->target_itl_ms, auto_ms);
+  } else {
+    d->target_itl_ms = 0;
+    f.verdict = Fmt("keep the automatic ITL target (~%.1f ms = 2.5 x the decode step)", auto_ms) +
+                (slo_target < auto_ms * 0.9
+                     ? Fmt(": a lower one (%.1f ms) protects TPOT but TTFT (predicted %.0f ms) has "
+                           "no slack to pay for it",
+                           slo_target, d->ttft_estimate_ms)
+                     : Fmt(": it is within 10%% of 90%% of the TPOT bound (%.1f ms)", slo_target));
+  }
   if (w.prompt.p95 > o.max_num_batched_tokens) {
     f.details.push_back(Fmt("p95 prompt %.0f tokens > the step budget %.0f: chunked prefill (on by "
                             "default) must stay on, or one prompt stalls every decode",
@@ -310,11 +353,14 @@ void CollectFlags(const WorkloadProfile& w, Diagnosis* d) {
   AddFlag(d, "--max-num-seqs", std::to_string(d->max_num_seqs), "largest batch within the TPOT bound");
   const int64_t mib = d->kv_cache_memory_bytes >> 20;
   AddFlag(d, "--kv-cache-memory", std::to_string(mib) + "MiB", "the running batch's KV + shared prefixes");
-  AddFlag(d, "--kv-cache-dtype", d->kv_dtype, "smallest KV dtype this build takes that the budget needs");
+  AddFlag(d, "--kv-cache-dtype", d->kv_dtype,
+          d->kv_dtype == "f16" ? "f16 fits (the default)" : "f16 does not fit the wanted concurrency");
   AddFlag(d, d->prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching", "",
-          d->prefix_caching ? "shared prefixes" : "nothing repeats");
-  std::snprintf(buf, sizeof buf, "%.1f", d->target_itl_ms);
-  AddFlag(d, "--target-itl-ms", buf, "prompt chunks within the TPOT bound");
+          d->prefix_caching ? "shared prefixes (the default)" : "nothing repeats (the default is on)");
+  if (d->target_itl_ms > 0) {
+    std::snprintf(buf, sizeof buf, "%.1f", d->target_itl_ms);
+    AddFlag(d, "--target-itl-ms", buf, "prompt chunks per step within the TPOT bound");
+  }
 }
 
 }  // namespace

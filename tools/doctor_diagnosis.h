@@ -111,6 +111,9 @@ struct Diagnosis {
   int64_t fit_concurrency = 0;        // requests of p95 length the budget holds
   // Service objectives used (given or derived).
   double slo_ttft_ms = 0, slo_tpot_ms = 0;
+  // Predicted median TTFT from prefill alone: a burst of `concurrency`
+  // arrivals (request_rate 0) queues behind half of the others' prompts.
+  double ttft_estimate_ms = 0;
   // Recommendations.
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 0;
@@ -118,7 +121,7 @@ struct Diagnosis {
   std::string kv_dtype = "f16";
   bool prefix_caching = true;
   double expected_hit_rate = 0;
-  double target_itl_ms = 0;
+  double target_itl_ms = 0;           // 0 = leave the automatic target
   bool chunked_prefill = true;
   std::vector<Finding> findings;
   std::vector<FlagValue> flags;

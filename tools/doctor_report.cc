@@ -308,10 +308,18 @@ std::string ReportText(const DoctorReport& r) {
   }
   if (!r.verify.empty()) {
     out += F("\n--verify: the workload through tern serve + tern bench serve (goodput bounds TTFT "
-             "%.0f ms, TPOT %.1f ms)\n",
-             d.slo_ttft_ms, d.slo_tpot_ms) +
+             "%.0f ms, TPOT %.1f ms; medians of %.0f alternated runs per side)\n",
+             d.slo_ttft_ms, d.slo_tpot_ms, r.verify[0].repeats) +
            VerifyTable(r.verify);
-    for (const VerifyRun& v : r.verify) out += "  " + v.label + ": " + (v.flags.empty() ? "(engine defaults)" : v.flags) + "\n";
+    for (const VerifyRun& v : r.verify) {
+      out += "  " + v.label + ": " + (v.flags.empty() ? "(engine defaults)" : v.flags) + "\n";
+    }
+    if (r.verify.size() == 2 && r.verify[0].error.empty() && r.verify[1].error.empty()) {
+      const double before = r.verify[0].request_goodput, after = r.verify[1].request_goodput;
+      out += before > 0 ? F("  goodput %.2f -> %.2f req/s (%+.0f%%)\n", before, after,
+                            100 * (after - before) / before)
+                        : F("  goodput %.2f -> %.2f req/s\n", before, after);
+    }
   }
   return out;
 }
@@ -360,7 +368,7 @@ nlohmann::json ReportJson(const DoctorReport& r) {
   nlohmann::json v = nlohmann::json::array();
   for (const VerifyRun& x : r.verify) {
     v.push_back({{"label", x.label}, {"flags", x.flags}, {"error", x.error}, {"completed", x.completed},
-                 {"failed", x.failed}, {"good", x.good}, {"duration_s", x.duration_s},
+                 {"failed", x.failed}, {"good", x.good}, {"repeats", x.repeats}, {"duration_s", x.duration_s},
                  {"request_goodput", x.request_goodput}, {"output_throughput", x.output_throughput},
                  {"ttft_p50_ms", x.ttft_p50_ms}, {"ttft_p99_ms", x.ttft_p99_ms},
                  {"tpot_p50_ms", x.tpot_p50_ms}, {"tpot_p99_ms", x.tpot_p99_ms}});

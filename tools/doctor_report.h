@@ -24,6 +24,7 @@ struct VerifyRun {
   double request_goodput = 0;     // good req/s
   double output_throughput = 0;   // tok/s
   double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
+  int repeats = 1;     // runs behind the figures (medians when > 1)
   std::string error;   // non-empty: the run failed
 };
 
