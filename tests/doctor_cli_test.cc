@@ -152,6 +152,8 @@ TEST(DoctorDiagnosisTest, TightTpotBoundLimitsTheBatch) {
       Diagnose(Machine(), Model(), ProfileWorkload(Requests(16, 0, 64, 64), 16), o);
   EXPECT_EQ(d.max_num_seqs, 4);
   EXPECT_DOUBLE_EQ(d.target_itl_ms, 13.5);
+  EXPECT_FALSE(d.defaults_right);
+  EXPECT_NE(FindingOf(d, "defaults")->verdict.find("the batch cap (4"), std::string::npos);
 }
 
 TEST(DoctorDiagnosisTest, BurstWithTightTtftKeepsEveryRequestInTheBatch) {
@@ -165,6 +167,7 @@ TEST(DoctorDiagnosisTest, BurstWithTightTtftKeepsEveryRequestInTheBatch) {
   EXPECT_DOUBLE_EQ(d.target_itl_ms, 0);  // the automatic target stays
   EXPECT_EQ(FlagsLine(d).find("--target-itl-ms"), std::string::npos) << FlagsLine(d);
   EXPECT_NE(FindingOf(d, "max-num-seqs")->verdict.find("break TTFT"), std::string::npos);
+  EXPECT_TRUE(d.defaults_right) << FindingOf(d, "defaults")->verdict;
 }
 
 TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {

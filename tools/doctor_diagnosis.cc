@@ -347,6 +347,30 @@ void DecideChunking(const WorkloadProfile& w, const DoctorOptions& o, Diagnosis*
   d->findings.push_back(std::move(f));
 }
 
+// Which recommendations change how the engine schedules this workload, as
+// against its defaults (64 sequences, the automatic ITL target, f16 KV; the
+// client never has more than `concurrency` requests in flight).
+void CompareWithDefaults(const DoctorOptions& o, Diagnosis* d) {
+  std::vector<std::string> changes;
+  if (d->max_num_seqs < std::min(64, o.concurrency)) {
+    changes.push_back(Fmt("the batch cap (%.0f instead of every request in flight)", d->max_num_seqs));
+  }
+  if (d->target_itl_ms > 0) changes.push_back(Fmt("the ITL target (%.1f ms)", d->target_itl_ms));
+  if (d->kv_dtype != "f16") changes.push_back("the KV dtype (" + d->kv_dtype + ")");
+  Finding f;
+  f.topic = "defaults";
+  if (changes.empty()) {
+    d->defaults_right = true;
+    f.verdict = "the defaults already schedule this workload right: the flags above only size "
+                "memory and limits (--max-model-len, --kv-cache-memory)";
+  } else {
+    std::string list;
+    for (const std::string& c : changes) list += (list.empty() ? "" : ", ") + c;
+    f.verdict = "against the defaults, what changes the schedule: " + list;
+  }
+  d->findings.push_back(std::move(f));
+}
+
 void CollectFlags(const WorkloadProfile& w, Diagnosis* d) {
   char buf[64];
   AddFlag(d, "--max-model-len", std::to_string(d->max_model_len), "p95 length + 25% headroom");
@@ -436,6 +460,7 @@ Diagnosis Diagnose(const MachineFigures& machine, const ModelFigures& model,
   DecidePrefixCaching(workload, &d);
   DecideKvMemory(workload, options, &d);
   DecideChunking(workload, options, &d);
+  CompareWithDefaults(options, &d);
   CollectFlags(workload, &d);
   return d;
 }

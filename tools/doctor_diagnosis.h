@@ -123,6 +123,7 @@ struct Diagnosis {
   double expected_hit_rate = 0;
   double target_itl_ms = 0;           // 0 = leave the automatic target
   bool chunked_prefill = true;
+  bool defaults_right = false;        // no recommendation changes the schedule
   std::vector<Finding> findings;
   std::vector<FlagValue> flags;
 };

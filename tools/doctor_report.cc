@@ -356,6 +356,7 @@ nlohmann::json ReportJson(const DoctorReport& r) {
       {"fit_concurrency", d.fit_concurrency},
       {"slo_ttft_ms", d.slo_ttft_ms}, {"slo_tpot_ms", d.slo_tpot_ms},
       {"expected_prefix_hit_rate", d.expected_hit_rate},
+      {"defaults_right", d.defaults_right},
       {"findings", FindingsJson(d)}};
   nlohmann::json flags = nlohmann::json::array();
   for (const FlagValue& f : d.flags) flags.push_back({{"flag", f.flag}, {"value", f.value}, {"why", f.why}});
