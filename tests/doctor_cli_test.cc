@@ -173,9 +173,15 @@ TEST(DoctorDiagnosisTest, BurstWithTightTtftKeepsEveryRequestInTheBatch) {
 TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {
   SKIP_WITHOUT_BINARY();
   if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";
+  const std::string html = ::testing::TempDir() + "/doctor_report.html";
   auto r = RunTern("doctor -m " + ShellQuote(DefaultModelPath()) +
-                   " -t 1 --num-prompts 8 --input-len 48 --prefix-len 32 --output-len 16 --json");
+                   " -t 1 --num-prompts 8 --input-len 48 --prefix-len 32 --output-len 16 --json"
+                   " --html " + ShellQuote(html));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = tern::testing::ReadFileBytes(html);
+  EXPECT_NE(page.find("Roofline"), std::string::npos);
+  EXPECT_NE(page.find("<svg"), std::string::npos);
+  EXPECT_NE(page.find("--max-model-len"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["workload"]["num_requests"], 8);
   EXPECT_DOUBLE_EQ(j["workload"]["prompt"]["p95"].get<double>(), 80);  // 32 shared + 48 ids

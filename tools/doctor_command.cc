@@ -390,19 +390,22 @@ std::string Quantization(const DoctorArgs& a, const ModelFigures& m) {
     }
     char buf[400];
     const double kl = j.value("kl_mean", 0.0), ratio = j.value("size_ratio", 1.0);
+    const double top1 = j.value("top1_agreement", 0.0);
     std::snprintf(buf, sizeof buf,
                   "%s: KL mean %.4f, p99 %.4f, ppl %.3f -> %.3f, top-1 agreement %.1f%%, size x%.2f "
                   "(decode reads that much less per token: up to %.1fx faster where "
                   "bandwidth-bound) -> %s; ",
                   type, kl, j.value("kl_p99", 0.0), j.value("ppl_base", 0.0), j.value("ppl_quant", 0.0),
                   100 * j.value("top1_agreement", 0.0), ratio, 1.0 / std::max(ratio, 1e-6),
-                  kl < 0.01 ? "candidate (KL < 0.01)" : "not recommended (KL >= 0.01)");
+                  kl < 0.01 && top1 >= 0.9 ? "candidate (KL < 0.01, top-1 >= 90%)"
+                                            : "not recommended (needs KL < 0.01 and top-1 >= 90%)");
     out += buf;
   }
   return out + "regress on your own eval after switching";
 }
 
-std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigures& target) {
+std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigures& target,
+                        int32_t target_vocab) {
   if (a.draft_model.empty()) {
     return "no recommendation: speculation pays only when a draft's proposals are accepted, and "
            "acceptance is observable only with a draft (--draft-model F); this build has no "
@@ -410,6 +413,11 @@ std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigure
   }
   auto draft = Model::Load(a.draft_model);
   if (!draft.ok()) return "the draft model failed to load: " + draft.status().ToString();
+  if ((*draft)->config().n_vocab != target_vocab) {
+    return "no recommendation: the draft's vocabulary (" + std::to_string((*draft)->config().n_vocab) +
+           " tokens) differs from the model's (" + std::to_string(target_vocab) +
+           "); a draft must share the tokenizer";
+  }
   ModelFigures f;
   ModelProbeLengths l;
   l.pp_tokens = 32;
@@ -555,7 +563,7 @@ int RunDoctor(int argc, char** argv) {
   MeasureModel(*model, pool, lengths, &report.model);
   report.diagnosis = Diagnose(report.machine, report.model, w, opt);
   report.quantization = Quantization(a, report.model);
-  report.speculation = Speculation(a, pool, report.model);
+  report.speculation = Speculation(a, pool, report.model, n_vocab);
   if (a.verify) {
     model.reset();  // the spawned servers load their own
     report.verify = Verify(a, workload, report.diagnosis);

@@ -58,6 +58,15 @@ struct Axis {
 
 constexpr double kW = 560, kH = 300, kL = 60, kR = 16, kT = 28, kB = 40;
 
+// The smallest 1, 2, 2.5 or 5 x 10^k at least v (axis ends with round ticks).
+double NiceCeil(double v) {
+  const double p = std::pow(10, std::floor(std::log10(std::max(v, 1e-9))));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (v <= m * p) return m * p;
+  }
+  return 10 * p;
+}
+
 std::string SvgOpen(const std::string& title) {
   return F("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" ", kW, kH) +
          "font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" "
@@ -160,7 +169,7 @@ std::string LengthsSvg(const DoctorReport& r) {
   for (double v : r.output_lens) ++ho[std::min(bins, (int)(v / bw))];
   int top = 1;
   for (int i = 0; i <= bins; ++i) top = std::max({top, hp[i], ho[i]});
-  Axis x{0, max_len * 1.05, false}, y{0, (double)top, false};
+  Axis x{0, NiceCeil(max_len * 1.02), false}, y{0, NiceCeil((double)top), false};
   std::string g = SvgOpen("Workload lengths (tokens): prompts and outputs, with p50 and p95") +
                   Frame(x, y, "tokens", "requests");
   auto bars = [&](const std::vector<int>& h, const char* color, double shift) {
@@ -179,13 +188,17 @@ std::string LengthsSvg(const DoctorReport& r) {
     return s;
   };
   g += bars(hp, "#e8773b", 0) + bars(ho, "#2f6fdf", 1);
+  int marks = 0;
   auto mark = [&](double v, const char* color, const std::string& label) {
     const double px = x.Map(v, kL, kW - kR);
-    char buf[200];
+    const bool right_edge = px > kW - 120;  // label on the line's left near the edge
+    char buf[260];
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-                  "stroke-dasharray=\"4 3\"/><text x=\"%.1f\" y=\"%.0f\" fill=\"%s\">",
-                  px, px, kT, kH - kB, color, px + 3, kT + 12, color);
+                  "stroke-dasharray=\"4 3\"/><text x=\"%.1f\" y=\"%.0f\" fill=\"%s\" "
+                  "text-anchor=\"%s\">",
+                  px, px, kT, kH - kB, color, right_edge ? px - 3 : px + 3, kT + 12 + 14 * marks++,
+                  color, right_edge ? "end" : "start");
     return std::string(buf) + Escape(label) + "</text>";
   };
   g += mark(r.workload.prompt.p95, "#b4501b", F("prompt p95 %.0f", r.workload.prompt.p95));
