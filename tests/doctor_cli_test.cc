@@ -195,6 +195,25 @@ TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {
   EXPECT_NE(j["speculation"].get<std::string>().find("--draft-model"), std::string::npos);
 }
 
+TEST(DoctorCliTest, VerifyRunsTheWorkloadWithDefaultsAndRecommendedFlags) {
+  SKIP_WITHOUT_BINARY();
+  if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";
+  auto r = RunTern("doctor -m " + ShellQuote(DefaultModelPath()) +
+                   " -t 1 --num-prompts 8 --input-len 32 --output-len 16 --concurrency 4 --verify"
+                   " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["verify"].size(), 2u);
+  EXPECT_EQ(j["verify"][0]["label"], "defaults");
+  EXPECT_EQ(j["verify"][0]["flags"], "");
+  EXPECT_EQ(j["verify"][1]["flags"], j["recommended"]["command_line"]);
+  for (const auto& v : j["verify"]) {
+    EXPECT_EQ(v["error"], "") << v.dump();
+    EXPECT_EQ(v["completed"], 8) << v.dump();
+    EXPECT_GT(v["output_throughput"].get<double>(), 0);
+  }
+}
+
 TEST(DoctorCliTest, BadWorkloadNamesTheLine) {
   SKIP_WITHOUT_BINARY();
   if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";

@@ -156,6 +156,30 @@ std::string SelfPath() {
   return n > 0 ? std::string(buf, (size_t)n) : "tern";
 }
 
+// Children alive now (a tern serve and its client at most), killed if the
+// doctor is interrupted so no server outlives it.
+volatile sig_atomic_t g_children[4] = {0, 0, 0, 0};
+
+void KillChildrenAndExit(int sig) {
+  for (auto& pid : g_children) {
+    if (pid > 0) kill((pid_t)pid, SIGKILL);
+  }
+  _exit(128 + sig);
+}
+
+void Track(pid_t pid, bool alive) {
+  for (auto& slot : g_children) {
+    if (alive && slot == 0) {
+      slot = pid;
+      return;
+    }
+    if (!alive && slot == pid) {
+      slot = 0;
+      return;
+    }
+  }
+}
+
 // Starts argv with stdout and stderr to log_path; returns the pid or -1.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path) {
   std::vector<char*> argv;
@@ -168,12 +192,16 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path) {
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
+  if (rc != 0) return -1;
+  Track(pid, true);
+  return pid;
 }
 
 int WaitExit(pid_t pid) {
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
+  const pid_t got = waitpid(pid, &status, 0);
+  Track(pid, false);
+  if (got < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -235,11 +263,14 @@ VerifyRun RunOnce(const DoctorArgs& a, const std::string& label, const std::stri
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ready = ReadFile(serve_log).find("ready on") != std::string::npos;
     int status = 0;
-    if (waitpid(server, &status, WNOHANG) == server) break;
+    if (waitpid(server, &status, WNOHANG) == server) {
+      Track(server, false);
+      break;
+    }
   }
   if (!ready) {
     kill(server, SIGKILL);
-    waitpid(server, nullptr, 0);
+    WaitExit(server);
     v.error = "tern serve did not start (log: " + serve_log + ")";
     return v;
   }
@@ -562,6 +593,9 @@ int RunDoctor(int argc, char** argv) {
   report.model.path = a.model_path;
   MeasureModel(*model, pool, lengths, &report.model);
   report.diagnosis = Diagnose(report.machine, report.model, w, opt);
+  // From here on children run (tern quantize, eval-quant, serve, bench serve).
+  signal(SIGINT, KillChildrenAndExit);
+  signal(SIGTERM, KillChildrenAndExit);
   report.quantization = Quantization(a, report.model);
   report.speculation = Speculation(a, pool, report.model, n_vocab);
   if (a.verify) {
