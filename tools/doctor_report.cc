@@ -218,6 +218,7 @@ std::string KvSvg(const DoctorReport& r) {
   g += F("<path d=\"M%.1f %.1f L%.1f %.1f\" stroke=\"#2f6fdf\" stroke-width=\"2\"/>",
          x.Map(0, kL, kW - kR), y.Map(0, kH - kB, kT), x.Map(cmax, kL, kW - kR),
          y.Map(per * cmax, kH - kB, kT));
+  int lines = 0;
   auto hline = [&](double v, const char* color, const std::string& label) {
     if (v > y.hi) {
       return F("<text x=\"%.0f\" y=\"%.0f\">", kL + 4, kT + 12) + Escape(label) +
@@ -228,7 +229,7 @@ std::string KvSvg(const DoctorReport& r) {
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                   "stroke-dasharray=\"5 3\"/><text x=\"%.0f\" y=\"%.1f\" fill=\"%s\">",
-                  kL, kW - kR, py, py, color, kL + 4, py - 4, color);
+                  kL, kW - kR, py, py, color, kL + 4, lines++ == 0 ? py - 4 : py + 13, color);
     return std::string(buf) + Escape(label) + "</text>";
   };
   g += hline(budget, "#b42318", "KV budget " + FormatBytes((double)d.kv_budget_bytes));
@@ -245,17 +246,19 @@ std::string VerifySvg(const DoctorReport& r) {
   struct M { const char* name; double VerifyRun::*field; };
   const M ms[] = {{"TTFT p50", &VerifyRun::ttft_p50_ms}, {"TTFT p99", &VerifyRun::ttft_p99_ms},
                   {"TPOT p50", &VerifyRun::tpot_p50_ms}, {"TPOT p99", &VerifyRun::tpot_p99_ms}};
-  double top = 1e-3;
+  // Each percentile on its own scale (TTFT and TPOT differ by orders of magnitude).
+  double tops[4] = {1e-3, 1e-3, 1e-3, 1e-3};
   for (const VerifyRun& v : r.verify)
-    for (const M& m : ms) top = std::max(top, v.*(m.field));
-  Axis x{0, 4, false}, y{0, top * 1.1, false};
-  std::string g = SvgOpen("--verify: latency percentiles (ms), defaults vs recommended") +
+    for (int i = 0; i < 4; ++i) tops[i] = std::max(tops[i], v.*(ms[i].field));
+  Axis x{0, 4, false};
+  std::string g = SvgOpen("--verify: latency percentiles (ms, each on its own scale)") +
                   F("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>",
                     kL, kT, kW - kL - kR, kH - kT - kB);
   const char* colors[] = {"#8a8f98", "#2a9d5c", "#2f6fdf"};
   for (int i = 0; i < 4; ++i) {
     const double x0 = x.Map(i + 0.15, kL, kW - kR), x1 = x.Map(i + 0.85, kL, kW - kR);
     const double bw = (x1 - x0) / r.verify.size();
+    const Axis y{0, tops[i] * 1.45, false};  // room for the legend
     for (size_t k = 0; k < r.verify.size(); ++k) {
       const double v = r.verify[k].*(ms[i].field);
       const double py = y.Map(v, kH - kB, kT);
