@@ -432,7 +432,8 @@ std::string Quantization(const DoctorArgs& a, const ModelFigures& m) {
                                             : "not recommended (needs KL < 0.01 and top-1 >= 90%)");
     out += buf;
   }
-  return out + "regress on your own eval after switching";
+  return out + "KV cache: this build's --kv-cache-dtype takes f16 and f32 only, no quantized KV "
+               "to evaluate; regress on your own eval after switching weights";
 }
 
 std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigures& target,
@@ -502,7 +503,8 @@ int RunDoctor(int argc, char** argv) {
   p.AddInt("--seed", "N", &a.seed, "random: seed (default 0)");
   p.AddInt("--concurrency", "N", &a.concurrency, "requests you want in flight at once (default 16)");
   p.AddDouble("--request-rate", "R", &a.request_rate,
-              "arrivals per second for --verify (default 0 = all at once)");
+              "arrivals per second of the workload, for the TTFT estimate and --verify "
+              "(default 0 = all at once)");
   p.AddString("--kv-cache-memory", "SIZE", &a.kv_budget,
               "memory the KV cache may take, e.g. 2GiB (default: 0.9 x (free memory - weights))");
   p.AddDouble("--slo-ttft-ms", "MS", &a.slo_ttft_ms,
@@ -513,7 +515,7 @@ int RunDoctor(int argc, char** argv) {
               "your text: quantization candidates are quantized and compared with tern eval-quant "
               "(default: none, no quantization advice)");
   p.AddString("--draft-model", "FILE", &a.draft_model, "draft model for speculation (default: none)");
-  p.AddFlag("--json", &a.json, "print the report as one JSON object instead of text");
+  p.AddFlag("--json", &a.json, "print the report as one JSON object (default: readable text)");
   p.AddString("--html", "FILE", &a.html, "also write an HTML report with plots (default: none)");
   p.AddFlag("--verify", &a.verify,
             "run the workload through tern serve + tern bench serve with the defaults and with the "
