@@ -588,6 +588,9 @@ int RunDoctor(int argc, char** argv) {
   report.machine = MeasureMachine(pool, model->WeightBytes());
   ModelProbeLengths lengths;
   lengths.pp_tokens = std::clamp<int32_t>((int32_t)w.prompt.p50, 16, 2048);
+  if (w.prompt.p95 >= 1.25 * w.prompt.p50) {
+    lengths.pp_long_tokens = std::clamp<int32_t>((int32_t)w.prompt.p95, 16, 4096);
+  }
   lengths.tg_depth = std::clamp<int32_t>((int32_t)(w.prompt.p95 + w.output.p95 / 2), 1, 4096);
   lengths.batch = (int32_t)std::min<int64_t>(a.concurrency, 8);
   std::fprintf(stderr, "tern doctor: measuring the model (prefill %d tokens, decode at depth %d, "

@@ -46,7 +46,8 @@ void AddFlag(Diagnosis* d, const std::string& flag, const std::string& value,
 void DecideObjectives(const ModelFigures& m, const WorkloadProfile& w, const DoctorOptions& o,
                       Diagnosis* d) {
   const double t1_ms = 1e3 * DecodeStepSeconds(*d, 1);
-  const double prefill_p95_ms = m.pp_tps > 0 ? 1e3 * w.prompt.p95 / m.pp_tps : 0;
+  const double pp_p95_tps = m.pp_long_tps > 0 ? m.pp_long_tps : m.pp_tps;
+  const double prefill_p95_ms = pp_p95_tps > 0 ? 1e3 * w.prompt.p95 / pp_p95_tps : 0;
   d->slo_tpot_ms = o.slo_tpot_ms > 0 ? o.slo_tpot_ms : std::max(50.0, 2 * t1_ms);
   d->slo_ttft_ms = o.slo_ttft_ms > 0 ? o.slo_ttft_ms : std::max(1000.0, 4 * prefill_p95_ms);
   const double prefill_mean_ms = m.pp_tps > 0 ? 1e3 * w.prompt.mean * (1 - w.shared_prefix_share) / m.pp_tps : 0;

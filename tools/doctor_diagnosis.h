@@ -38,7 +38,9 @@ struct ModelFigures {
   int32_t context_len = 0;             // trained context (0 = unknown)
   // Measured on this machine:
   int32_t pp_tokens = 0;
-  double pp_tps = 0;          // one prompt of pp_tokens, tokens/s
+  double pp_tps = 0;          // one prompt of pp_tokens (the median prompt), tokens/s
+  int32_t pp_long_tokens = 0; // the p95 prompt, when much longer than the median (else 0)
+  double pp_long_tps = 0;
   int32_t tg_depth = 0;
   double tg_tps = 0;          // one sequence decoding at tg_depth, tokens/s
   int32_t batch = 0;

@@ -108,7 +108,7 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
     if (t.shape.size() >= 2 && t.name.rfind("blk.", 0) == 0) f->layer_matmul_params += t.NumElements();
   }
 
-  const int32_t max_len = std::max(l.pp_tokens, l.tg_depth + l.tg_steps) + 1;
+  const int32_t max_len = std::max({l.pp_tokens, l.pp_long_tokens, l.tg_depth + l.tg_steps}) + 1;
   BatchRunner runner(model, pool, std::max(1, l.batch), max_len);
   runner.Run(1, 0, std::min<int32_t>(l.pp_tokens, 32));  // warm up
   // Prefill: the median prompt, best of 2 (a slow round is other work).
@@ -120,6 +120,14 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
     best = std::max(best, (double)l.pp_tokens / Since(t0));
   }
   f->pp_tps = best;
+  if (l.pp_long_tokens > 0) {
+    f->pp_long_tokens = l.pp_long_tokens;
+    for (int rep = 0; rep < 2; ++rep) {
+      const auto t0 = Clock::now();
+      runner.Run(1, 0, l.pp_long_tokens);
+      f->pp_long_tps = std::max(f->pp_long_tps, (double)l.pp_long_tokens / Since(t0));
+    }
+  }
   // Decode: every sequence at tg_depth, tg_steps steps; median step.
   // Every sequence filled to tg_depth once; each decode test rewrites the same
   // positions after it.

@@ -18,6 +18,7 @@ namespace tern {
 
 struct ModelProbeLengths {
   int32_t pp_tokens = 128;  // prompt length of the prefill test
+  int32_t pp_long_tokens = 0;  // a second, longer prefill test (0 = none)
   int32_t tg_depth = 128;   // KV depth of the decode tests
   int32_t tg_steps = 16;    // decode steps timed
   int32_t batch = 8;        // sequences of the batched decode test

@@ -302,9 +302,10 @@ std::string ReportText(const DoctorReport& r) {
   out += "model: " + m.path + " (" + m.arch + ", " + m.weight_type + ", " +
          FormatBytes((double)m.weight_bytes) + F(" of weights, %.1fM layer parameters, context %.0f)\n",
                                                  (double)m.layer_matmul_params / 1e6, m.context_len);
-  out += F("  measured: prefill %.0f tok/s (%.0f-token prompt); decode %.1f tok/s (1 sequence at "
-           "depth %.0f), ",
-           m.pp_tps, m.pp_tokens, m.tg_tps, m.tg_depth) +
+  out += F("  measured: prefill %.0f tok/s (%.0f-token prompt)", m.pp_tps, m.pp_tokens) +
+         (m.pp_long_tokens > 0 ? F(", %.0f tok/s (%.0f-token prompt)", m.pp_long_tps, m.pp_long_tokens)
+                               : "") +
+         F("; decode %.1f tok/s (1 sequence at depth %.0f), ", m.tg_tps, m.tg_depth) +
          F("%.1f tok/s (%.0f sequences together)\n", m.batch_tg_tps, m.batch);
   out += F("workload: %.0f requests, ", w.num_requests) + r.workload_source + "\n";
   out += F("  prompt tokens p50 %.0f p95 %.0f max %.0f; ", w.prompt.p50, w.prompt.p95, w.prompt.max) +
@@ -349,7 +350,9 @@ nlohmann::json ReportJson(const DoctorReport& r) {
   j["model"] = {{"path", m.path}, {"arch", m.arch}, {"weight_type", m.weight_type},
                 {"weight_bytes", m.weight_bytes}, {"layer_matmul_params", m.layer_matmul_params},
                 {"kv_bytes_per_token_f16", m.kv_bytes_per_token_f16}, {"context_len", m.context_len},
-                {"pp_tokens", m.pp_tokens}, {"pp_tps", m.pp_tps}, {"tg_depth", m.tg_depth},
+                {"pp_tokens", m.pp_tokens}, {"pp_tps", m.pp_tps},
+                {"pp_long_tokens", m.pp_long_tokens}, {"pp_long_tps", m.pp_long_tps},
+                {"tg_depth", m.tg_depth},
                 {"tg_tps", m.tg_tps}, {"batch", m.batch}, {"batch_tg_tps", m.batch_tg_tps}};
   auto lens = [](const LengthStats& s) {
     return nlohmann::json{{"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}, {"max", s.max}};
