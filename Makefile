@@ -4,9 +4,11 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 MODEL ?= ../shared/models/stories260K.gguf
 DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
-               nlohmann-json3-dev libpcre2-dev libcurl4-openssl-dev libssl-dev python3
+               nlohmann-json3-dev libpcre2-dev libcurl4-openssl-dev libssl-dev python3 \
+               chromium
 # node and npm (end-to-end tests with the OpenAI client) are installed from
-# Debian only when no node/npm is on the PATH already.
+# Debian only when no node/npm is on the PATH already. chromium: the browser
+# test of the dashboard (tests/dashboard, driven by playwright-core from npm).
 
 .PHONY: all build run test deps configure asan-test clean
 

@@ -21,5 +21,6 @@ int RunImatrix(int argc, char** argv);      // tools/imatrix_command.cc
 int RunEvalQuant(int argc, char** argv);    // tools/eval_quant_command.cc
 int RunVersion(int argc, char** argv);      // tools/version_command.cc
 int RunPull(int argc, char** argv);         // tools/pull_command.cc
+int RunDoctor(int argc, char** argv);       // tools/doctor_command.cc
 
 }  // namespace tern

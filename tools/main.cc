@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"bench", tern::RunBench, "prompt/decode speed against the machine's roofline; 'bench serve' loads a server"},
     {"model", tern::RunModel, "model tools: 'tern model synth' makes random-weight GGUFs"},
     {"kv-calc", tern::RunKvCalc, "KV-cache capacity planner"},
+    {"doctor", tern::RunDoctor, "measure machine, model and workload; say what limits serving and which flags to use"},
     {"quantize", tern::RunQuantize, "requantize a GGUF file to another weight format"},
     {"imatrix", tern::RunImatrix, "importance matrix from calibration text, for tern quantize --imatrix"},
     {"eval-quant", tern::RunEvalQuant, "regression check of a quantized model against its base"},

@@ -41,6 +41,7 @@ struct Engine::Impl {
 
   mutable std::mutex stats_mu;
   EngineStats stats;
+  uint64_t last_published_step = 0;  // engine thread only
 
   // WaitForOutputs.
   mutable std::mutex output_mu;
@@ -354,6 +355,16 @@ void Engine::Impl::PublishStats() {
   stats.request_success_total = ss.request_success_total;
   stats.last_step_batch_size = core->last_step().batch_size;
   stats.last_step_num_tokens = core->last_step().num_scheduled_tokens;
+  stats.num_kv_blocks = kv_config.num_blocks;
+  stats.block_size = kv_config.block_size;
+  stats.kv_cache_bytes = kv_config.TotalBytes();
+  stats.max_model_len = kv_config.max_model_len;
+  stats.max_num_seqs = config.max_num_seqs;
+  if (ss.num_steps_total != last_published_step) {
+    last_published_step = ss.num_steps_total;
+    stats.recent_steps.push_back(core->last_step());
+    if (stats.recent_steps.size() > EngineStats::kRecentSteps) stats.recent_steps.pop_front();
+  }
 }
 
 void Engine::Impl::AbortEverything() {

@@ -22,6 +22,7 @@
 #include <map>
 
 #include "base/status.h"
+#include "metrics/step_stats.h"
 #include "model/model_config.h"
 #include "sample/sampling_params.h"
 #include "tensor/dtype.h"
@@ -129,6 +130,15 @@ struct EngineStats {
   // Last step: requests in the batch and tokens scheduled.
   int32_t last_step_batch_size = 0;
   int32_t last_step_num_tokens = 0;
+  // The KV cache's size and the limits it was planned for (fixed at start).
+  int64_t num_kv_blocks = 0;
+  int32_t block_size = 0;
+  int64_t kv_cache_bytes = 0;
+  int32_t max_model_len = 0;
+  int32_t max_num_seqs = 0;
+  // The last kRecentSteps steps, oldest first (the dashboard's step timeline).
+  static constexpr size_t kRecentSteps = 240;
+  std::deque<StepStats> recent_steps;
 };
 
 class Model;

@@ -34,11 +34,12 @@ std::vector<RequestDelta> EngineCore::Step() {
   last_step_.num_preemptions = (int32_t)scheduled.preempted_ids.size();
   last_step_.kv_cache_usage = scheduler_->kv().Usage();
   last_step_.duration_s = std::chrono::duration<double>(end - start).count();
+  last_step_.start_s = std::chrono::duration<double>(start - created_).count();
+  for (const auto& s : scheduled.sequences) {
+    if (s.token_ids.size() > 1) last_step_.num_prefill_tokens += (int32_t)s.token_ids.size();
+  }
   if (step_log_ != nullptr) {
-    int32_t prefill_tokens = 0;
-    for (const auto& s : scheduled.sequences) {
-      if (s.token_ids.size() > 1) prefill_tokens += (int32_t)s.token_ids.size();
-    }
+    const int32_t prefill_tokens = last_step_.num_prefill_tokens;
     std::fprintf(step_log_,
                  "{\"t_ms\":%.3f,\"batch_size\":%d,\"scheduled_tokens\":%d,"
                  "\"prefill_tokens\":%d,\"sampled_tokens\":%d,\"preemptions\":%d,"

@@ -331,5 +331,32 @@ TEST_F(EngineModelTest, StopsAtEosUnlessIgnored) {
   EXPECT_EQ((*engine)->KvSummary().rfind("KV cache: ", 0), 0u);
 }
 
+TEST_F(EngineModelTest, StatsKeepRecentStepsAndTheKvShape) {
+  EngineConfig config = BaseConfig();
+  config.max_num_batched_tokens = 512;
+  EngineStats st;
+  // One 40-token prompt, 10 tokens: prefill (one step, or chunks), then 9
+  // one-token decode steps.
+  std::vector<Outcome> out = RunTogether(config, {Ids(40, 5)}, 10, &st);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].tokens.size(), 10u);
+  ASSERT_EQ(st.recent_steps.size(), st.num_steps_total);
+  int32_t prefill = 0, decode = 0;
+  for (size_t i = 0; i < st.recent_steps.size(); ++i) {
+    const StepStats& s = st.recent_steps[i];
+    prefill += s.num_prefill_tokens;
+    decode += s.num_scheduled_tokens - s.num_prefill_tokens;
+    if (i > 0) EXPECT_GE(s.start_s, st.recent_steps[i - 1].start_s) << i;
+  }
+  EXPECT_EQ(st.recent_steps.front().num_prefill_tokens, st.recent_steps.front().num_scheduled_tokens);
+  // A prompt's last chunk may be a single token, which counts as decode-shaped.
+  EXPECT_EQ(prefill + decode, 40 + 9);
+  EXPECT_GE(prefill, 39);
+  EXPECT_GT(st.num_kv_blocks, 0);
+  EXPECT_EQ(st.block_size, config.block_size);
+  EXPECT_EQ(st.max_num_seqs, config.max_num_seqs);
+  EXPECT_GT(st.kv_cache_bytes, 0);
+}
+
 }  // namespace
 }  // namespace tern

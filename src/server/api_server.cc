@@ -4,7 +4,9 @@
 #include <ctime>
 
 #include "server/completion_handler.h"
+#include "server/dashboard_page.h"
 #include "server/response_writer.h"
+#include "server/stats_json.h"
 
 namespace tern {
 namespace {
@@ -27,11 +29,12 @@ const Route kRoutes[] = {
     {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
     {"/v1/models/", "GET"},      {"/tokenize", "POST"},            {"/detokenize", "POST"},
     {"/health", "GET"},          {"/metrics", "GET"},
+    {"/", "GET"},                {"/dashboard", "GET"},            {"/stats", "GET"},
 };
 constexpr std::string_view kModelPrefix = "/v1/models/";
 
 bool PathMatches(std::string_view route, std::string_view path) {
-  if (route.back() != '/') return path == route;
+  if (route.back() != '/' || route.size() == 1) return path == route;
   return path.size() > route.size() && path.substr(0, route.size()) == route;
 }
 
@@ -183,6 +186,7 @@ void ApiServer::Dispatch(const HttpRequest& request, HttpExchange& exchange,
                      metrics_.Render(options_.served_model_name, backend ? &stats : nullptr));
     return;
   }
+  if (HandleDashboardRoute(request, exchange, backend)) return;
   if (!Authorized(request)) {
     RespondError(exchange, ApiError::Unauthorized(
                                "missing or wrong API key; send 'Authorization: Bearer <key>'"));
@@ -203,6 +207,23 @@ void ApiServer::Dispatch(const HttpRequest& request, HttpExchange& exchange,
     return;
   }
   HandleRoute(request, exchange, backend, entry);
+}
+
+// The dashboard page and /stats are readable like /metrics (without the key);
+// the page asks for the key before it calls the API.
+bool ApiServer::HandleDashboardRoute(const HttpRequest& request, HttpExchange& exchange,
+                                     ServingBackend* backend) {
+  if (request.path == "/" || request.path == "/dashboard") {
+    exchange.Respond(200, "text/html; charset=utf-8", DashboardHtml());
+    return true;
+  }
+  if (request.path != "/stats") return false;
+  EngineStats stats;
+  if (backend) stats = backend->GetStats();
+  exchange.Respond(200, "application/json",
+                   StatsJson(options_.served_model_name, backend ? &stats : nullptr, metrics_,
+                             (double)((int64_t)std::time(nullptr) - created_)));
+  return true;
 }
 
 void ApiServer::HandleModel(const HttpRequest& request, HttpExchange& exchange,

@@ -4,7 +4,9 @@
 //   GET  /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET  /health   200 when ready, 503 while loading or shutting down
 //   GET  /metrics  Prometheus text
-// With an API key set, every route but /health and /metrics needs
+//   GET  /, /dashboard  the live dashboard page (HTML); GET /stats  its JSON
+// With an API key set, every route but /health, /metrics, /stats and the
+// dashboard page needs
 // "Authorization: Bearer KEY" (401 otherwise). Unknown route 404, wrong
 // method 405, unknown model 404 (code model_not_found), more than
 // max_pending_requests engine requests in flight 429.
@@ -67,6 +69,9 @@ class ApiServer {
                    AccessLogEntry* entry);
   void HandleCompletion(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend,
                         ApiEndpoint endpoint, AccessLogEntry* entry);
+  // "/", "/dashboard", "/stats": answers and returns true; else false.
+  bool HandleDashboardRoute(const HttpRequest& request, HttpExchange& exchange,
+                            ServingBackend* backend);
   void HandleModel(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
   void HandleTokenize(const HttpRequest& request, HttpExchange& exchange, ServingBackend* backend);
   void HandleDetokenize(const HttpRequest& request, HttpExchange& exchange,

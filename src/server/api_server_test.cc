@@ -482,6 +482,34 @@ TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
   EXPECT_EQ(m.status, 200);
 }
 
+TEST(ApiServerAuthTest, DashboardAndStatsAreOpenLikeMetrics) {
+  ApiServerOptions o;
+  o.api_key = "sekret";
+  ApiServer server(o);
+  FakeExchange loading;
+  server.Handle(Get("/stats"), loading);
+  EXPECT_EQ(loading.status, 200);
+  EXPECT_FALSE(json::parse(loading.body)["ready"]);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  FakeExchange root, page, stats, nested;
+  server.Handle(Get("/"), root);
+  server.Handle(Get("/dashboard"), page);
+  server.Handle(Get("/stats"), stats);
+  server.Handle(Get("/dashboard/x"), nested);
+  EXPECT_EQ(root.status, 200);
+  EXPECT_EQ(root.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(root.body.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_EQ(page.body, root.body);
+  EXPECT_EQ(stats.status, 200);
+  EXPECT_TRUE(json::parse(stats.body)["ready"]);
+  EXPECT_EQ(json::parse(stats.body)["engine"]["running"], 1);
+  EXPECT_EQ(nested.status, 404) << "'/' is not a prefix route";
+  FakeExchange post;
+  server.Handle(Post("/stats", "{}"), post);
+  EXPECT_EQ(post.status, 405);
+}
+
 TEST(ApiServerLimitTest, TooManyPendingRequestsIs429) {
   ApiServerOptions o;
   o.max_pending_requests = 2;

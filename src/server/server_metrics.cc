@@ -70,7 +70,29 @@ class Writer {
   std::string out_;
 };
 
+PercentileSummary FromHistogram(const Histogram& h) {
+  PercentileSummary s;
+  s.count = h.count();
+  if (s.count == 0) return s;
+  s.p50 = h.Percentile(0.5);
+  s.p90 = h.Percentile(0.9);
+  s.p99 = h.Percentile(0.99);
+  s.mean = h.sum() / (double)s.count;
+  return s;
+}
+
 }  // namespace
+
+LatencySummaries ServerMetrics::Totals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  LatencySummaries out;
+  out.ttft = FromHistogram(ttft_);
+  out.tpot = FromHistogram(tpot_);
+  out.itl = FromHistogram(itl_);
+  out.e2e = FromHistogram(e2e_);
+  out.queue = FromHistogram(queue_);
+  return out;
+}
 
 ServerMetrics::ServerMetrics()
     : ttft_(kTtftBounds),
@@ -80,6 +102,7 @@ ServerMetrics::ServerMetrics()
       queue_(kRequestBounds) {}
 
 void ServerMetrics::Observe(const RequestMetrics& m) {
+  recent_.Observe(m);
   std::lock_guard<std::mutex> lock(mu_);
   if (m.generated_tokens > 0) ttft_.Observe(m.ttft_s);
   if (m.generated_tokens > 1) tpot_.Observe(m.tpot_s);

@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "metrics/histogram.h"
+#include "server/latency_window.h"
 
 namespace tern {
 
@@ -32,6 +33,10 @@ class ServerMetrics {
   void Observe(const RequestMetrics& m);
   // stats: null while the model loads (gauges and counters read 0).
   std::string Render(const std::string& model_name, const EngineStats* stats) const;
+  // Percentiles since start, estimated from the histograms (max reads 0).
+  LatencySummaries Totals() const;
+  // The last minutes' raw latencies, for exact recent percentiles (/stats).
+  const LatencyWindow& recent() const { return recent_; }
 
  private:
   mutable std::mutex mu_;
@@ -40,6 +45,7 @@ class ServerMetrics {
   Histogram itl_;
   Histogram e2e_;
   Histogram queue_;
+  LatencyWindow recent_;  // its own lock
 };
 
 }  // namespace tern
