@@ -221,13 +221,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
   const ModelConfig& c = config_;
   const int64_t q_stride = (int64_t)c.n_head * c.head_dim;
   const float scale = 1.0f / std::sqrt((float)c.head_dim);
-  kernels::KvPagesView view;
-  view.k = kv.KeyData(layer);
-  view.v = kv.ValueData(layer);
-  view.dtype = kv.shape().dtype;
-  view.slot_elems = kv.slot_elems();
-  view.block_size = kv.shape().block_size;
-  view.block_stride = kv.block_stride();
+  const kernels::KvPagesView view = kv.LayerView(layer);
   attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
     if (seq.num_tokens == 0) continue;
