@@ -1,5 +1,6 @@
 #include "kv/kv_storage.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,15 +12,25 @@
 
 namespace tern {
 
+namespace {
+
+std::string LowerName(DType t) {
+  std::string s = DTypeName(t);
+  for (char& c : s) c = (char)std::tolower((unsigned char)c);
+  return s;
+}
+
+}  // namespace
+
 Status CheckKvRow(DType dtype, int32_t num_kv_heads, int32_t head_dim) {
   if (!kernels::IsKvDtype(dtype)) {
-    return InvalidArgument(std::string("KV cache dtype ") + DTypeName(dtype) +
+    return InvalidArgument(std::string("KV cache dtype ") + LowerName(dtype) +
                            " is not one of f16, bf16, f32, q8_0, q4_0");
   }
   const int64_t row = (int64_t)num_kv_heads * head_dim;
   if (row <= 0 || row % BlockSize(dtype) != 0) {
     return InvalidArgument(
-        std::string("KV cache dtype ") + DTypeName(dtype) + " stores blocks of " +
+        std::string("KV cache dtype ") + LowerName(dtype) + " stores blocks of " +
         std::to_string(BlockSize(dtype)) + " values along a token's K/V row, but this model's "
         "row is " + std::to_string(num_kv_heads) + " KV heads x head_dim " +
         std::to_string(head_dim) + " = " + std::to_string(row) +
