@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "kv/kv_config.h"
 
 namespace tern {
 
@@ -45,8 +46,11 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   CHECK(CheckKvRow(shape.KDtype(), shape.num_kv_heads, shape.head_dim).ok());
   CHECK(CheckKvRow(shape.VDtype(), shape.num_kv_heads, shape.head_dim).ok());
   CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
-  block_bytes_ = (size_t)shape.num_layers * (size_t)shape.block_size *
-                 (size_t)(k_slot_bytes() + v_slot_bytes());
+  // The one KV-bytes formula (kv_config.h); the layout below splits it into
+  // per-layer K and V slots.
+  block_bytes_ = (size_t)KvBytesPerToken(shape.num_layers, shape.num_kv_heads, shape.head_dim,
+                                         shape.KDtype(), shape.VDtype()) *
+                 (size_t)shape.block_size;
   const size_t total = (size_t)shape.num_blocks * block_bytes_;
   if (total == 0) return;
   // 2 MiB pages where the kernel gives them (transparent huge pages on
