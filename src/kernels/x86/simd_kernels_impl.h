@@ -1777,30 +1777,62 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       }
       return;
     case DType::kQ8_0:
-      for (int64_t i = 0; i < n; i += 8) {
-        const int64_t e = e0 + i;
+      // Block by block: one scale conversion per block, 8 quants at a time.
+      for (int64_t i = 0; i < n;) {
+        const int64_t e = e0 + i, in = e % 32;
         const uint8_t* b = row + e / 32 * 34;
         uint16_t dh;
         std::memcpy(&dh, b, 2);
-        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + e % 32)));
-        _mm256_storeu_ps(out + i,
-                         _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(Fp16ToFp32(dh))));
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+        const int64_t m = std::min<int64_t>(32 - in, n - i);
+        int64_t j = 0;
+#ifdef TERN_AVX512_VNNI
+        for (; j + 16 <= m; j += 16) {
+          const __m512i q =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + in + j)));
+          _mm512_storeu_ps(out + i + j,
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(dh))));
+        }
+#endif
+        for (; j < m; j += 8) {
+          const __m256i q =
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + in + j)));
+          _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+        i += m;
       }
       return;
     case DType::kQ4_0:
-      for (int64_t i = 0; i < n; i += 8) {
-        const int64_t e = e0 + i;
+      for (int64_t i = 0; i < n;) {
+        const int64_t e = e0 + i, in = e % 32;
         const uint8_t* b = row + e / 32 * 18;
         uint16_t dh;
         std::memcpy(&dh, b, 2);
-        const int j = (int)(e % 32);
-        __m128i bytes = _mm_loadl_epi64((const __m128i*)(b + 2 + (j & 15)));
-        if (j >= 16) bytes = _mm_srli_epi16(bytes, 4);
-        bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
-        const __m256i q =
-            _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8));
-        _mm256_storeu_ps(out + i,
-                         _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(Fp16ToFp32(dh))));
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+        const int64_t m = std::min<int64_t>(32 - in, n - i);
+        int64_t j = 0;
+#ifdef TERN_AVX512_VNNI
+        for (; j + 16 <= m && (in + j) % 16 == 0; j += 16) {
+          const int64_t k = in + j;  // 0: the low nibbles, 16: the high ones
+          __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+          if (k >= 16) bytes = _mm_srli_epi16(bytes, 4);
+          bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+          const __m512i q =
+              _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), _mm512_set1_epi32(8));
+          _mm512_storeu_ps(out + i + j,
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(dh))));
+        }
+#endif
+        for (; j < m; j += 8) {
+          const int64_t k = in + j;  // element of the block: low nibbles 0..15, high 16..31
+          __m128i bytes = _mm_loadl_epi64((const __m128i*)(b + 2 + (k & 15)));
+          if (k >= 16) bytes = _mm_srli_epi16(bytes, 4);
+          bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+          const __m256i q =
+              _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8));
+          _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+        i += m;
       }
       return;
     default:
