@@ -1,6 +1,7 @@
 #include "tools/kv_dtype_flags.h"
 
 #include <cctype>
+#include <cstdio>
 
 #include "kernels/kernels.h"
 #include "kv/kv_storage.h"
@@ -32,6 +33,8 @@ Status CheckKvDtypesFit(const KvDtypeFlags& flags, const ModelConfig& config,
   for (DType t : {flags.k_dtype, flags.v_dtype}) {
     TERN_RETURN_IF_ERROR(CheckKvRow(t, config.n_head_kv, config.head_dim).WithContext(model_path));
   }
+  const std::string warning = KvRowWarning(flags.k_dtype, config.n_head_kv, config.head_dim);
+  if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   return Status::Ok();
 }
 

@@ -38,7 +38,8 @@ struct KvDtypeFlags {
 
 // OK when the model's K/V row (KV heads x head_dim) holds whole blocks of
 // both dtypes; else the start-up error naming the model's head_dim and KV
-// heads (kv/kv_storage.h CheckKvRow), prefixed with model_path.
+// heads (kv/kv_storage.h CheckKvRow), prefixed with model_path. Prints
+// KvRowWarning's line to stderr when there is one.
 Status CheckKvDtypesFit(const KvDtypeFlags& flags, const ModelConfig& config,
                         const std::string& model_path);
 

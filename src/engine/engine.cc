@@ -144,6 +144,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   for (DType t : {shape.KDtype(), shape.VDtype()}) {
     TERN_RETURN_IF_ERROR(CheckKvRow(t, mc.n_head_kv, mc.head_dim).WithContext(config.model_path));
   }
+  if (const std::string w = KvRowWarning(shape.KDtype(), mc.n_head_kv, mc.head_dim); !w.empty()) {
+    TERN_LOG_WARN("%s", w.c_str());
+  }
   KvBudget budget;
   budget.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   budget.memory_utilization = config.memory_utilization;

@@ -152,5 +152,15 @@ TEST(KvStorageTest, RowThatHoldsNoWholeBlockIsNamed) {
       << bad.message();
 }
 
+// A q4_0 K whose blocks span heads gets a warning that points to q8_0 K.
+TEST(KvStorageTest, Q4_0KAcrossHeadsWarns) {
+  const std::string w = KvRowWarning(DType::kQ4_0, 4, 8);
+  EXPECT_NE(w.find("spans 4 KV heads"), std::string::npos) << w;
+  EXPECT_NE(w.find("--kv-cache-dtype-k q8_0"), std::string::npos) << w;
+  EXPECT_EQ(KvRowWarning(DType::kQ8_0, 4, 8), "");
+  EXPECT_EQ(KvRowWarning(DType::kQ4_0, 4, 64), "");
+  EXPECT_EQ(KvRowWarning(DType::kF16, 4, 8), "");
+}
+
 }  // namespace
 }  // namespace tern
