@@ -24,6 +24,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/machine_probe.h"
+#include "kv/kv_config.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
@@ -31,6 +32,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 namespace {
@@ -101,6 +103,7 @@ struct ModelBenchOptions {
   int threads = 0;
   int reps = 3;
   bool json = false;
+  KvDtypeFlags kv;
 };
 
 // Multiply-accumulate parameters touched per token by the matmuls, without
@@ -116,8 +119,8 @@ int64_t LayerMatmulParams(const gguf::GgufFile& file) {
 
 class ModelBench {
  public:
-  ModelBench(Model& model, ThreadPool& pool, int32_t max_context)
-      : model_(model), pool_(pool), kv_(MakeShape(model.config(), max_context)) {
+  ModelBench(Model& model, ThreadPool& pool, int32_t max_context, DType k, DType v)
+      : model_(model), pool_(pool), kv_(MakeShape(model.config(), max_context, k, v)) {
     const int32_t nb = (int32_t)kv_.shape().num_blocks;
     table_.resize(nb);
     for (int32_t i = 0; i < nb; ++i) table_[i] = i;
@@ -147,14 +150,15 @@ class ModelBench {
   const KvStorage& kv() const { return kv_; }
 
  private:
-  static KvShape MakeShape(const ModelConfig& c, int32_t max_context) {
+  static KvShape MakeShape(const ModelConfig& c, int32_t max_context, DType k, DType v) {
     KvShape s;
     s.num_layers = c.n_layer;
     s.num_kv_heads = c.n_head_kv;
     s.head_dim = c.head_dim;
     s.block_size = 16;
     s.num_blocks = (max_context + 15) / 16;
-    s.dtype = DType::kF16;
+    s.dtype = k;
+    s.v_dtype = v;
     return s;
   }
 
@@ -190,10 +194,15 @@ int RunModelBench(const ModelBenchOptions& o) {
     std::fprintf(stderr, "tern bench: note: %d tokens exceed the training context %d\n",
                  max_context, cfg.n_ctx_train);
   }
-  ModelBench bench(*model, pool, max_context);
+  if (Status st = CheckKvDtypesFit(o.kv, cfg, o.model_path); !st.ok()) {
+    std::fprintf(stderr, "tern bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  ModelBench bench(*model, pool, max_context, o.kv.k_dtype, o.kv.v_dtype);
   std::mt19937 rng(1234);
-  std::fprintf(stderr, "tern bench: %s (%s, %s), %d threads, isa %s\n", o.model_path.c_str(),
-               cfg.arch.c_str(), type.c_str(), threads, kernels::ActiveIsa());
+  std::fprintf(stderr, "tern bench: %s (%s, %s), %d threads, isa %s, KV cache %s\n",
+               o.model_path.c_str(), cfg.arch.c_str(), type.c_str(), threads,
+               kernels::ActiveIsa(), o.kv.Name().c_str());
 
   // Warm up: pages of the mapping, scratch buffers, the pool.
   bench.Run(0, (int32_t)std::min<int64_t>(std::max<int64_t>(o.pp, 1), 32), rng);
@@ -212,7 +221,8 @@ int RunModelBench(const ModelBenchOptions& o) {
 
   const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
   const int64_t layer_params = LayerMatmulParams(model->file());
-  const double kv_bytes_per_pos = (double)cfg.KvBytesPerToken(2.0);
+  const double kv_bytes_per_pos = (double)KvBytesPerToken(cfg.n_layer, cfg.n_head_kv,
+                                                         cfg.head_dim, o.kv.k_dtype, o.kv.v_dtype);
   std::vector<TestResult> results;
 
   // Weights once per token plus the KV read at the mean depth of tg
@@ -268,6 +278,7 @@ int RunModelBench(const ModelBenchOptions& o) {
       nlohmann::json j;
       j["test"] = r.test;
       j["n_depth"] = o.depth;
+      j["kv_cache_dtype"] = o.kv.Name();
       j["model"] = o.model_path;
       j["arch"] = cfg.arch;
       j["type"] = type;
@@ -522,6 +533,7 @@ int RunBench(int argc, char** argv) {
   AddThreadsFlag(p, &o.threads);
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
+  AddKvDtypeFlags(p, &o.kv, "f16");
   if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;
   if (o.model_path.empty()) {
     std::fprintf(stderr, "tern bench: -m MODEL is required (or `tern bench kernels`)\n");

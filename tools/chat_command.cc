@@ -263,7 +263,8 @@ StatusOr<std::unique_ptr<EngineBackend>> StartEngine(const ChatArgs& a, int32_t 
   config.num_threads = (int)a.threads;
   config.max_num_seqs = 1;  // one conversation; its KV = one context's worth
   config.max_model_len = ctx;
-  config.kv_cache_dtype = a.gen.kv_dtype;
+  config.kv_cache_dtype = a.gen.kv.k_dtype;
+  if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
   config.enable_prefix_caching = true;  // the point: turn N+1 reuses turn N's KV
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(config));
   return EngineBackend::Create(std::move(engine), template_source);

@@ -19,9 +19,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                    "KV cache size, e.g. 2GiB (default: --memory-utilization of free memory)");
   parser.AddDouble("--memory-utilization", "F", &c.memory_utilization,
                    "fraction of free memory after the weights for the KV cache (default 0.9)");
-  parser.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
-                   std::string("KV cache element type: f16 or f32 (default ") +
-                       defaults::kKvCacheDtype + ")");
+  AddKvDtypeFlags(parser, &f->kv_dtypes, defaults::kKvCacheDtype);
   parser.AddFlag("--enable-chunked-prefill", &f->chunked_prefill,
                  "split long prompts across steps (default on)");
   parser.AddFlag("--no-enable-chunked-prefill", &f->no_chunked_prefill,
@@ -83,11 +81,8 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
     return InvalidArgument("--memory-utilization must be in (0, 1], got " +
                            std::to_string(c.memory_utilization));
   }
-  std::optional<DType> dtype = ParseDType(kv_cache_dtype);
-  if (!dtype || (*dtype != DType::kF16 && *dtype != DType::kF32)) {
-    return InvalidArgument("--kv-cache-dtype must be f16 or f32, got '" + kv_cache_dtype + "'");
-  }
-  c.kv_cache_dtype = *dtype;
+  c.kv_cache_dtype = kv_dtypes.k_dtype;
+  if (kv_dtypes.v_dtype != kv_dtypes.k_dtype) c.kv_cache_dtype_v = kv_dtypes.v_dtype;
   return c;
 }
 

@@ -14,13 +14,14 @@
 #include "engine/engine.h"
 #include "sample/defaults.h"
 #include "tools/arg_parser.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 
 struct EngineFlags {
   EngineConfig config;
   std::string kv_cache_memory;     // "" = use --memory-utilization
-  std::string kv_cache_dtype = defaults::kKvCacheDtype;
+  KvDtypeFlags kv_dtypes;          // --kv-cache-dtype[-k|-v]
   bool chunked_prefill = false;     // --enable-chunked-prefill
   bool no_chunked_prefill = false;  // --no-enable-chunked-prefill
   bool prefix_caching = false;      // --enable-prefix-caching

@@ -5,6 +5,11 @@
 // KL(base || quant) mean and p99, top-1 agreement. Also reports both
 // perplexities and the file size ratio.
 //
+// KV cache: with --kv-cache-dtype[-k|-v] X the quantized side runs with an
+// X cache and the base side with an f16 cache, and -q defaults to -m: the
+// same weights, so the figures measure the cache alone. Without them both
+// sides use an f32 cache (the weights alone).
+//
 // Memory: both runs keep every scored log-prob row until the end
 // (positions x n_vocab floats each); limit long texts with --chunks.
 //
@@ -30,6 +35,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 namespace {
@@ -47,6 +53,7 @@ struct EvalArgs {
   int64_t max_chunks = 0;
   int64_t threads = 0;
   bool json = false;
+  KvDtypeFlags kv;  // the quantized side's cache (given: the base's is f16)
 };
 
 StatusOr<std::string> ReadText(const std::string& path) {
@@ -136,6 +143,7 @@ void PrintJson(const EvalArgs& a, const Result& r) {
       {"base_bytes", r.base_bytes},
       {"quant_bytes", r.quant_bytes},
       {"size_ratio", r.size_ratio},
+      {"kv_cache_dtype", a.kv.given ? a.kv.Name() : "f32"},
   };
   std::printf("%s\n", j.dump().c_str());
 }
@@ -153,18 +161,27 @@ StatusOr<Result> Evaluate(const EvalArgs& a) {
   options.batch = options.ctx;
   options.bos_id = base.tokenizer->add_bos() ? base.tokenizer->bos_id() : -1;
   options.keep_logprobs = true;
+  PerplexityOptions quant_options = options;
+  if (a.kv.given) {
+    TERN_RETURN_IF_ERROR(CheckKvDtypesFit(a.kv, quant.model->config(), a.quant));
+    options.kv_dtype = DType::kF16;
+    quant_options.kv_dtype = a.kv.k_dtype;
+    quant_options.kv_dtype_v = a.kv.v_dtype;
+  }
   const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
   const size_t num_tokens = base.tokens.size();
   auto base_ev = PerplexityEvaluator::Create(*base.model, std::move(base.tokens), options, &pool);
   if (!base_ev.ok()) return InvalidArgument(a.text_file + ": " + base_ev.status().message());
-  auto quant_ev = PerplexityEvaluator::Create(*quant.model, std::move(quant.tokens), options, &pool);
+  auto quant_ev =
+      PerplexityEvaluator::Create(*quant.model, std::move(quant.tokens), quant_options, &pool);
   if (!quant_ev.ok()) return InvalidArgument(a.text_file + ": " + quant_ev.status().message());
   const int32_t total = (*base_ev)->num_chunks();
   const int32_t num_chunks =
       a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, total) : total;
-  std::fprintf(stderr, "eval-quant: %zu tokens, %d chunks of %d tokens, %d threads\n", num_tokens,
-               num_chunks, options.ctx, threads);
+  std::fprintf(stderr, "eval-quant: %zu tokens, %d chunks of %d tokens, %d threads, KV cache %s\n",
+               num_tokens, num_chunks, options.ctx, threads,
+               a.kv.given ? ("base f16, quant " + a.kv.Name()).c_str() : "f32");
   Progress progress("eval-quant", "chunks", num_chunks);
   auto detail = [&] {
     char text[64];
@@ -199,22 +216,28 @@ StatusOr<Result> Evaluate(const EvalArgs& a) {
 
 int RunEvalQuant(int argc, char** argv) {
   EvalArgs a;
-  ArgParser p("eval-quant -m BASE.gguf -q QUANT.gguf -f TEXT [--ctx N] [--chunks N] [--json]",
+  ArgParser p("eval-quant -m BASE.gguf -q QUANT.gguf -f TEXT [--ctx N] [--chunks N] [--json]\n"
+              "       eval-quant -m MODEL.gguf --kv-cache-dtype TYPE -f TEXT [...]",
               "Regression check of a quantized model against its base on the same text "
               "(perplexity windows as 'tern perplexity'): both perplexities, delta ppl, mean "
               "and p99 KL(base || quant) of the next-token distributions, top-1 agreement and "
-              "the file size ratio quant / base.");
+              "the file size ratio quant / base. With --kv-cache-dtype (-k/-v) the quantized "
+              "side runs with that KV cache and the base side with an f16 cache; -q then "
+              "defaults to -m (the cache alone is measured).");
   AddModelFlag(p, &a.base, "base GGUF model (required)");
-  p.AddString("-q,--quant", "PATH", &a.quant, "quantized GGUF model (required)");
+  p.AddString("-q,--quant", "PATH", &a.quant,
+              "quantized GGUF model (required; with --kv-cache-dtype default: -m)");
   p.AddString("-f,--file", "PATH", &a.text_file, "text file (required)");
   p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
   p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
   AddThreadsFlag(p, &a.threads);
+  AddKvDtypeFlags(p, &a.kv, "f32");
   p.AddFlag("--json", &a.json,
             "print one JSON object (ppl_base, ppl_quant, delta_ppl, kl_mean, kl_p99, "
             "top1_agreement, size_ratio, ...) instead of text");
   if (int rc = ParseOrExit(p, argc, argv, "eval-quant"); rc >= 0) return rc;
   if (a.base.empty()) return Fail("no base model given: pass one with -m BASE.gguf");
+  if (a.quant.empty() && a.kv.given) a.quant = a.base;
   if (a.quant.empty()) return Fail("no quantized model given: pass one with -q QUANT.gguf");
   if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
   if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");

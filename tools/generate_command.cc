@@ -213,7 +213,10 @@ int RunGenerate(int argc, char** argv) {
 
   const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
-  SequenceRunner runner(*model, ctx, a.gen.kv_dtype, &pool);
+  if (Status st = CheckKvDtypesFit(a.gen.kv, model->config(), a.model); !st.ok()) {
+    return Fail(st.message());
+  }
+  SequenceRunner runner(*model, ctx, a.gen.kv.k_dtype, a.gen.kv.v_dtype, &pool);
   TokenPrinter printer(*tokenizer, a.ids, prompt, a.gen.stop);
 
   const Clock::time_point prefill_start = Clock::now();
@@ -244,8 +247,7 @@ int RunGenerate(int argc, char** argv) {
 
   const double prefill_s = ttft_s;
   const double decode_s = generated.size() > 1 ? SecondsSince(decode_start) : 0;
-  std::string kv_name = DTypeName(a.gen.kv_dtype);
-  for (char& c : kv_name) c = (char)std::tolower((unsigned char)c);  // as --kv-cache-dtype
+  const std::string kv_name = a.gen.kv.Name();  // as --kv-cache-dtype
   std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
                a.model.c_str(), model->config().arch.c_str(), threads, kernels::ActiveIsa(), ctx,
                kv_name.c_str());

@@ -110,20 +110,9 @@ void AddGenerationFlags(ArgParser& p, GenerationFlags* f, const std::string& rep
               "chat template file, or a built-in: " + BuiltinChatTemplateList() +
                   " (default: the model's tokenizer.chat_template)");
   p.AddString("--system", "TEXT", &f->system, "system message (default: none)");
-  p.AddString("--kv-cache-dtype", "TYPE", &f->kv_cache_dtype,
-              std::string("KV cache element type: f16 or f32 (default ") + defaults::kKvCacheDtype +
-                  ")");
+  AddKvDtypeFlags(p, &f->kv, defaults::kKvCacheDtype);
   p.AddCheck([f] { return CheckSampling(*f); });
   p.AddCheck([f] { return CheckLengths(*f); });
-  p.AddCheck([f]() -> Status {
-    std::optional<DType> d = ParseDType(f->kv_cache_dtype);
-    if (!d || (*d != DType::kF16 && *d != DType::kF32)) {
-      return InvalidArgument("--kv-cache-dtype must be f16 or f32, got '" + f->kv_cache_dtype +
-                             "'");
-    }
-    f->kv_dtype = *d;
-    return Status::Ok();
-  });
 }
 
 std::string SamplingDefaultsHelp() {

@@ -7,7 +7,7 @@
 //              -c (context; above the model's trained context is refused)
 //   text       --stop (repeatable; cut by StopMatcher, as the server does)
 //   chat       --chat-template NAME|FILE, --system TEXT
-//   KV         --kv-cache-dtype f16|f32
+//   KV         --kv-cache-dtype[-k|-v] f16|bf16|f32|q8_0|q4_0 (tools/kv_dtype_flags.h)
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "sample/sampling_params.h"
 #include "tensor/dtype.h"
 #include "tools/arg_parser.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 
@@ -44,8 +45,7 @@ struct GenerationFlags {
   std::vector<std::string> stop;
   std::string chat_template;  // "" = the model's own
   std::string system;
-  std::string kv_cache_dtype = defaults::kKvCacheDtype;
-  DType kv_dtype = DType::kF16;  // kv_cache_dtype, resolved by the checks
+  KvDtypeFlags kv;  // kv.k_dtype / kv.v_dtype, resolved by the checks
 
   // Sampling fields, seed (has_seed when --seed was given) and -n as
   // max_tokens (-1 stays -1: the caller fills in the room left).

@@ -1,6 +1,8 @@
 // tern kv-calc: KV-cache capacity planner.
 //
 //   bytes per token    = 2 x layers x kv_heads x head_dim x bytes_per_elem
+//                        (K and V of different types: each its own half;
+//                        kv/kv_config.h KvBytesPerToken, the one formula)
 //   bytes per sequence = bytes per token x seq_len
 //   total              = bytes per sequence x batch
 //
@@ -12,10 +14,12 @@
 
 #include "gguf/gguf_file.h"
 #include "kv/kv_config.h"
+#include "kv/kv_storage.h"
 #include "model/model_config.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 namespace {
@@ -30,11 +34,12 @@ int RunKvCalc(int argc, char** argv) {
   std::string model_path;
   int layers = 0, kv_heads = 0, head_dim = 0;
   int64_t seq_len = 0, batch = 1;
-  std::string dtype_name = "f16";
+  KvDtypeFlags kv_dtypes;
   std::string memory;
   ArgParser parser(
       "kv-calc [-m MODEL | --layers L --kv-heads H --head-dim D] [--seq-len N] [--batch B] "
-      "[--kv-cache-dtype TYPE] [--memory SIZE]",
+      "[--kv-cache-dtype TYPE] [--kv-cache-dtype-k TYPE] [--kv-cache-dtype-v TYPE] "
+      "[--memory SIZE]",
       "KV-cache capacity planner: bytes per token, per sequence and for a batch\n"
       "(2 x layers x kv_heads x head_dim x bytes per element), and with --memory how many\n"
       "sequences fit and the longest length that fits the batch.");
@@ -45,8 +50,7 @@ int RunKvCalc(int argc, char** argv) {
   parser.AddInt("--seq-len", "N", &seq_len,
                 "tokens per sequence (default: the model's context, else 4096)");
   parser.AddInt("--batch", "B", &batch, "sequences at once (default 1)");
-  parser.AddString("--kv-cache-dtype", "TYPE", &dtype_name,
-                   "f32, f16, bf16, q8_0 or q4_0 (default f16)");
+  AddKvDtypeFlags(parser, &kv_dtypes, "f16");
   parser.AddString("--memory", "SIZE", &memory, "memory for the KV cache, e.g. 16GiB");
   if (int rc = ParseOrExit(parser, argc, argv, "kv-calc"); rc >= 0) return rc;
 
@@ -79,20 +83,27 @@ int RunKvCalc(int argc, char** argv) {
   if (seq_len == 0) seq_len = context > 0 ? context : 4096;
   if (seq_len < 0) return fail("--seq-len must be positive");
   if (batch <= 0) return fail("--batch must be positive");
-  std::optional<DType> dtype = ParseDType(dtype_name);
-  if (!dtype || (*dtype != DType::kF32 && *dtype != DType::kF16 && *dtype != DType::kBF16 &&
-                 *dtype != DType::kQ8_0 && *dtype != DType::kQ4_0)) {
-    return fail("--kv-cache-dtype must be f32, f16, bf16, q8_0 or q4_0, got '" + dtype_name + "'");
+  kv.dtype = kv_dtypes.k_dtype;
+  kv.v_dtype = kv_dtypes.v_dtype;
+  for (DType t : {kv.KDtype(), kv.VDtype()}) {
+    if (Status st = CheckKvRow(t, kv.num_kv_heads, kv.head_dim); !st.ok()) {
+      return fail(st.message());
+    }
   }
-  kv.dtype = *dtype;
 
   const int64_t per_token = kv.BytesPerToken();
   const int64_t per_seq = per_token * seq_len;
   const int64_t total = per_seq * batch;
   if (!name.empty()) std::printf("model:        %s\n", name.c_str());
-  std::printf("shape:        %d layers x %d KV heads x head_dim %d, %s (%g bytes/element)\n",
-              kv.num_layers, kv.num_kv_heads, kv.head_dim, DTypeName(kv.dtype),
-              KvBytesPerElement(kv.dtype));
+  if (kv.KDtype() == kv.VDtype()) {
+    std::printf("shape:        %d layers x %d KV heads x head_dim %d, %s (%g bytes/element)\n",
+                kv.num_layers, kv.num_kv_heads, kv.head_dim, kv_dtypes.Name().c_str(),
+                KvBytesPerElement(kv.dtype));
+  } else {
+    std::printf("shape:        %d layers x %d KV heads x head_dim %d, %s (%g + %g bytes/element)\n",
+                kv.num_layers, kv.num_kv_heads, kv.head_dim, kv_dtypes.Name().c_str(),
+                KvBytesPerElement(kv.KDtype()), KvBytesPerElement(kv.VDtype()));
+  }
   std::printf("per token:    %s\n", Bytes(per_token).c_str());
   std::printf("per sequence: %s (%" PRId64 " tokens)\n", Bytes(per_seq).c_str(), seq_len);
   std::printf("total:        %s (batch %" PRId64 ")\n", Bytes(total).c_str(), batch);

@@ -21,6 +21,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/kv_dtype_flags.h"
 #include "tools/text_run.h"
 
 namespace tern {
@@ -42,7 +43,7 @@ struct PerplexityArgs {
   std::string save_logits;
   std::string kl_base;
   int64_t threads = 0;
-  std::string kv_dtype = "f32";
+  KvDtypeFlags kv;
 };
 
 std::string PplDetail(const PerplexityEvaluator& ev) {
@@ -69,15 +70,11 @@ int RunPerplexity(int argc, char** argv) {
               "compare with a saved base run: KL divergence, top-1 agreement, delta ppl; "
               "checked against this run's tokens before any window runs (default: none)");
   AddThreadsFlag(p, &a.threads);
-  p.AddString("--kv-cache-dtype", "TYPE", &a.kv_dtype, "KV cache element type: f32 or f16 (default f32)");
+  AddKvDtypeFlags(p, &a.kv, "f32");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
   if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
   if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
-  std::optional<DType> kv_dtype = ParseDType(a.kv_dtype);
-  if (!kv_dtype || (*kv_dtype != DType::kF32 && *kv_dtype != DType::kF16)) {
-    return Fail("--kv-cache-dtype must be f32 or f16, got '" + a.kv_dtype + "'");
-  }
 
   if (Status st = CheckReadableFile(a.text_file, "text file"); !st.ok()) return Fail(st.message());
   if (!a.save_logits.empty()) {
@@ -98,6 +95,9 @@ int RunPerplexity(int argc, char** argv) {
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
+  if (Status st = CheckKvDtypesFit(a.kv, model->config(), a.model); !st.ok()) {
+    return Fail(st.message());
+  }
   if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
     return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
                 std::to_string(base.n_vocab) + " tokens, this model's " +
@@ -107,7 +107,8 @@ int RunPerplexity(int argc, char** argv) {
   PerplexityOptions options;
   options.ctx = (int32_t)a.ctx;
   options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
-  options.kv_dtype = *kv_dtype;
+  options.kv_dtype = a.kv.k_dtype;
+  options.kv_dtype_v = a.kv.v_dtype;
   options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
   auto run_or =
       PrepareTextRun("perplexity", *model, a.text_file, options, a.threads, a.max_chunks);

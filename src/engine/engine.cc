@@ -84,9 +84,11 @@ Status ValidateConfig(const EngineConfig& c) {
     return InvalidArgument("--target-itl-factor must be >= 1, got " +
                            std::to_string(c.target_itl_factor));
   }
-  if (c.kv_cache_dtype != DType::kF16 && c.kv_cache_dtype != DType::kF32) {
-    return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(c.kv_cache_dtype) +
-                           " is not supported by the engine (f16, f32)");
+  for (DType t : {c.kv_cache_dtype, c.kv_cache_dtype_v.value_or(c.kv_cache_dtype)}) {
+    if (!kernels::IsKvDtype(t)) {
+      return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(t) +
+                             " is not supported by the engine (f16, bf16, f32, q8_0, q4_0)");
+    }
   }
   return Status::Ok();
 }
@@ -139,6 +141,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   shape.head_dim = mc.head_dim;
   shape.block_size = config.block_size;
   shape.dtype = config.kv_cache_dtype;
+  shape.v_dtype = config.kv_cache_dtype_v;
+  for (DType t : {shape.KDtype(), shape.VDtype()}) {
+    TERN_RETURN_IF_ERROR(CheckKvRow(t, mc.n_head_kv, mc.head_dim).WithContext(config.model_path));
+  }
+  if (const std::string w = KvRowWarning(shape.KDtype(), mc.n_head_kv, mc.head_dim); !w.empty()) {
+    TERN_LOG_WARN("%s", w.c_str());
+  }
   KvBudget budget;
   budget.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   budget.memory_utilization = config.memory_utilization;
@@ -157,8 +166,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   storage_shape.head_dim = kv.head_dim;
   storage_shape.block_size = kv.block_size;
   storage_shape.num_blocks = kv.num_blocks;
-  storage_shape.dtype = kv.dtype;
+  storage_shape.dtype = kv.KDtype();
+  storage_shape.v_dtype = kv.VDtype();
   impl->kv_storage = std::make_unique<KvStorage>(storage_shape);
+  impl->stats.kv_cache_capacity_tokens = kv.num_tokens();
   impl->pool = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads
                                                                    : ThreadPool::DefaultNumThreads());
 

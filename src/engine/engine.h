@@ -103,7 +103,9 @@ struct EngineConfig {
   int32_t block_size = 16;              // token slots per KV block
   int64_t kv_cache_memory_bytes = 0;    // 0 = use memory_utilization
   double memory_utilization = 0.9;      // of MemAvailable after the weights
-  DType kv_cache_dtype = DType::kF16;   // F16 or F32
+  DType kv_cache_dtype = DType::kF16;   // K's (and V's unless kv_cache_dtype_v):
+                                        // f16, bf16, f32, q8_0, q4_0
+  std::optional<DType> kv_cache_dtype_v;  // V's when it differs from K's
   bool enable_chunked_prefill = true;
   int32_t max_num_partial_prefills = 1; // long prompts chunked at once
   int32_t max_prefill_tokens_while_decoding = 0;  // 0 = auto (SchedulerConfig)
@@ -120,6 +122,7 @@ struct EngineStats {
   int num_waiting = 0;
   double kv_cache_usage = 0;        // 0..1, blocks held by requests
   double peak_kv_cache_usage = 0;   // max over steps
+  int64_t kv_cache_capacity_tokens = 0;  // token slots of the KV cache (blocks x block size)
   uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;  // tokens sampled
   uint64_t prefix_cache_queries_total = 0;  // tokens looked up

@@ -180,6 +180,74 @@ TEST_F(EngineModelTest, GreedyOutputsDoNotDependOnBatchingChunkingPreemptionOrCa
   }
 }
 
+// A quantized cache keeps every engine path bitwise: each request's greedy
+// tokens are the same alone, batched, chunked at odd budgets, preempted and
+// recomputed, with and without prefix caching (one engine = one KV dtype, so
+// a cached block is always of the run's dtype).
+TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptionOrCaching) {
+  struct Dtypes { DType k, v; int64_t bytes_per_token; };
+  // stories260K: 5 layers x one 32-value row for K and for V.
+  const Dtypes dtypes[] = {{DType::kQ8_0, DType::kQ8_0, 5 * 2 * 34},
+                           {DType::kQ4_0, DType::kQ4_0, 5 * 2 * 18},
+                           {DType::kQ8_0, DType::kQ4_0, 5 * (34 + 18)}};
+  for (const Dtypes& d : dtypes) {
+    SCOPED_TRACE(std::string(DTypeName(d.k)) + "/" + DTypeName(d.v));
+    EngineConfig base = BaseConfig();
+    base.kv_cache_dtype = d.k;
+    base.kv_cache_dtype_v = d.v;
+    auto engine = Engine::Create(base);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 16);
+    const int32_t kMaxTokens = 16;
+    std::vector<Outcome> alone;
+    for (const Ids& p : prompts) {
+      auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
+      ASSERT_TRUE(ch.ok());
+      alone.push_back(Drain(**ch));
+    }
+    const EngineStats first = (*engine)->GetStats();
+    // Capped at max_num_seqs (64) x max_model_len (256).
+    EXPECT_EQ(first.kv_cache_capacity_tokens,
+              std::min<int64_t>((64LL << 20) / d.bytes_per_token / 16 * 16, 64 * 256));
+    engine->reset();
+    std::vector<std::pair<std::string, EngineConfig>> variants;
+    {
+      EngineConfig c = base;
+      c.max_num_batched_tokens = 7;
+      c.max_num_partial_prefills = 2;
+      variants.push_back({"budget 7", c});
+      c = base;
+      c.enable_prefix_caching = false;
+      variants.push_back({"no prefix caching", c});
+      c = base;
+      c.block_size = 8;
+      c.kv_cache_memory_bytes = (256 + 64) * d.bytes_per_token;
+      variants.push_back({"tiny KV (preemption)", c});
+    }
+    for (const auto& [name, config] : variants) {
+      SCOPED_TRACE(name);
+      EngineStats stats;
+      std::vector<Outcome> together = RunTogether(config, prompts, kMaxTokens, &stats);
+      ASSERT_EQ(together.size(), prompts.size());
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
+      }
+      if (name == "tiny KV (preemption)") EXPECT_GT(stats.num_preemptions_total, 0u);
+      if (config.enable_prefix_caching) EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    }
+  }
+}
+
+// Bad KV dtypes fail at start-up with the choices or the model's row shape.
+TEST_F(EngineModelTest, KvDtypeErrorsNameChoicesAndRowShape) {
+  EngineConfig c = BaseConfig();
+  c.kv_cache_dtype = DType::kQ4_K;
+  auto e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("f16, bf16, f32, q8_0, q4_0"), std::string::npos)
+      << e.status().message();
+}
+
 TEST_F(EngineModelTest, SixtyFourTogetherMatchAlone) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());

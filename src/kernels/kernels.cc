@@ -504,13 +504,28 @@ constexpr int kAttnChunk = 64;
 
 namespace {
 
+// Head kv_head's K (V) row of a position: raw f32/f16 elements where the
+// table's dot/axpy take them, else decoded into buf (a block format, BF16).
+struct HeadRow {
+  const float* f32 = nullptr;
+  const uint16_t* f16 = nullptr;
+};
+inline HeadRow ReadHead(DType t, const uint8_t* slot, int64_t e0, int64_t n, float* buf) {
+  if (t == DType::kF32) return {(const float*)slot + e0, nullptr};
+  if (t == DType::kF16) return {nullptr, (const uint16_t*)slot + e0};
+  LoadKvElems(t, slot, e0, n, buf);
+  return {buf, nullptr};
+}
+
 // One query position (positions[0]) of a.
 void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
   CHECK(a.group >= 1 && a.group <= kMaxAttnGroup);
   const KvPagesView& kv = *a.kv;
   const int32_t group = a.group, head_dim = a.head_dim;
-  const int64_t elem_bytes = kv.dtype == DType::kF32 ? 4 : 2;
-  const int64_t head_off = (int64_t)a.kv_head * head_dim * elem_bytes;
+  const DType kt_k = kv.KDtype(), kt_v = kv.VDtype();
+  const int64_t e0 = (int64_t)a.kv_head * head_dim;  // the head's first element in a slot
+  thread_local std::vector<float> decoded;
+  if ((int64_t)decoded.size() < head_dim) decoded.resize(head_dim);
   float scores[kAttnChunk * kMaxAttnGroup];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
   for (int g = 0; g < group; ++g) {
@@ -518,19 +533,17 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
     running_sum[g] = 0.0f;
     std::memset(a.out + (int64_t)g * head_dim, 0, sizeof(float) * head_dim);
   }
-  auto slot_ptr = [&](const uint8_t* base, int32_t p) {
-    return base + kv.PositionOffset(p) + head_off;
-  };
   const int32_t hi = a.positions[0];
   const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
   for (int32_t p0 = lo; p0 <= hi; p0 += kAttnChunk) {
     const int32_t n = std::min(kAttnChunk, hi - p0 + 1);
     for (int32_t i = 0; i < n; ++i) {
-      const uint8_t* krow = slot_ptr(kv.k, p0 + i);
+      const HeadRow krow =
+          ReadHead(kt_k, kv.k + kv.KOffset(p0 + i), e0, head_dim, decoded.data());
       for (int g = 0; g < group; ++g) {
         const float* qg = a.q + (int64_t)g * head_dim;
-        const float s = elem_bytes == 4 ? kt.dot_f32(qg, (const float*)krow, head_dim)
-                                        : kt.dot_f16(qg, (const uint16_t*)krow, head_dim);
+        const float s = krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
+                                            : kt.dot_f16(qg, krow.f16, head_dim);
         scores[g * kAttnChunk + i] = s * a.scale;
       }
     }
@@ -550,12 +563,13 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
       }
     }
     for (int32_t i = 0; i < n; ++i) {
-      const uint8_t* vrow = slot_ptr(kv.v, p0 + i);
+      const HeadRow vrow =
+          ReadHead(kt_v, kv.v + kv.VOffset(p0 + i), e0, head_dim, decoded.data());
       for (int g = 0; g < group; ++g) {
         float* og = a.out + (int64_t)g * head_dim;
         const float w = scores[g * kAttnChunk + i];
-        if (elem_bytes == 4) kt.axpy_f32(w, (const float*)vrow, head_dim, og);
-        else kt.axpy_f16(w, (const uint16_t*)vrow, head_dim, og);
+        if (vrow.f32 != nullptr) kt.axpy_f32(w, vrow.f32, head_dim, og);
+        else kt.axpy_f16(w, vrow.f16, head_dim, og);
       }
     }
   }
@@ -587,7 +601,7 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
                     int32_t head_dim, float scale, int32_t sliding_window,
                     const KvPagesView& kv, ThreadPool* pool) {
   CHECK(n_head_kv > 0 && n_head % n_head_kv == 0);
-  CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16);
+  CHECK(IsKvDtype(kv.KDtype()) && IsKvDtype(kv.VDtype()));
   const int32_t group = n_head / n_head_kv;
   const KernelTable& kt = ActiveKernelTable();
   const int64_t row = (int64_t)n_head * head_dim;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "base/thread_pool.h"
@@ -88,30 +89,65 @@ void Scale(float alpha, int64_t n, float* y);                 // y *= alpha
 // ---- attention over paged KV -----------------------------------------------------
 
 // The K and V of one layer in KvStorage's layout: a slot holds slot_elems =
-// n_head_kv * head_dim elements of dtype (F32 or F16); block b's slots start
-// at k + b * block_stride, block_size of them back to back; the K/V of
-// position p is in block block_table[p / block_size] at offset
-// p % block_size. block_stride 0 means block_size x slot bytes (blocks back
-// to back).
+// n_head_kv * head_dim elements, K's of dtype and V's of v_dtype (unset: the
+// same as K's); block b's slots start at k + b * block_stride, block_size of
+// them back to back; the K/V of position p is in block
+// block_table[p / block_size] at offset p % block_size. block_stride 0 means
+// block_size x slot bytes (blocks back to back, K's and V's own).
+// A slot of a block format (Q8_0, Q4_0; IsKvDtype) is slot_elems / 32 blocks
+// of 32 values along the row, so where head_dim is not a multiple of 32 a
+// block spans adjacent KV heads of the same token; the kernels read a head's
+// [h * head_dim, (h + 1) * head_dim) elements of the row (LoadKvElems).
 struct KvPagesView {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
-  DType dtype = DType::kF16;
+  DType dtype = DType::kF16;  // K's (and V's unless v_dtype is set)
   int64_t slot_elems = 0;
   const int32_t* block_table = nullptr;
   int32_t block_size = 16;
   int64_t block_stride = 0;
+  std::optional<DType> v_dtype;
 
-  int64_t SlotBytes() const { return slot_elems * (dtype == DType::kF32 ? 4 : 2); }
-  int64_t BlockStride() const {
-    return block_stride != 0 ? block_stride : block_size * SlotBytes();
+  DType KDtype() const { return dtype; }
+  DType VDtype() const { return v_dtype.value_or(dtype); }
+  int64_t KSlotBytes() const { return RowBytes(KDtype(), slot_elems); }
+  int64_t VSlotBytes() const { return RowBytes(VDtype(), slot_elems); }
+  // The K slot's (both where K and V share a dtype).
+  int64_t SlotBytes() const { return KSlotBytes(); }
+  int64_t KBlockStride() const {
+    return block_stride != 0 ? block_stride : block_size * KSlotBytes();
   }
-  // Byte offset of position p's slot from k (or v).
-  int64_t PositionOffset(int32_t p) const {
-    return (int64_t)block_table[p / block_size] * BlockStride() +
-           (int64_t)(p % block_size) * SlotBytes();
+  int64_t VBlockStride() const {
+    return block_stride != 0 ? block_stride : block_size * VSlotBytes();
   }
+  int64_t BlockStride() const { return KBlockStride(); }
+  // Byte offset of position p's K slot from k (V slot from v).
+  int64_t KOffset(int32_t p) const {
+    return (int64_t)block_table[p / block_size] * KBlockStride() +
+           (int64_t)(p % block_size) * KSlotBytes();
+  }
+  int64_t VOffset(int32_t p) const {
+    return (int64_t)block_table[p / block_size] * VBlockStride() +
+           (int64_t)(p % block_size) * VSlotBytes();
+  }
+  int64_t PositionOffset(int32_t p) const { return KOffset(p); }
 };
+
+// ---- KV rows ----------------------------------------------------------------------
+
+// The KV cache element types: F32, F16, BF16 (elements as they are), Q8_0
+// and Q4_0 (blocks of 32 values with an f16 scale: x = d * q, q in
+// [-127, 127], resp. d * (q - 8), q in [0, 15]).
+bool IsKvDtype(DType t);
+// Stores the f32 row x[0, n) as a KV row of dtype t (n a multiple of
+// BlockSize(t)): F16 and BF16 round to nearest even; Q8_0 scales by the
+// block's largest magnitude / 127, Q4_0 by its value of largest magnitude
+// / -8, rounding to nearest (the quantizers of the weight formats).
+void StoreKvRow(DType t, const float* x, int64_t n, uint8_t* out);
+// Elements [e0, e0 + n) of a KV row of dtype t as f32 (exact: every format
+// decodes to a float without rounding). Scalar; the SIMD tables have their
+// own, bitwise equal.
+void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out);
 
 // Causal attention of num_queries query tokens of one sequence:
 //   q, out: [num_queries, n_head, head_dim]; query i at positions[i] attends

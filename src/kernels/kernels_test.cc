@@ -647,7 +647,7 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
       }
     }
     const KvPagesView view{kbuf.data(), vbuf.data(), dtype, slot_elems, table.data(),
-                           block_size};
+                           block_size, 0, dtype};
     const std::vector<int32_t> positions = {0, 1, 63, 64, 65, 149};
     const int nq = (int)positions.size();
     std::vector<float> q(nq * n_head * head_dim);
@@ -677,7 +677,8 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
 }
 
 // Paged K/V of ctx positions with random values (exact in F16), blocks in a
-// scrambled order, plus the float copies for NaiveAttention.
+// scrambled order, plus the float copies for NaiveAttention. K of kdtype, V
+// of vdtype (any KV dtype: the copies hold the decoded values).
 struct PagedKv {
   std::vector<int32_t> table;
   std::vector<uint8_t> kbuf, vbuf;
@@ -685,37 +686,53 @@ struct PagedKv {
   KvPagesView view;
 };
 
-PagedKv MakePagedKv(DType dtype, int ctx, int slot_elems, int block_size, uint32_t seed) {
+PagedKv MakePagedKv(DType kdtype, DType vdtype, int ctx, int slot_elems, int block_size,
+                    uint32_t seed) {
   PagedKv kv;
   const int num_blocks = (ctx + block_size - 1) / block_size;
   kv.table.resize(num_blocks);
   for (int i = 0; i < num_blocks; ++i) kv.table[i] = (i * 7 + 3) % num_blocks;
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t eb = dtype == DType::kF32 ? 4 : 2;
-  kv.kbuf.resize((size_t)num_blocks * block_size * slot_elems * eb);
-  kv.vbuf.resize(kv.kbuf.size());
+  const int64_t kslot = RowBytes(kdtype, slot_elems), vslot = RowBytes(vdtype, slot_elems);
+  kv.kbuf.resize((size_t)num_blocks * block_size * kslot);
+  kv.vbuf.resize((size_t)num_blocks * block_size * vslot);
   kv.k.assign(ctx, std::vector<float>(slot_elems));
   kv.v.assign(ctx, std::vector<float>(slot_elems));
+  std::vector<float> krow(slot_elems), vrow(slot_elems);
   for (int p = 0; p < ctx; ++p) {
     const int64_t slot = (int64_t)kv.table[p / block_size] * block_size + p % block_size;
     for (int i = 0; i < slot_elems; ++i) {
-      float kf = Fp16ToFp32(Fp32ToFp16(nd(rng))), vf = Fp16ToFp32(Fp32ToFp16(nd(rng)));
-      if (dtype == DType::kF16) {
-        const uint16_t kh = Fp32ToFp16(kf), vh = Fp32ToFp16(vf);
-        std::memcpy(&kv.kbuf[(slot * slot_elems + i) * 2], &kh, 2);
-        std::memcpy(&kv.vbuf[(slot * slot_elems + i) * 2], &vh, 2);
-      } else {
-        std::memcpy(&kv.kbuf[(slot * slot_elems + i) * 4], &kf, 4);
-        std::memcpy(&kv.vbuf[(slot * slot_elems + i) * 4], &vf, 4);
-      }
-      kv.k[p][i] = kf;
-      kv.v[p][i] = vf;
+      krow[i] = Fp16ToFp32(Fp32ToFp16(nd(rng)));
+      vrow[i] = Fp16ToFp32(Fp32ToFp16(nd(rng)));
     }
+    StoreKvRow(kdtype, krow.data(), slot_elems, &kv.kbuf[slot * kslot]);
+    StoreKvRow(vdtype, vrow.data(), slot_elems, &kv.vbuf[slot * vslot]);
+    LoadKvElems(kdtype, &kv.kbuf[slot * kslot], 0, slot_elems, kv.k[p].data());
+    LoadKvElems(vdtype, &kv.vbuf[slot * vslot], 0, slot_elems, kv.v[p].data());
   }
-  kv.view = KvPagesView{kv.kbuf.data(), kv.vbuf.data(), dtype, slot_elems, kv.table.data(),
-                        block_size};
+  kv.view = KvPagesView{kv.kbuf.data(), kv.vbuf.data(), kdtype, slot_elems, kv.table.data(),
+                        block_size, 0, vdtype};
   return kv;
+}
+
+// The K/V dtype pairs the attention tests cover: the float formats, the
+// block formats, and mixed K/V.
+struct KvDtypes {
+  DType k, v;
+};
+const KvDtypes kKvDtypes[] = {{DType::kF16, DType::kF16},   {DType::kF32, DType::kF32},
+                              {DType::kQ8_0, DType::kQ8_0}, {DType::kQ4_0, DType::kQ4_0},
+                              {DType::kBF16, DType::kBF16}, {DType::kQ8_0, DType::kQ4_0},
+                              {DType::kF16, DType::kQ8_0}};
+
+// Whether a slot of slot_elems fits the block formats among d.
+bool FitsBlocks(const KvDtypes& d, int slot_elems) {
+  return slot_elems % BlockSize(d.k) == 0 && slot_elems % BlockSize(d.v) == 0;
+}
+
+std::string KvName(const KvDtypes& d) {
+  return std::string(DTypeName(d.k)) + "/" + DTypeName(d.v);
 }
 
 // Every table's attend_group (or the generic fallback where it declines)
@@ -724,13 +741,18 @@ PagedKv MakePagedKv(DType dtype, int ctx, int slot_elems, int block_size, uint32
 TEST(AttentionTest, EveryTableMatchesNaive) {
   const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
+  // Block formats: rows of 32-value blocks, heads starting inside a block
+  // (head_dim 8, 40, 80) and a block spanning 4 heads (head_dim 8).
   const Shape shapes[] = {{8, 8, 1}, {64, 1, 3}, {64, 8, 2}, {128, 4, 2}, {16, 16, 1},
-                          {12, 3, 2}, {24, 7, 1}, {32, 5, 2}};
+                          {12, 3, 2}, {24, 7, 1}, {32, 5, 2}, {80, 4, 2}, {8, 2, 4},
+                          {40, 3, 4}};
   const int ctx = 200, block_size = 16;
-  for (DType dtype : {DType::kF16, DType::kF32}) {
+  for (const KvDtypes& dt : kKvDtypes) {
+    const std::string dtype = KvName(dt);
     for (const Shape& sh : shapes) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
-      PagedKv kv = MakePagedKv(dtype, ctx, slot_elems, block_size, 11 + sh.head_dim);
+      if (!FitsBlocks(dt, slot_elems)) continue;
+      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 11 + sh.head_dim);
       std::mt19937 rng(5);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       const std::vector<int32_t> positions = {0, 7, 63, 64, 65, 130, 199, 71};
@@ -775,12 +797,12 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
           }
           for (size_t i = 0; i < expect.size(); ++i) {
             ASSERT_NEAR(alone[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
-                << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+                << t->isa << " " << dtype << " hd " << sh.head_dim << " group "
                 << sh.group << " window " << window << " query " << i / row << " at " << i % row;
           }
           // A row does not depend on what it is bundled with.
           ASSERT_EQ(0, std::memcmp(alone.data(), bundled.data(), alone.size() * sizeof(float)))
-              << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+              << t->isa << " " << dtype << " hd " << sh.head_dim << " group "
               << sh.group << " window " << window;
         }
       }
@@ -795,12 +817,14 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
   const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{64, 1, 6}, {32, 2, 4}, {16, 3, 5},
-                          {8, 1, 16}, {64, 8, 2}, {48, 5, 3}};
+                          {8, 1, 16}, {64, 8, 2}, {48, 5, 3}, {80, 2, 4}, {8, 2, 4}};
   const int ctx = 150, block_size = 16;
-  for (DType dtype : {DType::kF16, DType::kF32}) {
+  for (const KvDtypes& dt : kKvDtypes) {
+    const std::string dtype = KvName(dt);
     for (const Shape& sh : shapes) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
-      PagedKv kv = MakePagedKv(dtype, ctx, slot_elems, block_size, 31 + sh.head_dim);
+      if (!FitsBlocks(dt, slot_elems)) continue;
+      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 31 + sh.head_dim);
       const int n_head = sh.group * sh.n_head_kv;
       const int64_t row = (int64_t)n_head * sh.head_dim;
       std::mt19937 rng(7);
@@ -842,12 +866,12 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
                 single = out;
                 for (int64_t i = 0; i < row; ++i) {
                   ASSERT_NEAR(out[i], expect[i], 2e-5 * (1 + std::fabs(expect[i])))
-                      << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " at "
+                      << t->isa << " " << dtype << " hd " << sh.head_dim << " at "
                       << i;
                 }
               } else {
                 ASSERT_EQ(0, std::memcmp(single.data(), out.data(), row * sizeof(float)))
-                    << t->isa << " " << DTypeName(dtype) << " hd " << sh.head_dim << " group "
+                    << t->isa << " " << dtype << " hd " << sh.head_dim << " group "
                     << sh.group << " " << per_item << " KV heads per item, position " << pos;
               }
             }
@@ -857,7 +881,7 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
           if (Avx2KernelTable() && Avx512VnniKernelTable()) {
             ASSERT_EQ(0, std::memcmp(per_table[1].data(), per_table[2].data(),
                                      row * sizeof(float)))
-                << DTypeName(dtype) << " hd " << sh.head_dim << " group " << sh.group;
+                << dtype << " hd " << sh.head_dim << " group " << sh.group;
           }
         }
       }
@@ -869,7 +893,9 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
 TEST(AttentionTest, BatchEqualsPerSequenceBitwise) {
   const int n_head = 8, n_head_kv = 2, head_dim = 64, block_size = 16, ctx = 150;
   const int slot_elems = n_head_kv * head_dim;
-  PagedKv kv = MakePagedKv(DType::kF16, ctx, slot_elems, block_size, 21);
+  for (const KvDtypes& dt : kKvDtypes) {
+  SCOPED_TRACE(KvName(dt));
+  PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 21);
   // Two sequences over the same pages with different block tables.
   std::vector<int32_t> table2(kv.table.rbegin(), kv.table.rend());
   const std::vector<int32_t> pos1 = {149}, pos2 = {10, 11, 12, 100};
@@ -893,6 +919,127 @@ TEST(AttentionTest, BatchEqualsPerSequenceBitwise) {
   AttentionBatch(seqs, n_head, n_head_kv, head_dim, scale, 0, kv.view, &pool);
   EXPECT_EQ(0, std::memcmp(a1.data(), b1.data(), a1.size() * 4));
   EXPECT_EQ(0, std::memcmp(a2.data(), b2.data(), a2.size() * 4));
+  }
+}
+
+// KV rows: a stored row reads back as the weight formats' dequantization of
+// the same bytes, within the format's rounding of the input, and any
+// element range reads as the same slice.
+TEST(KvRowsTest, StoreLoadRoundTrip) {
+  const int n = 96;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> x(n);
+  for (auto& e : x) e = nd(rng);
+  x[40] = 0;  // a zero, and a block of zeros (scale 0)
+  std::vector<float> zeros(32, 0.0f);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    ASSERT_TRUE(IsKvDtype(t));
+    std::vector<uint8_t> row(RowBytes(t, n));
+    StoreKvRow(t, x.data(), n, row.data());
+    std::vector<float> y(n), dq(n);
+    LoadKvElems(t, row.data(), 0, n, y.data());
+    for (int i = 0; i < n; ++i) {
+      float expect = x[i];
+      if (t == DType::kF16) expect = Fp16ToFp32(Fp32ToFp16(x[i]));
+      if (t == DType::kBF16) expect = Bf16ToFp32(Fp32ToBf16(x[i]));
+      if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) {
+        ASSERT_EQ(y[i], expect);
+      }
+    }
+    if (t == DType::kQ8_0 || t == DType::kQ4_0) {
+      if (t == DType::kQ8_0) {
+        quant::DequantizeQ8_0((const quant::BlockQ8_0*)row.data(), dq.data(), n / 32);
+      } else {
+        quant::DequantizeQ4_0((const quant::BlockQ4_0*)row.data(), dq.data(), n / 32);
+      }
+      for (int b = 0; b < n / 32; ++b) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+        // Q8_0: half a step of amax / 127; Q4_0: the clamped top of
+        // amax / 8 (and the f16 scale's rounding).
+        const float bound = t == DType::kQ8_0 ? amax / 254 * 1.01f : amax / 8 * 1.01f;
+        for (int j = 0; j < 32; ++j) {
+          const int i = b * 32 + j;
+          ASSERT_EQ(y[i], dq[i]) << i;
+          ASSERT_LE(std::fabs(y[i] - x[i]), bound) << i;
+        }
+      }
+    }
+    for (int e0 : {0, 8, 24, 40, 56}) {
+      std::vector<float> part(16);
+      LoadKvElems(t, row.data(), e0, 16, part.data());
+      ASSERT_EQ(0, std::memcmp(part.data(), y.data() + e0, 16 * sizeof(float))) << e0;
+    }
+    if (BlockSize(t) == 32) {  // an all-zero block stores scale 0 and reads as zeros
+      std::vector<uint8_t> zrow(RowBytes(t, 32));
+      StoreKvRow(t, zeros.data(), 32, zrow.data());
+      std::vector<float> z(32, 1.0f);
+      LoadKvElems(t, zrow.data(), 0, 32, z.data());
+      for (float e : z) ASSERT_EQ(e, 0.0f);
+    }
+  }
+}
+
+// The kernels read a quantized cache as the F32 cache of its decoded values:
+// every table, bitwise (decoded values are exact; the same FMAs follow), at
+// head sizes whose heads start inside a block and positions off the block
+// grid.
+TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
+  struct Shape { int head_dim, group, n_head_kv; };
+  const Shape shapes[] = {{64, 8, 2}, {80, 4, 2}, {128, 1, 2}, {8, 2, 4}, {40, 1, 4}};
+  const int ctx = 170, block_size = 16;
+  for (const KvDtypes& dt : kKvDtypes) {
+    for (const Shape& sh : shapes) {
+      const int slot_elems = sh.n_head_kv * sh.head_dim;
+      if (!FitsBlocks(dt, slot_elems)) continue;
+      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 41 + sh.head_dim);
+      // The F32 copy: same block table, the decoded values.
+      PagedKv f32 = kv;
+      f32.kbuf.assign((size_t)kv.table.size() * block_size * slot_elems * 4, 0);
+      f32.vbuf.assign(f32.kbuf.size(), 0);
+      for (int p = 0; p < ctx; ++p) {
+        const int64_t slot = (int64_t)kv.table[p / block_size] * block_size + p % block_size;
+        std::memcpy(&f32.kbuf[slot * slot_elems * 4], kv.k[p].data(), slot_elems * 4);
+        std::memcpy(&f32.vbuf[slot * slot_elems * 4], kv.v[p].data(), slot_elems * 4);
+      }
+      f32.view = KvPagesView{f32.kbuf.data(), f32.vbuf.data(), DType::kF32, slot_elems,
+                             f32.table.data(), block_size, 0, DType::kF32};
+      const int n_head = sh.group * sh.n_head_kv;
+      const int64_t row = (int64_t)n_head * sh.head_dim;
+      const std::vector<int32_t> positions = {0, 33, 95, 101, 169};
+      const int nq = (int)positions.size();
+      std::mt19937 rng(8);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> q(nq * row);
+      for (auto& e : q) e = nd(rng) * 2.0f;
+      const float scale = 1.0f / std::sqrt((float)sh.head_dim);
+      for (const KernelTable* t : AvailableTables()) {
+        for (int kv_head = 0; kv_head < sh.n_head_kv; ++kv_head) {
+          std::vector<float> a(nq * row, NAN), b(nq * row, NAN);
+          for (int pass = 0; pass < 2; ++pass) {
+            AttnGroupArgs args;
+            const int64_t head0 = (int64_t)kv_head * sh.group * sh.head_dim;
+            args.q = q.data() + head0;
+            args.out = (pass == 0 ? a : b).data() + head0;
+            args.group = sh.group;
+            args.num_queries = std::min(nq, kMaxAttnGroup / sh.group);
+            args.row_stride = row;
+            args.positions = positions.data();
+            args.head_dim = sh.head_dim;
+            args.kv_head = kv_head;
+            args.scale = scale;
+            args.kv = pass == 0 ? &kv.view : &f32.view;
+            if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
+          }
+          ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+              << t->isa << " " << KvName(dt) << " hd " << sh.head_dim << " kv head "
+              << kv_head;
+        }
+      }
+    }
+  }
 }
 
 TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {

@@ -25,11 +25,19 @@ double KvBytesPerElement(DType dtype) {
   return (double)BlockBytes(dtype) / (double)BlockSize(dtype);
 }
 
+int64_t KvBytesPerToken(int32_t num_layers, int32_t num_kv_heads, int32_t head_dim, DType k,
+                        DType v) {
+  const int64_t row = (int64_t)num_kv_heads * head_dim;
+  return (int64_t)num_layers * (RowBytes(k, row) + RowBytes(v, row));
+}
+
 int64_t KvConfig::BytesPerToken() const {
-  // Computed in elements first so block formats stay exact: elements per
-  // token are a multiple of 32 for every real model.
-  const int64_t elems = 2LL * num_layers * num_kv_heads * head_dim;
-  return elems * BlockBytes(dtype) / BlockSize(dtype);
+  return KvBytesPerToken(num_layers, num_kv_heads, head_dim, KDtype(), VDtype());
+}
+
+std::string KvConfig::DtypeName() const {
+  if (KDtype() == VDtype()) return DTypeName(KDtype());
+  return std::string("K ") + DTypeName(KDtype()) + ", V " + DTypeName(VDtype());
 }
 
 int64_t KvConfig::MaxConcurrency() const {
@@ -43,7 +51,7 @@ std::string KvConfig::Summary() const {
                 "KV cache: %" PRId64 " blocks = %" PRId64
                 " tokens (%s, %s); max concurrency at max_model_len %d = %" PRId64,
                 num_blocks, num_tokens(), Gib((double)TotalBytes()).c_str(),
-                DTypeName(dtype), max_model_len, MaxConcurrency());
+                DtypeName().c_str(), max_model_len, MaxConcurrency());
   return buf;
 }
 

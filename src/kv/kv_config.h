@@ -1,10 +1,13 @@
 // KvConfig: the KV cache's shape and size, and how it is planned from a
 // memory budget.
 //
-//   bytes per token = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_elem
+//   bytes per token = layers x kv_heads x head_dim x (K's + V's bytes_per_elem)
+//                   = 2 x layers x kv_heads x head_dim x bytes_per_elem (K, V alike)
 //   bytes per block = bytes per token x block_size
 //
-// bytes_per_elem is fractional for block formats (q8_0 = 34/32, q4_0 = 18/32).
+// bytes_per_elem is 4 (f32), 2 (f16, bf16), and fractional for the block
+// formats: 34/32 (q8_0), 18/32 (q4_0). KvBytesPerToken is the one formula of
+// the project (KvConfig, KvStorage's layout, kv-calc and bench all use it).
 // PlanKvCache picks the number of blocks from --kv-cache-memory, or else from
 // memory_utilization x (MemAvailable - weights), capped at what max_num_seqs
 // sequences of max_model_len tokens can use. A budget that cannot hold one
@@ -25,15 +28,26 @@ namespace tern {
 // Bytes of one KV element of dtype (4, 2, 34/32 for q8_0, ...).
 double KvBytesPerElement(DType dtype);
 
+// KV bytes of one token: every layer's K row (kv_heads x head_dim elements
+// of k) and V row (of v). Rows of a block format must hold whole blocks
+// (CheckKvRow).
+int64_t KvBytesPerToken(int32_t num_layers, int32_t num_kv_heads, int32_t head_dim, DType k,
+                        DType v);
+
 struct KvConfig {
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 16;
-  DType dtype = DType::kF16;
+  DType dtype = DType::kF16;     // K's, and V's unless v_dtype is set
+  std::optional<DType> v_dtype;  // V's when it differs from K's
   int64_t num_blocks = 0;
   int32_t max_model_len = 0;  // longest sequence (prompt + output) in tokens
 
+  DType KDtype() const { return dtype; }
+  DType VDtype() const { return v_dtype.value_or(dtype); }
+  // "q8_0", or "K q8_0, V q4_0".
+  std::string DtypeName() const;
   int64_t BytesPerToken() const;
   int64_t BytesPerBlock() const { return BytesPerToken() * block_size; }
   int64_t TotalBytes() const { return BytesPerBlock() * num_blocks; }

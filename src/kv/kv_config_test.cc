@@ -23,6 +23,33 @@ TEST(KvConfigTest, BytesPerTokenFollowsTheFormula) {
   EXPECT_EQ(Shape().BytesPerBlock(), 131072 * 16);
 }
 
+// bytes_per_elem 2 / 2 / 4 / 34/32 / 18/32, K and V each their own half.
+TEST(KvConfigTest, KAndVOfDifferentTypesEachCountTheirHalf) {
+  EXPECT_EQ(KvBytesPerElement(DType::kF16), 2.0);
+  EXPECT_EQ(KvBytesPerElement(DType::kBF16), 2.0);
+  EXPECT_EQ(KvBytesPerElement(DType::kF32), 4.0);
+  EXPECT_EQ(KvBytesPerElement(DType::kQ8_0), 34.0 / 32);
+  EXPECT_EQ(KvBytesPerElement(DType::kQ4_0), 18.0 / 32);
+  KvConfig c = Shape(DType::kQ8_0);
+  c.v_dtype = DType::kQ4_0;
+  EXPECT_EQ(c.BytesPerToken(), 32 * 8 * 128 * (34 + 18) / 32);
+  EXPECT_EQ(c.BytesPerToken(), KvBytesPerToken(32, 8, 128, DType::kQ8_0, DType::kQ4_0));
+  EXPECT_EQ(Shape(DType::kBF16).BytesPerToken(), Shape().BytesPerToken());
+  // The same budget holds 32/17 (q8_0) and 32/9 (q4_0) times f16's tokens.
+  KvBudget budget;
+  budget.kv_cache_memory_bytes = 1LL << 30;
+  budget.max_num_seqs = 1 << 20;
+  budget.max_model_len = 1024;
+  auto f16 = PlanKvCache(Shape(), budget);
+  auto q8 = PlanKvCache(Shape(DType::kQ8_0), budget);
+  auto q4 = PlanKvCache(Shape(DType::kQ4_0), budget);
+  ASSERT_TRUE(f16.ok() && q8.ok() && q4.ok());
+  EXPECT_EQ(f16->num_tokens(), 8192);
+  EXPECT_EQ(q8->num_tokens(), 15408);  // 2^30 / 69632 = 15420 -> whole blocks
+  EXPECT_EQ(q4->num_tokens(), 29120);  // 2^30 / 36864 = 29127
+  EXPECT_NE(c.Summary().find("K Q8_0, V Q4_0"), std::string::npos) << c.Summary();
+}
+
 TEST(KvConfigTest, ExplicitBudgetGivesBlocksCappedBySequences) {
   KvBudget b;
   b.kv_cache_memory_bytes = 1LL << 30;  // 1 GiB = 8192 tokens = 512 blocks

@@ -1,20 +1,64 @@
 #include "kv/kv_storage.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "base/check.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "kv/kv_config.h"
 
 namespace tern {
 
+namespace {
+
+std::string LowerName(DType t) {
+  std::string s = DTypeName(t);
+  for (char& c : s) c = (char)std::tolower((unsigned char)c);
+  return s;
+}
+
+}  // namespace
+
+Status CheckKvRow(DType dtype, int32_t num_kv_heads, int32_t head_dim) {
+  if (!kernels::IsKvDtype(dtype)) {
+    return InvalidArgument(std::string("KV cache dtype ") + LowerName(dtype) +
+                           " is not one of f16, bf16, f32, q8_0, q4_0");
+  }
+  const int64_t row = (int64_t)num_kv_heads * head_dim;
+  if (row <= 0 || row % BlockSize(dtype) != 0) {
+    return InvalidArgument(
+        std::string("KV cache dtype ") + LowerName(dtype) + " stores blocks of " +
+        std::to_string(BlockSize(dtype)) + " values along a token's K/V row, but this model's "
+        "row is " + std::to_string(num_kv_heads) + " KV heads x head_dim " +
+        std::to_string(head_dim) + " = " + std::to_string(row) +
+        " values, not a multiple of " + std::to_string(BlockSize(dtype)) +
+        "; use f16, bf16 or f32");
+  }
+  return Status::Ok();
+}
+
+std::string KvRowWarning(DType k, int32_t num_kv_heads, int32_t head_dim) {
+  if (k != DType::kQ4_0 || head_dim >= 32 || num_kv_heads < 2) return "";
+  return "K cache q4_0 with head_dim " + std::to_string(head_dim) + ": each block of 32 " +
+         "values spans " + std::to_string(32 / head_dim) + " KV heads of a token under one " +
+         "4-bit scale, which costs much quality (stories260K: perplexity +30%); " +
+         "--kv-cache-dtype-k q8_0 keeps K at 8 bits (+0.1%) with V at q4_0";
+}
+
 KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
-  CHECK(shape.dtype == DType::kF32 || shape.dtype == DType::kF16);
   CHECK(shape.num_layers >= 0 && shape.num_kv_heads > 0 && shape.head_dim > 0);
+  CHECK(CheckKvRow(shape.KDtype(), shape.num_kv_heads, shape.head_dim).ok());
+  CHECK(CheckKvRow(shape.VDtype(), shape.num_kv_heads, shape.head_dim).ok());
   CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
-  block_bytes_ = 2 * (size_t)shape.num_layers * (size_t)shape.block_size * (size_t)slot_bytes();
+  // The one KV-bytes formula (kv_config.h); the layout below splits it into
+  // per-layer K and V slots.
+  block_bytes_ = (size_t)KvBytesPerToken(shape.num_layers, shape.num_kv_heads, shape.head_dim,
+                                         shape.KDtype(), shape.VDtype()) *
+                 (size_t)shape.block_size;
   const size_t total = (size_t)shape.num_blocks * block_bytes_;
   if (total == 0) return;
   // 2 MiB pages where the kernel gives them (transparent huge pages on
@@ -24,47 +68,35 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   memory_ = HugePageBuffer(total, thp == nullptr || std::string_view(thp) != "0");
 }
 
-int64_t KvStorage::slot_bytes() const {
-  return slot_elems() * (shape_.dtype == DType::kF32 ? 4 : 2);
+int64_t KvStorage::k_slot_bytes() const { return RowBytes(shape_.KDtype(), slot_elems()); }
+int64_t KvStorage::v_slot_bytes() const { return RowBytes(shape_.VDtype(), slot_elems()); }
+
+int64_t KvStorage::total_bytes() const { return shape_.num_blocks * (int64_t)block_bytes_; }
+
+kernels::KvPagesView KvStorage::LayerView(int layer) const {
+  kernels::KvPagesView view;
+  view.k = KeyData(layer);
+  view.v = ValueData(layer);
+  view.dtype = shape_.KDtype();
+  view.v_dtype = shape_.VDtype();
+  view.slot_elems = slot_elems();
+  view.block_size = shape_.block_size;
+  view.block_stride = block_stride();
+  return view;
 }
-
-int64_t KvStorage::total_bytes() const {
-  return 2 * (int64_t)shape_.num_layers * num_slots() * slot_bytes();
-}
-
-namespace {
-
-void StoreRow(DType dtype, const float* src, uint8_t* dst, int64_t n) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
-  kernels::ConvertF32ToF16(src, n, reinterpret_cast<uint16_t*>(dst));
-}
-
-void LoadRow(DType dtype, const uint8_t* src, float* dst, int64_t n) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
-  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(s[i]);
-}
-
-}  // namespace
 
 void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* v) {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
-  StoreRow(shape_.dtype, k, KeySlot(layer, slot), slot_elems());
-  StoreRow(shape_.dtype, v, ValueSlot(layer, slot), slot_elems());
+  kernels::StoreKvRow(shape_.KDtype(), k, slot_elems(), KeySlot(layer, slot));
+  kernels::StoreKvRow(shape_.VDtype(), v, slot_elems(), ValueSlot(layer, slot));
 }
 
 void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < num_slots());
-  LoadRow(shape_.dtype, KeySlot(layer, slot), k, slot_elems());
-  LoadRow(shape_.dtype, ValueSlot(layer, slot), v, slot_elems());
+  kernels::LoadKvElems(shape_.KDtype(), KeySlot(layer, slot), 0, slot_elems(), k);
+  kernels::LoadKvElems(shape_.VDtype(), ValueSlot(layer, slot), 0, slot_elems(), v);
 }
 
 }  // namespace tern

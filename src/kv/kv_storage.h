@@ -9,8 +9,12 @@
 // contiguous slots; from one block to the next is block_stride() bytes.
 // Block-major, a newly used block touches one contiguous range (one 2 MiB
 // page fault every few blocks) instead of a new range in every layer at once.
-// dtype is F32 or F16 (quantized KV dtypes later slot in here and in the
-// attention kernels, not in model code).
+// K and V each have a dtype of kernels::IsKvDtype: F32, F16, BF16, Q8_0 or
+// Q4_0. A slot of a block format is num_kv_heads * head_dim / 32 blocks of
+// 32 values with their f16 scale along the token's row (all its KV heads
+// back to back, so a block may span adjacent heads where head_dim < 32),
+// quantized when the token's K/V is written (WriteSlot); the attention
+// kernels read the blocks directly (kernels::KvPagesView).
 //
 // The bytes come from one anonymous private mapping (MAP_NORESERVE): pages
 // read as zero and become resident on first write, so a large KV budget
@@ -20,9 +24,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "base/huge_pages.h"
+#include "base/status.h"
+#include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
 namespace tern {
@@ -33,8 +41,23 @@ struct KvShape {
   int32_t head_dim = 0;
   int32_t block_size = 16;
   int64_t num_blocks = 0;
-  DType dtype = DType::kF16;
+  DType dtype = DType::kF16;     // K's, and V's unless v_dtype is set
+  std::optional<DType> v_dtype;  // V's when it differs from K's
+
+  DType KDtype() const { return dtype; }
+  DType VDtype() const { return v_dtype.value_or(dtype); }
 };
+
+// OK when dtype (of K or V) can hold a KV row of num_kv_heads * head_dim
+// elements: a KV dtype (f16, bf16, f32, q8_0, q4_0) whose block size divides
+// the row. The error names the model's head_dim and KV heads.
+Status CheckKvRow(DType dtype, int32_t num_kv_heads, int32_t head_dim);
+
+// A one-line warning when K of dtype k will quantize poorly on this shape,
+// else "": a q4_0 K whose blocks of 32 span several heads (head_dim < 32)
+// shares one 4-bit scale among channels of very different size (stories260K,
+// head_dim 8: perplexity +30%, where a q8_0 K costs +0.1%).
+std::string KvRowWarning(DType k, int32_t num_kv_heads, int32_t head_dim);
 
 class KvStorage {
  public:
@@ -46,7 +69,9 @@ class KvStorage {
   int64_t num_slots() const { return shape_.num_blocks * shape_.block_size; }
   // Elements of one slot of one layer: num_kv_heads * head_dim.
   int64_t slot_elems() const { return (int64_t)shape_.num_kv_heads * shape_.head_dim; }
-  int64_t slot_bytes() const;     // bytes of one slot of one layer (K or V)
+  int64_t slot_bytes() const { return k_slot_bytes(); }  // K's
+  int64_t k_slot_bytes() const;   // bytes of one K slot of one layer
+  int64_t v_slot_bytes() const;   // bytes of one V slot of one layer
   int64_t total_bytes() const;    // all layers, K and V
 
   // Block 0's K (V) of a layer; block b's is block_stride() bytes further on
@@ -56,28 +81,35 @@ class KvStorage {
   const uint8_t* KeyData(int layer) const { return memory_.data() + LayerOffset(layer, 0); }
   const uint8_t* ValueData(int layer) const { return memory_.data() + LayerOffset(layer, 1); }
   int64_t block_stride() const { return (int64_t)block_bytes_; }
+  // The view of one layer's K and V the attention kernels read (no block
+  // table: each sequence brings its own).
+  kernels::KvPagesView LayerView(int layer) const;
   // The K (V) elements of one slot of one layer.
-  uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(slot); }
-  uint8_t* ValueSlot(int layer, int64_t slot) { return ValueData(layer) + SlotOffset(slot); }
+  uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(slot, 0); }
+  uint8_t* ValueSlot(int layer, int64_t slot) { return ValueData(layer) + SlotOffset(slot, 1); }
   const uint8_t* KeySlot(int layer, int64_t slot) const {
-    return KeyData(layer) + SlotOffset(slot);
+    return KeyData(layer) + SlotOffset(slot, 0);
   }
   const uint8_t* ValueSlot(int layer, int64_t slot) const {
-    return ValueData(layer) + SlotOffset(slot);
+    return ValueData(layer) + SlotOffset(slot, 1);
   }
 
   // Write/read one slot as f32 (F16 storage converts with the kernels'
-  // F16C row conversion, round to nearest even).
+  // F16C row conversion, round to nearest even; Q8_0/Q4_0 quantize each
+  // block of 32: kernels::StoreKvRow). ReadSlot gives the decoded values.
   void WriteSlot(int layer, int64_t slot, const float* k, const float* v);
   void ReadSlot(int layer, int64_t slot, float* k, float* v) const;
 
  private:
+  // A block holds per layer block_size K slots, then block_size V slots.
   size_t LayerOffset(int layer, int kind) const {
-    return (2 * (size_t)layer + kind) * (size_t)shape_.block_size * (size_t)slot_bytes();
+    const size_t k = (size_t)shape_.block_size * (size_t)k_slot_bytes();
+    const size_t v = (size_t)shape_.block_size * (size_t)v_slot_bytes();
+    return (size_t)layer * (k + v) + (kind == 1 ? k : 0);
   }
-  int64_t SlotOffset(int64_t slot) const {
+  int64_t SlotOffset(int64_t slot, int kind) const {
     return slot / shape_.block_size * (int64_t)block_bytes_ +
-           slot % shape_.block_size * slot_bytes();
+           slot % shape_.block_size * (kind == 0 ? k_slot_bytes() : v_slot_bytes());
   }
 
   KvShape shape_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace tern {
@@ -68,6 +69,97 @@ TEST(KvStorageTest, F16SlotRoundTripsWithinHalfPrecision) {
     EXPECT_NEAR(k2[i], k[i], std::abs(k[i]) * 1e-3 + 1e-6);
     EXPECT_NEAR(v2[i], v[i], std::abs(v[i]) * 1e-3 + 1e-6);
   }
+}
+
+KvShape BlockShape(DType k, DType v) {
+  KvShape s;
+  s.num_layers = 3;
+  s.num_kv_heads = 4;
+  s.head_dim = 8;  // stories260K: one block of 32 spans the 4 heads
+  s.block_size = 4;
+  s.num_blocks = 6;
+  s.dtype = k;
+  s.v_dtype = v;
+  return s;
+}
+
+// K and V of different types: slots of their own sizes side by side in a
+// block, each written and read back as its format's rounding.
+TEST(KvStorageTest, QuantizedKAndVRoundTripInTheirOwnSlots) {
+  for (DType k : {DType::kQ8_0, DType::kQ4_0, DType::kBF16, DType::kF16}) {
+    for (DType v : {DType::kQ4_0, DType::kQ8_0, DType::kF32}) {
+      SCOPED_TRACE(std::string(DTypeName(k)) + "/" + DTypeName(v));
+      KvStorage kv(BlockShape(k, v));
+      EXPECT_EQ(kv.k_slot_bytes(), RowBytes(k, 32));
+      EXPECT_EQ(kv.v_slot_bytes(), RowBytes(v, 32));
+      EXPECT_EQ(kv.block_stride(), 3 * 4 * (RowBytes(k, 32) + RowBytes(v, 32)));
+      EXPECT_EQ(kv.total_bytes(), 6 * kv.block_stride());
+      std::vector<std::vector<float>> ks, vs;
+      for (int64_t slot = 0; slot < kv.num_slots(); ++slot) {
+        for (int layer = 0; layer < 3; ++layer) {
+          std::vector<float> kr(32), vr(32);
+          for (int i = 0; i < 32; ++i) {
+            kr[i] = std::sin(0.37f * i + slot + 5 * layer) * (1 + i % 7);
+            vr[i] = std::cos(0.11f * i - slot + layer) * 3;
+          }
+          kv.WriteSlot(layer, slot, kr.data(), vr.data());
+          ks.push_back(kr);
+          vs.push_back(vr);
+        }
+      }
+      // Read after all writes: no slot overwrote another.
+      size_t n = 0;
+      for (int64_t slot = 0; slot < kv.num_slots(); ++slot) {
+        for (int layer = 0; layer < 3; ++layer, ++n) {
+          std::vector<float> k2(32), v2(32);
+          kv.ReadSlot(layer, slot, k2.data(), v2.data());
+          for (int i = 0; i < 32; ++i) {
+            const float kmax = 7, vmax = 3;
+            const float ktol = k == DType::kQ4_0 ? kmax / 8 : k == DType::kQ8_0 ? kmax / 200
+                                                                                : kmax / 128;
+            const float vtol = v == DType::kQ4_0 ? vmax / 8 : v == DType::kQ8_0 ? vmax / 200 : 0;
+            ASSERT_NEAR(k2[i], ks[n][i], ktol) << "slot " << slot << " layer " << layer;
+            ASSERT_NEAR(v2[i], vs[n][i], vtol) << "slot " << slot << " layer " << layer;
+          }
+        }
+      }
+      // The layer view the kernels read: the same bytes at KOffset/VOffset.
+      const kernels::KvPagesView view = kv.LayerView(2);
+      const int32_t table[6] = {0, 1, 2, 3, 4, 5};
+      kernels::KvPagesView paged = view;
+      paged.block_table = table;
+      EXPECT_EQ(paged.KDtype(), k);
+      EXPECT_EQ(paged.VDtype(), v);
+      EXPECT_EQ(view.k + paged.KOffset(13), kv.KeySlot(2, 13));
+      EXPECT_EQ(view.v + paged.VOffset(13), kv.ValueSlot(2, 13));
+    }
+  }
+}
+
+// A row no block layout can hold is an error naming head_dim and KV heads.
+TEST(KvStorageTest, RowThatHoldsNoWholeBlockIsNamed) {
+  EXPECT_TRUE(CheckKvRow(DType::kQ8_0, 4, 8).ok());
+  EXPECT_TRUE(CheckKvRow(DType::kQ4_0, 8, 80).ok());
+  EXPECT_TRUE(CheckKvRow(DType::kF16, 3, 4).ok());
+  const Status st = CheckKvRow(DType::kQ8_0, 3, 4);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("3 KV heads x head_dim 4 = 12"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("q8_0"), std::string::npos) << st.message();
+  const Status bad = CheckKvRow(DType::kQ4_K, 8, 128);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("f16, bf16, f32, q8_0, q4_0"), std::string::npos)
+      << bad.message();
+}
+
+// A q4_0 K whose blocks span heads gets a warning that points to q8_0 K.
+TEST(KvStorageTest, Q4_0KAcrossHeadsWarns) {
+  const std::string w = KvRowWarning(DType::kQ4_0, 4, 8);
+  EXPECT_NE(w.find("spans 4 KV heads"), std::string::npos) << w;
+  EXPECT_NE(w.find("--kv-cache-dtype-k q8_0"), std::string::npos) << w;
+  EXPECT_EQ(KvRowWarning(DType::kQ8_0, 4, 8), "");
+  EXPECT_EQ(KvRowWarning(DType::kQ4_0, 4, 64), "");
+  EXPECT_EQ(KvRowWarning(DType::kF16, 4, 8), "");
 }
 
 }  // namespace

@@ -73,6 +73,14 @@ class LlamaModel : public Model {
   void Attention(const ForwardBatch& batch, int layer, const KvStorage& kv,
                  ThreadPool* pool);
   void GrowScratch(const ForwardBatch& batch, int num_threads);
+  // K smoothing for block-format K caches (q8_0, q4_0): per layer the
+  // [n_head_kv * head_dim] scales K is multiplied by before it is stored,
+  // and their inverses, which q is multiplied by, so q . k is unchanged but
+  // K's channels (one 32-value block may hold several heads) come to similar
+  // sizes and share a block scale better. Built on first use from the
+  // weights alone; empty for float K caches.
+  void SmoothKq(int layer, int64_t num_tokens);
+  std::vector<float> k_smooth_, q_unsmooth_;  // [n_layer][n_head_kv * head_dim]
 
   Weight token_embd_;                // [n_vocab, n_embd]
   const float* output_norm_ = nullptr;

@@ -32,12 +32,6 @@ struct ModelConfig {
   int32_t sliding_window = 0;      // 0 = none
   bool tied_embeddings = false;    // output.weight absent
 
-  // KV bytes per token at the given element size (2 for f16):
-  // 2 (K and V) x n_layer x n_head_kv x head_dim x bytes_per_elem.
-  int64_t KvBytesPerToken(double bytes_per_elem) const {
-    return (int64_t)(2.0 * n_layer * n_head_kv * head_dim * bytes_per_elem);
-  }
-
   static StatusOr<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };
 

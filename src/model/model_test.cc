@@ -100,6 +100,62 @@ TEST(ModelTest, Stories260KGreedyMatchesGoldenWithF16Kv) {
   EXPECT_EQ(Greedy(*model, {1}, 200, DType::kF16), golden);
 }
 
+// Greedy tokens from prompt with K and V of the given types, and at each
+// step the gap between the best and second-best logit.
+struct GreedyRun {
+  std::vector<int32_t> tokens;
+  std::vector<float> gaps;
+};
+GreedyRun GreedyWithGaps(Model& model, const std::vector<int32_t>& prompt, int n, DType k,
+                         DType v) {
+  SequenceRunner runner(model, (int32_t)prompt.size() + n + 1, k, v, nullptr);
+  EXPECT_TRUE(runner.Append(prompt, false).ok());
+  GreedyRun r;
+  for (int i = 0; i < n; ++i) {
+    std::span<const float> logits = runner.Logits(0);
+    const int32_t best = Argmax(logits);
+    float second = -INFINITY;
+    for (int32_t j = 0; j < (int32_t)logits.size(); ++j) {
+      if (j != best) second = std::max(second, logits[j]);
+    }
+    r.tokens.push_back(best);
+    r.gaps.push_back(logits[best] - second);
+    EXPECT_TRUE(runner.Append(std::vector<int32_t>{best}, false).ok());
+  }
+  return r;
+}
+
+// A q8_0 cache (and K q8_0 with V q4_0) gives the f16 cache's greedy tokens
+// up to the f16 run's first near-tie (top-2 logits within 0.1), from BOS and
+// from story prompts. stories260K: head_dim 8, so each 32-value block spans
+// the token's 4 KV heads.
+TEST(ModelTest, Stories260KQuantizedKvGreedyEqualsF16UpToFirstNearTie) {
+  const std::string path = ModelPath("stories260K.gguf");
+  SKIP_IF_ABSENT(path);
+  auto model = LoadOrDie(path);
+  ASSERT_NE(model, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1}, {1, 403, 407, 261, 378}, {1, 400, 86, 268, 391, 294, 350, 261, 287, 348, 65}};
+  constexpr float kNearTie = 0.1f;
+  int compared = 0;
+  for (const auto& prompt : prompts) {
+    const GreedyRun f16 = GreedyWithGaps(*model, prompt, 200, DType::kF16, DType::kF16);
+    size_t tie = 0;
+    while (tie < f16.gaps.size() && f16.gaps[tie] >= kNearTie) ++tie;
+    for (auto [k, v] : {std::pair{DType::kQ8_0, DType::kQ8_0},
+                        std::pair{DType::kQ8_0, DType::kQ4_0}}) {
+      const GreedyRun q = GreedyWithGaps(*model, prompt, 200, k, v);
+      for (size_t i = 0; i < tie; ++i) {
+        ASSERT_EQ(q.tokens[i], f16.tokens[i])
+            << DTypeName(k) << "/" << DTypeName(v) << " step " << i << " of prompt "
+            << prompt.size() << " (first f16 near-tie at " << tie << ")";
+      }
+    }
+    compared += (int)tie;
+  }
+  EXPECT_GE(compared, 30) << "too few steps before the first near-tie to mean anything";
+}
+
 TEST(ModelTest, Stories260KLogitsMatchGoldenAtPositions0To3) {
   const std::string path = ModelPath("stories260K.gguf");
   SKIP_IF_ABSENT(path);

@@ -30,7 +30,8 @@ PerplexityEvaluator::PerplexityEvaluator(Model& model, std::vector<int32_t> toke
     : model_(model),
       tokens_(std::move(tokens)),
       options_(options),
-      runner_(model, options.ctx, options.kv_dtype, pool, options.batch) {
+      runner_(model, options.ctx, options.kv_dtype, options.kv_dtype_v.value_or(options.kv_dtype),
+              pool, options.batch) {
   num_chunks_ = (int32_t)(tokens_.size() / options_.ctx);
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,8 @@ struct PerplexityOptions {
   int32_t ctx = 512;            // window length in tokens
   int32_t batch = 512;          // tokens per Forward call
   int32_t bos_id = -1;          // replaces each window's first token; -1 = keep
-  DType kv_dtype = DType::kF32;
+  DType kv_dtype = DType::kF32;  // K's, and V's unless kv_dtype_v is set
+  std::optional<DType> kv_dtype_v;
   bool keep_logprobs = false;   // keep the log-softmax row of every scored position
 };
 

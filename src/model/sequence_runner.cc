@@ -10,7 +10,7 @@ namespace {
 
 constexpr int32_t kBlockSize = 16;
 
-KvShape MakeShape(const ModelConfig& c, int32_t max_context, DType dtype) {
+KvShape MakeShape(const ModelConfig& c, int32_t max_context, DType dtype, DType v_dtype) {
   KvShape s;
   s.num_layers = c.n_layer;
   s.num_kv_heads = c.n_head_kv;
@@ -18,6 +18,7 @@ KvShape MakeShape(const ModelConfig& c, int32_t max_context, DType dtype) {
   s.block_size = kBlockSize;
   s.num_blocks = (max_context + kBlockSize - 1) / kBlockSize;
   s.dtype = dtype;
+  s.v_dtype = v_dtype;
   return s;
 }
 
@@ -25,11 +26,15 @@ KvShape MakeShape(const ModelConfig& c, int32_t max_context, DType dtype) {
 
 SequenceRunner::SequenceRunner(Model& model, int32_t max_context, DType kv_dtype,
                                ThreadPool* pool, int32_t max_batch_tokens)
+    : SequenceRunner(model, max_context, kv_dtype, kv_dtype, pool, max_batch_tokens) {}
+
+SequenceRunner::SequenceRunner(Model& model, int32_t max_context, DType kv_dtype,
+                               DType kv_dtype_v, ThreadPool* pool, int32_t max_batch_tokens)
     : model_(model),
       max_context_(max_context),
       max_batch_tokens_(std::max(1, max_batch_tokens)),
       pool_(pool),
-      kv_(MakeShape(model.config(), max_context, kv_dtype)) {
+      kv_(MakeShape(model.config(), max_context, kv_dtype, kv_dtype_v)) {
   block_table_.resize(kv_.shape().num_blocks);
   for (size_t i = 0; i < block_table_.size(); ++i) block_table_[i] = (int32_t)i;
 }

@@ -24,6 +24,9 @@ class SequenceRunner {
   // Forward call (a longer Append is split into chunks).
   SequenceRunner(Model& model, int32_t max_context, DType kv_dtype, ThreadPool* pool,
                  int32_t max_batch_tokens = 512);
+  // K and V of different dtypes (kv_dtype is K's).
+  SequenceRunner(Model& model, int32_t max_context, DType kv_dtype, DType kv_dtype_v,
+                 ThreadPool* pool, int32_t max_batch_tokens = 512);
 
   int32_t max_context() const { return max_context_; }
   int32_t num_computed() const { return num_computed_; }

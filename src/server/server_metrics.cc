@@ -120,6 +120,9 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
   w.Sample("num_requests_waiting", s.num_waiting);
   w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
   w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
+  w.Header("kv_cache_capacity_tokens", "gauge",
+           "Token slots of the KV cache (its blocks x block size, at its element type).");
+  w.Sample("kv_cache_capacity_tokens", (double)s.kv_cache_capacity_tokens);
   w.Header("prompt_tokens_total", "counter", "Number of prompt tokens of the requests served (prefix-cache hits included).");
   w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
   w.Header("generation_tokens_total", "counter", "Number of generated tokens.");

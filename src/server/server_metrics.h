@@ -3,7 +3,8 @@
 //   histograms  time_to_first_token_seconds, time_per_output_token_seconds,
 //               inter_token_latency_seconds, e2e_request_latency_seconds,
 //               request_queue_time_seconds   (_bucket{le=..}, _sum, _count)
-//   gauges      num_requests_running, num_requests_waiting, kv_cache_usage_perc
+//   gauges      num_requests_running, num_requests_waiting, kv_cache_usage_perc,
+//               kv_cache_capacity_tokens
 //   counters    prompt_tokens_total, generation_tokens_total,
 //               prefix_cache_queries_total, prefix_cache_hits_total,
 //               num_preemptions_total, request_success_total{finished_reason}

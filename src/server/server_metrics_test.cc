@@ -43,6 +43,7 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
   s.num_running = 3;
   s.num_waiting = 1;
   s.kv_cache_usage = 0.25;
+  s.kv_cache_capacity_tokens = 30720;
   s.prompt_tokens_total = 100;
   s.generation_tokens_total = 50;
   s.prefix_cache_queries_total = 80;
@@ -53,6 +54,8 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
   EXPECT_TRUE(Contains(text, "# TYPE tern:num_requests_running gauge\n"));
   EXPECT_TRUE(Contains(text, "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n"));
   EXPECT_TRUE(Contains(text, "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE tern:kv_cache_capacity_tokens gauge\n"));
+  EXPECT_TRUE(Contains(text, "tern:kv_cache_capacity_tokens{model_name=\"a\\\"b\"} 30720\n"));
   EXPECT_TRUE(Contains(text, "# TYPE tern:prompt_tokens_total counter\n"));
   EXPECT_TRUE(Contains(text, "tern:generation_tokens_total{model_name=\"a\\\"b\"} 50\n"));
   EXPECT_TRUE(Contains(text, "tern:prefix_cache_hits_total{model_name=\"a\\\"b\"} 16\n"));

@@ -21,9 +21,11 @@ test('metrics parse and count the requests served', async () => {
     const inf = metric(before, `tern:${name}_bucket`, { ...label, le: '+Inf' });
     assert.equal(inf, metric(before, `tern:${name}_count`, label), name);
   }
-  for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc']) {
+  for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc',
+    'kv_cache_capacity_tokens']) {
     assert.equal(before.types[`tern:${name}`], 'gauge', name);
   }
+  assert.ok(metric(before, 'tern:kv_cache_capacity_tokens', label) > 0, 'KV capacity in tokens');
   for (const name of ['prompt_tokens_total', 'generation_tokens_total', 'prefix_cache_queries_total',
     'prefix_cache_hits_total', 'num_preemptions_total', 'request_success_total']) {
     assert.equal(before.types[`tern:${name}`], 'counter', name);

@@ -1757,8 +1757,106 @@ void AccumulateVGroup(const uint8_t* const* v, int64_t voff, int n, const float*
   }
 }
 
+// Elements [e0, e0 + n) of a KV row of dtype t (kernels.h IsKvDtype) as
+// f32, e0 and n multiples of 8: bitwise LoadKvElems (every format decodes
+// exactly: q x d of an 8-bit q and an f16 d is a float without rounding).
+// 8 elements never cross a block of 32.
+inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out, row + 4 * e0, n * sizeof(float));
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; i += 8) {
+        _mm256_storeu_ps(out + i, Vec256::LoadW<DType::kF16>(row, e0 + i));
+      }
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; i += 8) {
+        _mm256_storeu_ps(out + i, Vec256::LoadW<DType::kBF16>(row, e0 + i));
+      }
+      return;
+    case DType::kQ8_0:
+      // Block by block: one scale conversion per block, 8 quants at a time.
+      for (int64_t i = 0; i < n;) {
+        const int64_t e = e0 + i, in = e % 32;
+        const uint8_t* b = row + e / 32 * 34;
+        uint16_t dh;
+        std::memcpy(&dh, b, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+        const int64_t m = std::min<int64_t>(32 - in, n - i);
+        int64_t j = 0;
+#ifdef TERN_AVX512_VNNI
+        for (; j + 16 <= m; j += 16) {
+          const __m512i q =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + in + j)));
+          _mm512_storeu_ps(out + i + j,
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(dh))));
+        }
+#endif
+        for (; j < m; j += 8) {
+          const __m256i q =
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + in + j)));
+          _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+        i += m;
+      }
+      return;
+    case DType::kQ4_0:
+      for (int64_t i = 0; i < n;) {
+        const int64_t e = e0 + i, in = e % 32;
+        const uint8_t* b = row + e / 32 * 18;
+        uint16_t dh;
+        std::memcpy(&dh, b, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+        const int64_t m = std::min<int64_t>(32 - in, n - i);
+        int64_t j = 0;
+#ifdef TERN_AVX512_VNNI
+        for (; j + 16 <= m && (in + j) % 16 == 0; j += 16) {
+          const int64_t k = in + j;  // 0: the low nibbles, 16: the high ones
+          __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+          if (k >= 16) bytes = _mm_srli_epi16(bytes, 4);
+          bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+          const __m512i q =
+              _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), _mm512_set1_epi32(8));
+          _mm512_storeu_ps(out + i + j,
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(dh))));
+        }
+#endif
+        for (; j < m; j += 8) {
+          const int64_t k = in + j;  // element of the block: low nibbles 0..15, high 16..31
+          __m128i bytes = _mm_loadl_epi64((const __m128i*)(b + 2 + (k & 15)));
+          if (k >= 16) bytes = _mm_srli_epi16(bytes, 4);
+          bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+          const __m256i q =
+              _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8));
+          _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+        i += m;
+      }
+      return;
+    default:
+      std::abort();
+  }
+}
+
+// Bytes [*off, *off + *len) of a KV row of dtype t that hold elements
+// [e0, e0 + n) (whole blocks for the block formats).
+inline void KvHeadBytes(DType t, int64_t e0, int64_t n, int64_t* off, int64_t* len) {
+  const int64_t bs = BlockSize(t), bb = BlockBytes(t);
+  const int64_t b0 = e0 / bs, b1 = (e0 + n + bs - 1) / bs;
+  *off = b0 * bb;
+  *len = (b1 - b0) * bb;
+}
+
 // Rows = (query, head) pairs: num_queries x group x num_kv_heads; the rows
 // of a KV head read its K/V at a fixed offset from the first's.
+// K of any KV dtype: F32 rows are read in place, the others decoded
+// (DecodeKvRow) 8 positions at a time into a small f32 tile, once for all
+// the rows of their KV head. V: kF16, F16 rows in place; else F32 rows in
+// place, or (a block format, BF16) the chunk's V rows of the item's heads
+// decoded into an f32 tile first. A decoded value is exact, so a quantized
+// cache gives the results of an F32 cache holding the decoded values.
 // Chunks are aligned to absolute positions (multiples of 64) and each chunk's
 // positions go 8 to a vector from a multiple of 8, so a row sees the same
 // operations whatever rows it is bundled with: positions outside a row's
@@ -1769,8 +1867,12 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   const int64_t hd = a.head_dim;
   const int heads = a.group * a.num_kv_heads;  // query heads per query
   const int rows = heads * a.num_queries;
-  constexpr int64_t kElem = kF16 ? 2 : 4;
-  const int64_t head_off = (int64_t)a.kv_head * hd * kElem;
+  const DType kdt = kv.KDtype(), vdt = kv.VDtype();
+  const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32;
+  constexpr int64_t kElem = kF16 ? 2 : 4;  // V elements as AccumulateV reads them
+  const int64_t e_first = (int64_t)a.kv_head * hd;  // the first KV head's element in a slot
+  // V rows in place: the first head's elements; decoded: the tile's rows.
+  const int64_t v_head_off = v_decode ? 0 : e_first * kElem;
   constexpr int kStride = kSimdAttnChunk;
   alignas(32) float scores[kMaxAttnGroup * kStride];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
@@ -1840,11 +1942,24 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // faster, 32 slower).
   constexpr int kAhead = 8;
   thread_local AlignedVector<float> kconv;  // 8 K rows in f32
-  if constexpr (kF16) {
-    if ((int64_t)kconv.size() < 8 * hd) kconv.resize(8 * hd);
+  if (kdt != DType::kF32 && (int64_t)kconv.size() < 8 * hd) kconv.resize(8 * hd);
+  // Decoded V: the chunk's rows of the item's heads, [position][kv head][hd].
+  thread_local AlignedVector<float> vtile;
+  const int64_t vtile_row = (int64_t)a.num_kv_heads * hd;
+  if (v_decode && (int64_t)vtile.size() < kSimdAttnChunk * vtile_row) {
+    vtile.resize(kSimdAttnChunk * vtile_row);
   }
+  // Slots (K: whole; V: from the first head's elements, or the decoded tile).
   const uint8_t* krow[kSimdAttnChunk + kAhead];
+  const uint8_t* vraw[kSimdAttnChunk];
   const uint8_t* vrow[kSimdAttnChunk];
+  // Prefetch ranges of each KV head of the item in a slot.
+  int64_t kpf_off[kMaxAttnGroup], kpf_len[kMaxAttnGroup], vpf_off[kMaxAttnGroup],
+      vpf_len[kMaxAttnGroup];
+  for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+    KvHeadBytes(kdt, e_first + kvh * hd, hd, &kpf_off[kvh], &kpf_len[kvh]);
+    KvHeadBytes(vdt, e_first + kvh * hd, hd, &vpf_off[kvh], &vpf_len[kvh]);
+  }
   for (int32_t c0 = all_lo / kSimdAttnChunk * kSimdAttnChunk; c0 <= all_hi;
        c0 += kSimdAttnChunk) {
     // Positions [base, end): from the multiple of 8 at or below the first
@@ -1861,12 +1976,15 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     const int32_t fill_end = std::min(end + kAhead, all_hi + 1);
     {
       int32_t blk = first / kv.block_size, in_blk = first % kv.block_size;
-      const int64_t slot = kv.SlotBytes(), stride = kv.BlockStride();
+      const int64_t kslot = kv.KSlotBytes(), kstride = kv.KBlockStride();
+      const int64_t vslot = kv.VSlotBytes(), vstride = kv.VBlockStride();
       for (int32_t p = base; p < fill_end; ++p) {
-        const int64_t off =
-            (int64_t)kv.block_table[blk] * stride + (int64_t)in_blk * slot + head_off;
-        krow[p - base] = kv.k + off;
-        if (p < end) vrow[p - base] = kv.v + off;
+        const int64_t b = kv.block_table[blk];
+        krow[p - base] = kv.k + b * kstride + (int64_t)in_blk * kslot;
+        if (p < end) {
+          vraw[p - base] = kv.v + b * vstride + (int64_t)in_blk * vslot;
+          vrow[p - base] = vraw[p - base] + v_head_off;
+        }
         if (p >= first && ++in_blk == kv.block_size) in_blk = 0, ++blk;
       }
     }
@@ -1886,16 +2004,21 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     for (int i = 0; i < n8; i += 8) {
       const int32_t p0 = base + i;
       for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
-        const int64_t off = (int64_t)kvh * hd * kElem;
+        const int64_t ke0 = e_first + kvh * hd;  // this head's first K element
         for (int j = 0; j < 8; ++j) {
-          for (int64_t b = 0; b < hd * kElem; b += 64) {
-            _mm_prefetch((const char*)krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + off + b,
-                         _MM_HINT_T0);
-            if (i + j < n) _mm_prefetch((const char*)vrow[i + j] + off + b, _MM_HINT_T0);
+          const uint8_t* kpf =
+              krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + kpf_off[kvh];
+          for (int64_t b = 0; b < kpf_len[kvh]; b += 64) {
+            _mm_prefetch((const char*)kpf + b, _MM_HINT_T0);
+          }
+          if (i + j < n) {
+            for (int64_t b = 0; b < vpf_len[kvh]; b += 64) {
+              _mm_prefetch((const char*)vraw[i + j] + vpf_off[kvh] + b, _MM_HINT_T0);
+            }
           }
         }
         const uint8_t* kp[8];
-        int64_t koff = off;
+        int64_t koff = ke0 * 4;  // F32 K rows in place
         bool converted = false;
         // Does row r need this block's scores?
         const auto needs = [&](int r) {
@@ -1905,12 +2028,10 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           if (converted) return;
           converted = true;
           for (int j = 0; j < 8; ++j) kp[j] = krow[i + j];
-          if constexpr (kF16) {
+          if (kdt != DType::kF32) {
             for (int j = 0; j < 8; ++j) {
               float* dst = kconv.data() + j * hd;
-              for (int64_t d = 0; d < hd; d += 8) {
-                _mm256_store_ps(dst + d, Vec256::LoadW<DType::kF16>(krow[i + j] + off, d));
-              }
+              DecodeKvRow(kdt, krow[i + j], ke0, hd, dst);
               kp[j] = (const uint8_t*)dst;
             }
             koff = 0;
@@ -1993,6 +2114,13 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
       running_sum[r] += Hsum(sum);
     }
+    if (v_decode) {
+      for (int i = 0; i < n; ++i) {
+        float* dst = vtile.data() + i * vtile_row;
+        DecodeKvRow(vdt, vraw[i], e_first, vtile_row, dst);
+        vrow[i] = (const uint8_t*)dst;
+      }
+    }
     if (a.num_kv_heads == 1) {
       AccumulateVGroup<kF16>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
     } else {
@@ -2013,9 +2141,9 @@ bool Avx2AttendGroup(const AttnGroupArgs& a) {
   if (a.head_dim % 8 != 0 || a.group * a.num_kv_heads * a.num_queries > kMaxAttnGroup) {
     return false;
   }
-  if (a.kv->dtype == DType::kF16) AttendGroupSimd<true>(a);
-  else if (a.kv->dtype == DType::kF32) AttendGroupSimd<false>(a);
-  else return false;
+  if (!IsKvDtype(a.kv->KDtype()) || !IsKvDtype(a.kv->VDtype())) return false;
+  if (a.kv->VDtype() == DType::kF16) AttendGroupSimd<true>(a);
+  else AttendGroupSimd<false>(a);
   return true;
 }
 

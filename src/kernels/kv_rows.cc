@@ -1,0 +1,82 @@
+// KV rows: the element formats of the KV cache (kernels.h, "KV rows").
+#include <cstring>
+
+#include "base/check.h"
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/formats.h"
+
+namespace tern::kernels {
+
+bool IsKvDtype(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
+         t == DType::kQ4_0;
+}
+
+void StoreKvRow(DType t, const float* x, int64_t n, uint8_t* out) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out, x, n * sizeof(float));
+      return;
+    case DType::kF16:
+      ConvertF32ToF16(x, n, reinterpret_cast<uint16_t*>(out));
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Fp32ToBf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kQ8_0:
+      CHECK(n % 32 == 0);
+      quant::QuantizeQ8_0(x, reinterpret_cast<quant::BlockQ8_0*>(out), n / 32);
+      return;
+    case DType::kQ4_0:
+      CHECK(n % 32 == 0);
+      quant::QuantizeQ4_0(x, reinterpret_cast<quant::BlockQ4_0*>(out), n / 32, nullptr, false);
+      return;
+    default:
+      CHECK(IsKvDtype(t));
+  }
+}
+
+void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out, row + 4 * e0, n * sizeof(float));
+      return;
+    case DType::kF16:
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * (e0 + i), 2);
+        out[i] = t == DType::kF16 ? Fp16ToFp32(h) : Bf16ToFp32(h);
+      }
+      return;
+    case DType::kQ8_0:
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t e = e0 + i;
+        const uint8_t* b = row + e / 32 * 34;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        out[i] = (float)(int8_t)b[2 + e % 32] * Fp16ToFp32(d);
+      }
+      return;
+    case DType::kQ4_0:
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t e = e0 + i;
+        const uint8_t* b = row + e / 32 * 18;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        const int j = (int)(e % 32);
+        const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+        out[i] = (float)(q - 8) * Fp16ToFp32(d);
+      }
+      return;
+    default:
+      CHECK(IsKvDtype(t));
+  }
+}
+
+}  // namespace tern::kernels
