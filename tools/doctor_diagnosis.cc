@@ -7,6 +7,8 @@
 
 #include "base/progress.h"
 #include "kv/block_hash.h"
+#include "kv/kv_config.h"
+#include "tools/kv_dtype_flags.h"
 
 namespace tern {
 namespace {
@@ -22,10 +24,8 @@ std::string Bytes(int64_t b) { return FormatBytes((double)b); }
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 double KvBytesPerElem(const std::string& dtype) {
-  if (dtype == "f32") return 4;
-  if (dtype == "q8_0") return 34.0 / 32;
-  if (dtype == "q4_0") return 18.0 / 32;
-  return 2;  // f16, bf16
+  StatusOr<DType> t = ParseKvDtype("--kv-cache-dtype", dtype);
+  return t.ok() ? KvBytesPerElement(*t) : 2;
 }
 
 // Fits t(B) = a + b B through the batch-1 and batch-N decode measurements.

@@ -80,7 +80,7 @@ struct DoctorOptions {
   double slo_tpot_ms = 0;
   int32_t max_num_batched_tokens = 512;  // the engine's step budget
   // KV dtypes this build's --kv-cache-dtype takes, smallest first.
-  std::vector<std::string> kv_dtypes = {"f16", "f32"};
+  std::vector<std::string> kv_dtypes = {"f16", "bf16", "f32", "q8_0", "q4_0"};
 };
 
 // One answer of the report: a verdict and the numbers (and formulas) behind it.
