@@ -128,6 +128,7 @@ TEST(DoctorDiagnosisTest, LongSharedDocumentsArePrefillBoundWithPrefixCaching) {
 TEST(DoctorDiagnosisTest, LongGenerationsInASmallBudgetAreCapacityLimited) {
   DoctorOptions o = Options();
   o.kv_budget_bytes = 256ll << 20;
+  o.kv_dtypes = {"f16", "f32"};  // a build without quantized KV first
   const WorkloadProfile w = ProfileWorkload(Requests(16, 0, 32, 1024), 16);
   const Diagnosis d = Diagnose(Machine(), Model(), w, o);
   EXPECT_TRUE(d.capacity_limited);
@@ -143,6 +144,14 @@ TEST(DoctorDiagnosisTest, LongGenerationsInASmallBudgetAreCapacityLimited) {
   const Diagnosis q = Diagnose(Machine(), Model(), w, o);
   EXPECT_EQ(q.kv_dtype, "q8_0");
   EXPECT_GT(q.fit_concurrency, d.fit_concurrency);
+  // This build's default list: the least compression that fits (q8_0 holds
+  // 11 of the 16 wanted, so q4_0).
+  EXPECT_EQ(DoctorOptions().kv_dtypes.size(), 5u);
+  DoctorOptions big = Options();
+  big.kv_budget_bytes = 256ll << 20;
+  const Diagnosis b = Diagnose(Machine(), Model(), w, big);
+  EXPECT_EQ(b.kv_dtype, "q4_0");
+  EXPECT_FALSE(b.capacity_limited);
 }
 
 TEST(DoctorDiagnosisTest, TightTpotBoundLimitsTheBatch) {
