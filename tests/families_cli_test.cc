@@ -85,13 +85,16 @@ int CompareGreedy(Model& model, const RefLine& ref, const std::string& what) {
 
 class FamilyTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(FamilyTest, GreedyMatchesReferenceIdsUpToTheFirstNearTie) {
+TEST_P(FamilyTest, BenchRunsAndGreedyMatchesReferenceIdsUpToTheFirstNearTie) {
   SKIP_WITHOUT_BINARY();
   const std::string preset = std::string(GetParam()) + "-tiny";
   TempDir dir;
   const std::string path = Synth(dir, preset);
+  const CliResult bench = RunTern("bench -m " + path + " -p 16 -n 4 -t 1");
+  EXPECT_EQ(bench.exit_code, 0) << bench.err;
   auto model = Model::Load(path);
   ASSERT_TRUE(model.ok()) << model.status().message();
+  EXPECT_THAT(bench.out, ::testing::HasSubstr("| " + (*model)->config().arch + " |"));
   const std::vector<RefLine> refs =
       ReadRef(std::string(TERN_TESTS_DIR) + "/testdata/families/" + preset + ".greedy.ids");
   ASSERT_GE(refs.size(), 5u);
