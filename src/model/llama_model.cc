@@ -295,6 +295,20 @@ void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens, bool win
   }
 }
 
+void LlamaModel::RotateKeys(int layer, float* k, int32_t delta) const {
+  const ModelConfig& c = config_;
+  const std::vector<float>& inv_freq =
+      c.LayerIsWindowed(layer) && !rope_inv_freq_swa_.empty() ? rope_inv_freq_swa_ : rope_inv_freq_;
+  const int half = c.rope_dim / 2;
+  std::vector<float> cos_sin(2 * half);
+  for (int i = 0; i < half; ++i) {
+    const double theta = (double)delta * inv_freq[i];
+    cos_sin[2 * i] = (float)std::cos(theta);
+    cos_sin[2 * i + 1] = (float)std::sin(theta);
+  }
+  kernels::Rope(k, c.n_head_kv, c.head_dim, c.rope_dim, cos_sin.data(), c.rope_neox);
+}
+
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
   for (int t = 0; t < batch.num_tokens(); ++t) {

@@ -49,6 +49,7 @@ class LlamaModel : public Model {
 
   void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                ThreadPool* pool) override;
+  void RotateKeys(int layer, float* k, int32_t delta) const override;
 
  private:
   // A weight matrix and its tensor name (for the MatMulObserver).

@@ -50,6 +50,11 @@ class Model {
   virtual void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                        ThreadPool* pool) = 0;
 
+  // Rotates the keys of one slot of `layer` (k: n_head_kv x head_dim, as
+  // stored after RoPE) as if their position moved by delta: RoPE angles add,
+  // so keys computed at p become keys at p + delta (streaming KV eviction).
+  virtual void RotateKeys(int layer, float* k, int32_t delta) const = 0;
+
   // Optional; null to stop observing. Not owned.
   void SetMatMulObserver(MatMulObserver* observer) { observer_ = observer; }
 
