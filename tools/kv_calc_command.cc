@@ -7,10 +7,8 @@
 // With --memory: how many sequences of seq_len fit, and the longest length
 // that fits batch sequences. With a sliding window (from the model, or
 // --sliding-window [--windowed-layers]): also the windowed figure, where the
-// windowed layers hold only their last W positions:
-//
-//   windowed bytes per sequence = bytes per token / layers
-//       x ((layers - windowed) x seq_len + windowed x min(seq_len, W))
+// windowed layers hold only their last W positions (WindowedKvBytes in
+// model/model_config.h).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -115,10 +113,8 @@ int RunKvCalc(int argc, char** argv) {
   std::printf("per sequence: %s (%" PRId64 " tokens)\n", Bytes(per_seq).c_str(), seq_len);
   std::printf("total:        %s (batch %" PRId64 ")\n", Bytes(total).c_str(), batch);
   if (window > 0 && windowed_layers > 0) {
-    const int64_t per_layer_token = per_token / kv.num_layers;
     const int64_t windowed_seq =
-        per_layer_token * ((int64_t)(kv.num_layers - windowed_layers) * seq_len +
-                           (int64_t)windowed_layers * std::min<int64_t>(seq_len, window));
+        WindowedKvBytes(per_token, kv.num_layers, windowed_layers, window, seq_len);
     std::printf("windowed:     %s per sequence, %s in all (%d of %d layers keep only the last %d "
                 "positions; naive figures above)\n",
                 Bytes(windowed_seq).c_str(), FormatBytes((double)windowed_seq * batch).c_str(),

@@ -263,12 +263,10 @@ std::string Engine::KvSummary() const {
   if (mc.NumWindowedLayers() == 0) return s;
   // One max_model_len sequence, naive vs windowed (see docs/engine.md).
   const KvConfig& kv = impl_->kv_config;
-  const int64_t per_layer_token = kv.BytesPerToken() / kv.num_layers;
-  const int64_t len = kv.max_model_len;
-  const int64_t naive = kv.BytesPerToken() * len;
-  const int64_t windowed =
-      per_layer_token * ((int64_t)(mc.n_layer - mc.NumWindowedLayers()) * len +
-                         (int64_t)mc.NumWindowedLayers() * std::min<int64_t>(len, mc.sliding_window));
+  const int64_t naive = kv.BytesPerToken() * kv.max_model_len;
+  const int64_t windowed = WindowedKvBytes(kv.BytesPerToken(), kv.num_layers,
+                                           mc.NumWindowedLayers(), mc.sliding_window,
+                                           kv.max_model_len);
   s += "; sliding window " + std::to_string(mc.sliding_window) + " on " +
        std::to_string(mc.NumWindowedLayers()) + " of " + std::to_string(mc.n_layer) +
        " layers: a max_model_len sequence needs " + FormatBytes((double)naive) + " naive, " +

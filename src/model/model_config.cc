@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -78,6 +79,19 @@ Status SetFamilyTraits(const gguf::GgufFile& file, ModelConfig* c) {
 }
 
 }  // namespace
+
+int64_t WindowedKvBytes(int64_t bytes_per_token, int32_t num_layers, int32_t windowed_layers,
+                        int32_t window, int64_t num_tokens) {
+  if (num_layers <= 0 || window <= 0) return bytes_per_token * num_tokens;
+  const int64_t per_layer_token = bytes_per_token / num_layers;
+  return per_layer_token * ((int64_t)(num_layers - windowed_layers) * num_tokens +
+                            (int64_t)windowed_layers * std::min<int64_t>(num_tokens, window));
+}
+
+int64_t ModelConfig::WindowedKvBytes(int64_t num_tokens, double bytes_per_elem) const {
+  return tern::WindowedKvBytes(KvBytesPerToken(bytes_per_elem), n_layer, NumWindowedLayers(),
+                               sliding_window, num_tokens);
+}
 
 bool IsSupportedArchitecture(const std::string& arch) {
   for (const char* a : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {

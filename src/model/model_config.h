@@ -2,7 +2,6 @@
 // format's defaults where a key is absent.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -64,14 +63,8 @@ struct ModelConfig {
     return n;
   }
   // KV bytes a sequence of num_tokens holds when windowed layers keep only
-  // their last sliding_window positions (the naive figure is
-  // num_tokens * KvBytesPerToken).
-  int64_t WindowedKvBytes(int64_t num_tokens, double bytes_per_elem) const {
-    const int64_t per_layer = (int64_t)(2.0 * n_head_kv * head_dim * bytes_per_elem);
-    const int64_t windowed = std::min<int64_t>(num_tokens, sliding_window);
-    return per_layer * ((int64_t)(n_layer - NumWindowedLayers()) * num_tokens +
-                        (int64_t)NumWindowedLayers() * windowed);
-  }
+  // their last sliding_window positions (see WindowedKvBytes below).
+  int64_t WindowedKvBytes(int64_t num_tokens, double bytes_per_elem) const;
 
   // KV bytes per token at the given element size (2 for f16):
   // 2 (K and V) x n_layer x n_head_kv x head_dim x bytes_per_elem.
@@ -81,6 +74,14 @@ struct ModelConfig {
 
   static StatusOr<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };
+
+// KV bytes of one sequence of num_tokens when windowed_layers of num_layers
+// keep only their last `window` positions; the naive figure is
+// bytes_per_token x num_tokens:
+//   bytes_per_token / num_layers
+//     x ((num_layers - windowed_layers) x num_tokens + windowed_layers x min(num_tokens, window))
+int64_t WindowedKvBytes(int64_t bytes_per_token, int32_t num_layers, int32_t windowed_layers,
+                        int32_t window, int64_t num_tokens);
 
 // The architectures Model::Load runs, for error messages:
 // "llama, qwen2, qwen3, gemma2, gemma3, phi3".
