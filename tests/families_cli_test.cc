@@ -134,7 +134,12 @@ TEST(FamilyInspectTest, ShowsTheFamilyHyperParameters) {
   const CliResult phi = RunTern("inspect " + Synth(dir, "phi3-tiny"));
   ASSERT_EQ(phi.exit_code, 0) << phi.err;
   EXPECT_THAT(phi.out, ::testing::HasSubstr("sliding window:   512 tokens on 4 of 4 layers"));
-  EXPECT_THAT(phi.out, ::testing::HasSubstr("fused QKV"));
+  EXPECT_THAT(phi.out, ::testing::HasSubstr("fused QKV, fused gate-up"));
+  const CliResult mistral = RunTern("inspect " + Synth(dir, "mistral-tiny"));
+  ASSERT_EQ(mistral.exit_code, 0) << mistral.err;
+  EXPECT_THAT(mistral.out, ::testing::HasSubstr("architecture:     llama"));
+  EXPECT_THAT(mistral.out, ::testing::HasSubstr("sliding window:   64 tokens on 4 of 4 layers"));
+  EXPECT_THAT(mistral.out, ::testing::HasSubstr("rope:             normal, dim 32"));
 }
 
 TEST(FamilyInspectTest, UnsupportedArchitectureNamesTheSupportedList) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "base/check.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
@@ -53,7 +54,12 @@ class Model {
   // Rotates the keys of one slot of `layer` (k: n_head_kv x head_dim, as
   // stored after RoPE) as if their position moved by delta: RoPE angles add,
   // so keys computed at p become keys at p + delta (streaming KV eviction).
-  virtual void RotateKeys(int layer, float* k, int32_t delta) const = 0;
+  // Models without RoPE keys do not override it (streaming eviction then
+  // CHECK-fails rather than corrupt the cache).
+  virtual void RotateKeys(int layer, float* k, int32_t delta) const {
+    (void)layer, (void)k, (void)delta;
+    CHECK(false && "this model cannot re-rotate its keys");
+  }
 
   // Optional; null to stop observing. Not owned.
   void SetMatMulObserver(MatMulObserver* observer) { observer_ = observer; }
