@@ -27,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/sequence_runner.h"
+#include "model/streaming_kv.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "server/chat_prompt.h"
@@ -57,6 +58,10 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool ids = false;
   int64_t threads = 0;
+  // Streaming KV eviction past the context (model/streaming_kv.h).
+  std::string kv_eviction = "none";
+  int64_t kv_sink_tokens = 4;
+  int64_t kv_window = 0;
 
   bool chat() const { return !gen.chat_template.empty() || !gen.system.empty(); }
 };
@@ -77,7 +82,17 @@ void AddFlags(ArgParser& p, GenerateArgs& a) {
   p.AddFlag("--ignore-eos", &a.ignore_eos, "keep generating after an end-of-text token");
   p.AddFlag("--ids", &a.ids, "print the generated token ids instead of text");
   AddThreadsFlag(p, &a.threads);
+  p.AddString("--kv-eviction", "MODE", &a.kv_eviction,
+              "none: stop when the context is full; streaming: keep going, dropping the oldest "
+              "tokens after the first --kv-sink-tokens (default none)");
+  p.AddInt("--kv-sink-tokens", "S", &a.kv_sink_tokens,
+           "with --kv-eviction streaming: first tokens always kept (default 4)");
+  p.AddInt("--kv-window", "W", &a.kv_window,
+           "with --kv-eviction streaming: recent tokens kept at an eviction (default: half the "
+           "context)");
   p.AddCheck([&a]() -> Status {
+    if (a.kv_eviction != "none" && a.kv_eviction != "streaming")
+      return InvalidArgument("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
     if (!a.prompt.empty() && !a.prompt_file.empty())
       return InvalidArgument("give the prompt with -p or -f, not both");
     if (a.ids && !a.gen.stop.empty())
@@ -217,6 +232,14 @@ int RunGenerate(int argc, char** argv) {
     return Fail(st.message());
   }
   SequenceRunner runner(*model, ctx, a.gen.kv.k_dtype, a.gen.kv.v_dtype, &pool);
+  const bool streaming = a.kv_eviction == "streaming";
+  StreamingKvConfig eviction;
+  eviction.sink_tokens = (int32_t)a.kv_sink_tokens;
+  eviction.window_tokens = (int32_t)a.kv_window;
+  if (streaming) {
+    if (Status st = CheckStreamingKv(eviction, ctx); !st.ok()) return Fail(st.message());
+  }
+  int64_t num_evicted = 0;
   TokenPrinter printer(*tokenizer, a.ids, prompt, a.gen.stop);
 
   const Clock::time_point prefill_start = Clock::now();
@@ -235,6 +258,7 @@ int RunGenerate(int argc, char** argv) {
     generated.push_back(t.token_id);
     if (!printer.Print(t.token_id)) break;
     if (num_predict >= 0 && (int64_t)generated.size() >= num_predict) break;
+    if (runner.num_computed() >= ctx && streaming) num_evicted += MakeRoom(runner, eviction, 1);
     if (runner.num_computed() >= ctx) {
       hit_context = true;
       break;
@@ -262,6 +286,11 @@ int RunGenerate(int argc, char** argv) {
                hit_context       ? " (stopped: context full)"
                : printer.stopped() ? " (stopped: --stop string)"
                                    : "");
+  if (streaming) {
+    std::fprintf(stderr, "context: %lld tokens evicted (streaming: %d sink tokens + %d recent kept)\n",
+                 (long long)num_evicted, eviction.sink_tokens,
+                 eviction.window_tokens > 0 ? eviction.window_tokens : ctx / 2);
+  }
   return 0;
 }
 

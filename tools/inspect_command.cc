@@ -13,6 +13,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_summary.h"
 
 namespace tern {
 namespace {
@@ -233,6 +234,10 @@ int RunInspect(int argc, char** argv) {
   PrintMetadata(f, all);
   PrintTensors(f);
   PrintTotals(f);
+  // The hyper-parameters as tern reads them (architectures it runs only).
+  if (auto config = ModelConfig::FromGguf(f); config.ok() && IsSupportedArchitecture(config->arch)) {
+    std::printf("\nmodel (as tern runs it):\n%s", ModelSummary(*config, f).c_str());
+  }
   return 0;
 }
 

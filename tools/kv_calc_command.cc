@@ -7,7 +7,11 @@
 //   total              = bytes per sequence x batch
 //
 // With --memory: how many sequences of seq_len fit, and the longest length
-// that fits batch sequences.
+// that fits batch sequences. With a sliding window (from the model, or
+// --sliding-window [--windowed-layers]): also the windowed figure, where the
+// windowed layers hold only their last W positions (WindowedKvBytes in
+// model/model_config.h).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -32,7 +36,7 @@ std::string Bytes(int64_t b) {
 
 int RunKvCalc(int argc, char** argv) {
   std::string model_path;
-  int layers = 0, kv_heads = 0, head_dim = 0;
+  int layers = 0, kv_heads = 0, head_dim = 0, window = 0, windowed_layers = -1;
   int64_t seq_len = 0, batch = 1;
   KvDtypeFlags kv_dtypes;
   std::string memory;
@@ -52,6 +56,10 @@ int RunKvCalc(int argc, char** argv) {
   parser.AddInt("--batch", "B", &batch, "sequences at once (default 1)");
   AddKvDtypeFlags(parser, &kv_dtypes, "f16");
   parser.AddString("--memory", "SIZE", &memory, "memory for the KV cache, e.g. 16GiB");
+  parser.AddInt("--sliding-window", "W", &window,
+                "attention window of the windowed layers (default: the model's; 0 = none)");
+  parser.AddInt("--windowed-layers", "N", &windowed_layers,
+                "layers that use the window (default: the model's, else all layers)");
   if (int rc = ParseOrExit(parser, argc, argv, "kv-calc"); rc >= 0) return rc;
 
   auto fail = [](const std::string& msg) {
@@ -71,6 +79,8 @@ int RunKvCalc(int argc, char** argv) {
     kv.num_kv_heads = mc->n_head_kv;
     kv.head_dim = mc->head_dim;
     context = mc->n_ctx_train;
+    if (window == 0) window = mc->sliding_window;
+    if (windowed_layers < 0 && mc->sliding_window > 0) windowed_layers = mc->NumWindowedLayers();
     name = mc->name.empty() ? model_path : mc->name;
   } else {
     if (layers <= 0 || kv_heads <= 0 || head_dim <= 0) {
@@ -83,6 +93,12 @@ int RunKvCalc(int argc, char** argv) {
   if (seq_len == 0) seq_len = context > 0 ? context : 4096;
   if (seq_len < 0) return fail("--seq-len must be positive");
   if (batch <= 0) return fail("--batch must be positive");
+  if (window < 0) return fail("--sliding-window must not be negative");
+  if (windowed_layers < 0) windowed_layers = window > 0 ? kv.num_layers : 0;
+  if (windowed_layers > kv.num_layers) {
+    return fail("--windowed-layers " + std::to_string(windowed_layers) + " exceeds the " +
+                std::to_string(kv.num_layers) + " layers");
+  }
   kv.dtype = kv_dtypes.k_dtype;
   kv.v_dtype = kv_dtypes.v_dtype;
   for (DType t : {kv.KDtype(), kv.VDtype()}) {
@@ -107,6 +123,20 @@ int RunKvCalc(int argc, char** argv) {
   std::printf("per token:    %s\n", Bytes(per_token).c_str());
   std::printf("per sequence: %s (%" PRId64 " tokens)\n", Bytes(per_seq).c_str(), seq_len);
   std::printf("total:        %s (batch %" PRId64 ")\n", Bytes(total).c_str(), batch);
+  if (window > 0 && windowed_layers > 0) {
+    const int64_t windowed_seq =
+        WindowedKvBytes(per_token, kv.num_layers, windowed_layers, window, seq_len);
+    std::printf("windowed:     %s per sequence, %s in all (%d of %d layers keep only the last %d "
+                "positions; naive figures above)\n",
+                Bytes(windowed_seq).c_str(), FormatBytes((double)windowed_seq * batch).c_str(),
+                windowed_layers, kv.num_layers, window);
+    std::printf("tern holds:   %s\n",
+                windowed_layers == kv.num_layers
+                    ? "the windowed figure (every layer is windowed: blocks outside the window "
+                      "return to the pool while a sequence runs)"
+                    : "the naive figure (a block holds every layer's K/V and the global layers "
+                      "read all positions; see docs/engine.md)");
+  }
   if (!memory.empty()) {
     StatusOr<int64_t> mem = ParseByteSize(memory);
     if (!mem.ok()) return fail("--memory: " + mem.status().message());

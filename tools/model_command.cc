@@ -39,7 +39,12 @@ struct Shape {
   int64_t ctx = 2048;
   double rope_base = 10000.0;
   double rms_eps = 1e-5;
+  int64_t head_dim = 0;        // 0 = n_embd / n_head (else attention.key_length)
+  int64_t sliding_window = 0;  // 0 = none (attention.sliding_window)
+  bool tied = false;           // no output.weight
   std::string default_vocab;  // relative to ModelsDir(); "" = synthesize
+
+  int64_t HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 std::optional<Shape> Preset(const std::string& name) {
@@ -59,6 +64,46 @@ std::optional<Shape> Preset(const std::string& name) {
     s.arch = "qwen2";
     s.n_embd = 896, s.n_layer = 24, s.n_head = 14, s.n_head_kv = 2, s.n_ff = 4864;
     s.n_vocab = 151936, s.rope_base = 1000000.0, s.rms_eps = 1e-6, s.ctx = 4096;
+  } else if (name == "qwen3-0.6b") {
+    s.arch = "qwen3";
+    s.n_embd = 1024, s.n_layer = 28, s.n_head = 16, s.n_head_kv = 8, s.head_dim = 128;
+    s.n_ff = 3072, s.n_vocab = 151936, s.rope_base = 1000000.0, s.rms_eps = 1e-6;
+    s.ctx = 40960, s.tied = true;
+  } else if (name == "gemma2-2b") {
+    s.arch = "gemma2";
+    s.n_embd = 2304, s.n_layer = 26, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 256;
+    s.n_ff = 9216, s.n_vocab = 256000, s.rms_eps = 1e-6, s.ctx = 8192;
+    s.sliding_window = 4096, s.tied = true;
+  } else if (name == "gemma3-1b") {
+    s.arch = "gemma3";
+    s.n_embd = 1152, s.n_layer = 26, s.n_head = 4, s.n_head_kv = 1, s.head_dim = 256;
+    s.n_ff = 6912, s.n_vocab = 262144, s.rope_base = 1000000.0, s.rms_eps = 1e-6;
+    s.ctx = 32768, s.sliding_window = 512, s.tied = true;
+  } else if (name == "phi3-mini") {
+    s.arch = "phi3";
+    s.n_embd = 3072, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 8192;
+    s.n_vocab = 32064, s.ctx = 4096, s.sliding_window = 2047;
+  } else if (name == "mistral-7b") {
+    s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336;
+    s.n_vocab = 32000, s.ctx = 32768, s.sliding_window = 4096;
+    s.default_vocab = "vocab/ggml-vocab-llama-spm.gguf";
+  } else if (name == "qwen3-tiny" || name == "gemma2-tiny" || name == "gemma3-tiny" ||
+             name == "phi3-tiny" || name == "mistral-tiny") {
+    // Small versions of the families' shapes for tests (synthetic tokenizer;
+    // gemma: head_dim * n_head != n_embd as in the real files; windows short
+    // enough for tests to run past them).
+    s.arch = name.substr(0, name.find('-'));
+    if (s.arch == "mistral") s.arch = "llama";
+    s.n_embd = 128, s.n_layer = 4, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 256;
+    s.n_vocab = 512, s.ctx = 1024;
+    if (s.arch == "qwen3") s.head_dim = 64, s.tied = true, s.rope_base = 1000000.0;
+    if (s.arch == "gemma2") s.head_dim = 64, s.tied = true, s.sliding_window = 16;
+    if (s.arch == "gemma3") {
+      s.head_dim = 64, s.tied = true, s.sliding_window = 16, s.n_layer = 6;
+      s.rope_base = 1000000.0;
+    }
+    if (s.arch == "phi3") s.n_head_kv = 4, s.sliding_window = 512;
+    if (s.arch == "llama") s.sliding_window = 64;
   } else if (name == "tiny") {
     s.n_embd = 256, s.n_layer = 4, s.n_head = 8, s.n_head_kv = 2, s.n_ff = 768;
     s.n_vocab = 512;
@@ -111,6 +156,7 @@ void FillNormal(uint64_t seed, float sigma, float* out, int64_t n) {
 struct SynthOptions {
   std::string preset = "tiny";
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, ctx = 0;
+  int64_t head_dim = 0, sliding_window = 0;
   std::string type = "f16";
   int64_t seed = 1;
   std::string vocab_from;
@@ -172,7 +218,7 @@ class Synthesizer {
 };
 
 // Byte tokens + filler, SentencePiece-style metadata.
-void SynthesizeTokenizer(gguf::GgufWriter& w, int64_t n_vocab) {
+void SynthesizeTokenizer(gguf::GgufWriter& w, int64_t n_vocab, const std::string& arch) {
   std::vector<Value> tokens, scores, types;
   auto add = [&](const std::string& text, float score, int32_t type) {
     tokens.push_back(Value::String(text));
@@ -187,9 +233,12 @@ void SynthesizeTokenizer(gguf::GgufWriter& w, int64_t n_vocab) {
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     add(name, 0.0f, 6);
   }
-  for (int64_t i = (int64_t)tokens.size(); i < n_vocab; ++i) {
+  // phi3 files carry <|endoftext|> (tools key special tokens by it).
+  const int64_t n_filler = arch == "phi3" ? n_vocab - 1 : n_vocab;
+  for (int64_t i = (int64_t)tokens.size(); i < n_filler; ++i) {
     add("\xE2\x96\x81tok" + std::to_string(i), -(float)i, 1);
   }
+  if (n_filler < n_vocab) add("<|endoftext|>", 0.0f, 3);
   w.SetValue("tokenizer.ggml.model", Value::String("llama"));
   w.SetValue("tokenizer.ggml.tokens", Value::Array(ValueType::kString, std::move(tokens)));
   w.SetValue("tokenizer.ggml.scores", Value::Array(ValueType::kFloat32, std::move(scores)));
@@ -225,8 +274,10 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
   Synthesizer syn(s, type, (uint64_t)o.seed, pool);
   gguf::GgufWriter& w = syn.writer();
   const std::string& a = s.arch;
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t head_dim = s.HeadDim();
+  const int64_t q_dim = head_dim * s.n_head;
   const int64_t kv_dim = head_dim * s.n_head_kv;
+  const bool gemma = a == "gemma2" || a == "gemma3";
   w.SetValue("general.architecture", Value::String(a));
   w.SetValue("general.name", Value::String("synthetic " + o.preset + " " + DTypeName(type)));
   w.SetValue("general.file_type", Value::Uint32(*FileType(type)));
@@ -240,6 +291,17 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
   w.SetValue(a + ".rope.dimension_count", Value::Uint32((uint32_t)head_dim));
   w.SetValue(a + ".rope.freq_base", Value::Float32((float)s.rope_base));
   w.SetValue(a + ".attention.layer_norm_rms_epsilon", Value::Float32((float)s.rms_eps));
+  if (s.head_dim > 0) {
+    w.SetValue(a + ".attention.key_length", Value::Uint32((uint32_t)head_dim));
+    w.SetValue(a + ".attention.value_length", Value::Uint32((uint32_t)head_dim));
+  }
+  if (s.sliding_window > 0) {
+    w.SetValue(a + ".attention.sliding_window", Value::Uint32((uint32_t)s.sliding_window));
+  }
+  if (a == "gemma2") {
+    w.SetValue(a + ".attn_logit_softcapping", Value::Float32(50.0f));
+    w.SetValue(a + ".final_logit_softcapping", Value::Float32(30.0f));
+  }
 
   std::string vocab = o.vocab_from;
   if (vocab.empty() && !s.default_vocab.empty()) {
@@ -252,12 +314,12 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
     if (!st.ok()) {
       std::fprintf(stderr, "tern model synth: %s; using a synthetic tokenizer\n",
                    st.message().c_str());
-      SynthesizeTokenizer(w, s.n_vocab);
+      SynthesizeTokenizer(w, s.n_vocab, s.arch);
     } else {
       std::fprintf(stderr, "tern model synth: tokenizer from %s\n", vocab.c_str());
     }
   } else {
-    SynthesizeTokenizer(w, s.n_vocab);
+    SynthesizeTokenizer(w, s.n_vocab, s.arch);
   }
 
   Progress progress("model synth", "layers", s.n_layer);
@@ -265,24 +327,38 @@ Status Synthesize(const SynthOptions& o, const Shape& s, DType type, bool explic
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_norm.weight", s.n_embd, true));
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_q.weight", s.n_embd, s.n_embd));
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_k.weight", kv_dim, s.n_embd));
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_v.weight", kv_dim, s.n_embd));
+    if (a == "phi3") {  // Q, K, V fused
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd));
+    } else {
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_q.weight", q_dim, s.n_embd));
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_k.weight", kv_dim, s.n_embd));
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_v.weight", kv_dim, s.n_embd));
+    }
     if (a == "qwen2") {
-      TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_q.bias", s.n_embd, false));
+      TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_q.bias", q_dim, false));
       TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_k.bias", kv_dim, false));
       TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_v.bias", kv_dim, false));
     }
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_output.weight", s.n_embd, s.n_embd));
+    if (a == "qwen3" || a == "gemma3") {
+      TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_q_norm.weight", head_dim, true));
+      TERN_RETURN_IF_ERROR(syn.AddVector(p + "attn_k_norm.weight", head_dim, true));
+    }
+    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "attn_output.weight", s.n_embd, q_dim));
+    if (gemma) TERN_RETURN_IF_ERROR(syn.AddVector(p + "post_attention_norm.weight", s.n_embd, true));
     TERN_RETURN_IF_ERROR(syn.AddVector(p + "ffn_norm.weight", s.n_embd, true));
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
-    TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
+    if (a == "phi3") {  // gate and up fused
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd));
+    } else {
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
+      TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
+    }
     TERN_RETURN_IF_ERROR(syn.AddMatrix(p + "ffn_down.weight", s.n_embd, s.n_ff));
+    if (gemma) TERN_RETURN_IF_ERROR(syn.AddVector(p + "post_ffw_norm.weight", s.n_embd, true));
     progress.Update(l + 1, FormatBytes((double)syn.bytes()));
   }
   progress.Finish(FormatBytes((double)syn.bytes()));
   TERN_RETURN_IF_ERROR(syn.AddVector("output_norm.weight", s.n_embd, true));
-  TERN_RETURN_IF_ERROR(syn.AddMatrix("output.weight", s.n_vocab, s.n_embd));
+  if (!s.tied) TERN_RETURN_IF_ERROR(syn.AddMatrix("output.weight", s.n_vocab, s.n_embd));
   std::fprintf(stderr, "tern model synth: writing %s (%s)\n", o.out.c_str(),
                FormatBytes((double)syn.bytes()).c_str());
   return w.WriteFile(o.out);
@@ -294,7 +370,9 @@ int RunSynth(int argc, char** argv) {
       "model synth [--preset NAME] [--type TYPE] [--seed S] [--vocab-from VOCAB.gguf] -o "
       "OUT.gguf",
       "Writes a random-weight GGUF with the shapes of a known model. Presets: tinyllama-1.1b, "
-      "llama-3.2-1b, qwen2-0.5b, stories110m, tiny. Dimension flags override the preset.");
+      "llama-3.2-1b, qwen2-0.5b, qwen3-0.6b, gemma2-2b, gemma3-1b, phi3-mini, mistral-7b, "
+      "stories110m, tiny, and small test shapes of the families: qwen3-tiny, gemma2-tiny, "
+      "gemma3-tiny, phi3-tiny, mistral-tiny. Dimension flags override the preset.");
   p.AddString("--preset", "NAME", &o.preset, "shape preset (default tiny)");
   p.AddInt("--n-embd", "N", &o.n_embd, "embedding width");
   p.AddInt("--n-layer", "N", &o.n_layer, "layers");
@@ -303,6 +381,9 @@ int RunSynth(int argc, char** argv) {
   p.AddInt("--n-ff", "N", &o.n_ff, "feed-forward width");
   p.AddInt("--n-vocab", "N", &o.n_vocab, "vocabulary size");
   p.AddInt("--ctx", "N", &o.ctx, "context_length metadata");
+  p.AddInt("--head-dim", "N", &o.head_dim, "attention head width (default: the preset's)");
+  p.AddInt("--sliding-window", "N", &o.sliding_window,
+           "attention.sliding_window metadata (default: the preset's; -1 = none)");
   p.AddString("--type", "TYPE", &o.type,
               "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default f16)");
   p.AddInt("--seed", "S", &o.seed, "random seed (default 1)");
@@ -330,11 +411,15 @@ int RunSynth(int argc, char** argv) {
   override_dim(o.n_ff, &s.n_ff);
   override_dim(o.n_vocab, &s.n_vocab);
   override_dim(o.ctx, &s.ctx);
+  override_dim(o.head_dim, &s.head_dim);
+  override_dim(o.sliding_window, &s.sliding_window);
+  if (o.sliding_window < 0) s.sliding_window = 0;
   if (o.n_vocab > 0 && o.vocab_from.empty()) s.default_vocab.clear();
-  if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_embd % s.n_head != 0 ||
+  if (s.n_head <= 0 || s.n_head_kv <= 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0) ||
       s.n_head % s.n_head_kv != 0) {
-    return fail("n_embd must divide by n_head and n_head by n_head_kv");
+    return fail("n_embd must divide by n_head (or --head-dim be given) and n_head by n_head_kv");
   }
+  if (s.HeadDim() % 2 != 0) return fail("the head dimension must be even");
   if (s.n_embd % 32 != 0) return fail("n_embd must be a multiple of 32");
   if (s.n_vocab < 3 || s.n_layer <= 0 || s.n_ff <= 0) return fail("bad dimensions");
   std::optional<DType> type = ParseDType(o.type);

@@ -9,6 +9,8 @@
 // checked against this run's scored token ids before any window is evaluated.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +20,9 @@
 #include "model/logprob_file.h"
 #include "model/model.h"
 #include "model/perplexity.h"
+#include "model/sequence_runner.h"
+#include "model/streaming_kv.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -44,7 +49,43 @@ struct PerplexityArgs {
   std::string kl_base;
   int64_t threads = 0;
   KvDtypeFlags kv;
+  std::string kv_eviction = "none";
+  int64_t kv_sink_tokens = 4;
+  int64_t kv_window = 0;
 };
+
+// --kv-eviction streaming: the whole text as one stream through a KV of
+// --ctx tokens with attention sinks (model/streaming_kv.h); every token after
+// the first ctx / 2 is scored.
+int RunStreaming(const PerplexityArgs& a, Model& model) {
+  auto vocab = Vocab::FromGguf(model.file());
+  if (!vocab.ok()) return Fail(vocab.status().message());
+  auto tokenizer = Tokenizer::Create(std::move(vocab).value());
+  if (!tokenizer.ok()) return Fail(tokenizer.status().message());
+  std::ifstream in(a.text_file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<int32_t> tokens = (*tokenizer)->Encode(text, true, false);
+  if (a.max_chunks > 0 && (int64_t)tokens.size() > a.max_chunks * a.ctx) {
+    tokens.resize(a.max_chunks * a.ctx);
+  }
+  ThreadPool pool(a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads());
+  SequenceRunner runner(model, (int32_t)a.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
+  StreamingKvConfig config;
+  config.sink_tokens = (int32_t)a.kv_sink_tokens;
+  config.window_tokens = (int32_t)a.kv_window;
+  const Clock::time_point start = Clock::now();
+  auto result = RunStreamingPerplexity(runner, tokens, config, a.ctx / 2);
+  if (!result.ok()) return Fail(result.status().message());
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::fprintf(stderr,
+               "perplexity: %zu tokens as one stream, KV of %lld tokens, %d sink tokens + %d "
+               "recent kept at each eviction; %lld tokens evicted, %lld scored in %.2f s\n",
+               tokens.size(), (long long)a.ctx, config.sink_tokens,
+               config.window_tokens > 0 ? config.window_tokens : (int)(a.ctx / 2),
+               (long long)result->num_evicted, (long long)result->num_scored, seconds);
+  std::fprintf(stdout, "ppl = %.4f\n", result->ppl);
+  return 0;
+}
 
 std::string PplDetail(const PerplexityEvaluator& ev) {
   char text[32];
@@ -71,6 +112,13 @@ int RunPerplexity(int argc, char** argv) {
               "checked against this run's tokens before any window runs (default: none)");
   AddThreadsFlag(p, &a.threads);
   AddKvDtypeFlags(p, &a.kv, "f32");
+  p.AddString("--kv-eviction", "MODE", &a.kv_eviction,
+              "none: windows of --ctx (default); streaming: the text as one stream through a KV "
+              "of --ctx tokens with attention sinks, scored after the first ctx/2 tokens");
+  p.AddInt("--kv-sink-tokens", "S", &a.kv_sink_tokens,
+           "with --kv-eviction streaming: first tokens always kept (default 4; 0 = none)");
+  p.AddInt("--kv-window", "W", &a.kv_window,
+           "with --kv-eviction streaming: recent tokens kept at an eviction (default ctx/2)");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
   if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
@@ -92,12 +140,19 @@ int RunPerplexity(int argc, char** argv) {
                   std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.ctx));
     }
   }
+  if (a.kv_eviction != "none" && a.kv_eviction != "streaming") {
+    return Fail("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
+  }
+  if (a.kv_eviction == "streaming" && (!a.kl_base.empty() || !a.save_logits.empty())) {
+    return Fail("--kv-eviction streaming cannot be combined with --save-logits or --kl-base");
+  }
   auto model_or = Model::Load(a.model);
   if (!model_or.ok()) return Fail(model_or.status().message());
   std::unique_ptr<Model> model = std::move(model_or).value();
   if (Status st = CheckKvDtypesFit(a.kv, model->config(), a.model); !st.ok()) {
     return Fail(st.message());
   }
+  if (a.kv_eviction == "streaming") return RunStreaming(a, *model);
   if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
     return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
                 std::to_string(base.n_vocab) + " tokens, this model's " +

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/thread_pool.h"
 #include "engine/engine_core.h"
 #include "engine/model_runner.h"
@@ -184,9 +185,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   sc.target_itl_s = config.target_itl_ms / 1e3;
   sc.target_itl_factor = config.target_itl_factor;
   sc.eog_token_ids = impl->tokenizer->eog_ids();
-  auto scheduler = std::make_unique<Scheduler>(
-      sc, std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,
-                                           config.enable_prefix_caching));
+  auto kv_manager = std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,
+                                                     config.enable_prefix_caching);
+  // Every layer windowed (mistral, phi3): old blocks go back while requests
+  // run. A hybrid model (gemma) keeps them: its global layers read them.
+  if (mc.sliding_window > 0 && mc.NumWindowedLayers() == mc.n_layer) {
+    kv_manager->SetSlidingWindow(mc.sliding_window);
+  }
+  auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
   impl->core = std::make_unique<EngineCore>(std::move(scheduler), std::move(runner));
@@ -263,7 +269,24 @@ const Model& Engine::model() const { return *impl_->model; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 int Engine::num_threads() const { return impl_->pool->num_threads(); }
 int32_t Engine::max_model_len() const { return impl_->kv_config.max_model_len; }
-std::string Engine::KvSummary() const { return impl_->kv_config.Summary(); }
+std::string Engine::KvSummary() const {
+  std::string s = impl_->kv_config.Summary();
+  const ModelConfig& mc = impl_->model->config();
+  if (mc.NumWindowedLayers() == 0) return s;
+  // One max_model_len sequence, naive vs windowed (see docs/engine.md).
+  const KvConfig& kv = impl_->kv_config;
+  const int64_t naive = kv.BytesPerToken() * kv.max_model_len;
+  const int64_t windowed = WindowedKvBytes(kv.BytesPerToken(), kv.num_layers,
+                                           mc.NumWindowedLayers(), mc.sliding_window,
+                                           kv.max_model_len);
+  s += "; sliding window " + std::to_string(mc.sliding_window) + " on " +
+       std::to_string(mc.NumWindowedLayers()) + " of " + std::to_string(mc.n_layer) +
+       " layers: a max_model_len sequence needs " + FormatBytes((double)naive) + " naive, " +
+       FormatBytes((double)windowed) + " windowed; " +
+       (mc.NumWindowedLayers() == mc.n_layer ? "blocks outside the window are released"
+                                             : "all blocks kept (global layers)");
+  return s;
+}
 
 void Engine::Shutdown() {
   Impl& s = *impl_;

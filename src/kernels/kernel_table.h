@@ -138,6 +138,7 @@ struct AttnGroupArgs {
   int32_t kv_head = 0;
   int32_t num_kv_heads = 1;
   float scale = 1.0f;
+  float softcap = 0.0f;  // > 0: scores capped (only AttendGroupGeneric does it)
   const KvPagesView* kv = nullptr;
 };
 constexpr int kMaxAttnGroup = 16;

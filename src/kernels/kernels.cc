@@ -544,7 +544,8 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
         const float* qg = a.q + (int64_t)g * head_dim;
         const float s = krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
                                             : kt.dot_f16(qg, krow.f16, head_dim);
-        scores[g * kAttnChunk + i] = s * a.scale;
+        scores[g * kAttnChunk + i] =
+            a.softcap > 0.0f ? a.softcap * std::tanh(s * a.scale / a.softcap) : s * a.scale;
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -599,7 +600,7 @@ void AttendGroupGeneric(const KernelTable& kt, const AttnGroupArgs& a) {
 
 void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
                     int32_t head_dim, float scale, int32_t sliding_window,
-                    const KvPagesView& kv, ThreadPool* pool) {
+                    const KvPagesView& kv, ThreadPool* pool, float softcap) {
   CHECK(n_head_kv > 0 && n_head % n_head_kv == 0);
   CHECK(IsKvDtype(kv.KDtype()) && IsKvDtype(kv.VDtype()));
   const int32_t group = n_head / n_head_kv;
@@ -690,8 +691,9 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
       args.kv_head = kv_head;
       args.num_kv_heads = num_kv_heads;
       args.scale = scale;
+      args.softcap = softcap;
       args.kv = &view;
-      if (!kt.attend_group(args)) AttendGroupGeneric(kt, args);
+      if (softcap > 0.0f || !kt.attend_group(args)) AttendGroupGeneric(kt, args);
     }
   };
   if (pool != nullptr && pool->num_threads() > 1 && items > 1) pool->RunOnAll(run);

@@ -155,7 +155,9 @@ void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out)
 //   when sliding_window > 0, else 0; head h reads KV head h / (n_head /
 //   n_head_kv). out = softmax(scale * q.K^T) V, computed with an online
 //   softmax; the heads sharing a KV head are processed together so each K/V
-//   row is read once per query. pool may be null.
+//   row is read once per query. pool may be null. softcap > 0 caps every
+//   score as softcap * tanh(score / softcap) (gemma2; through the generic
+//   path of the table's dot/axpy entries).
 void Attention(const float* q, int64_t num_queries, const int32_t* positions,
                int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                int32_t sliding_window, const KvPagesView& kv, float* out,
@@ -174,7 +176,7 @@ struct AttentionSeq {
 // sequence, bitwise.
 void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
                     int32_t head_dim, float scale, int32_t sliding_window,
-                    const KvPagesView& kv, ThreadPool* pool);
+                    const KvPagesView& kv, ThreadPool* pool, float softcap = 0.0f);
 
 // float -> IEEE half (round to nearest even), n elements.
 void ConvertF32ToF16(const float* x, int64_t n, uint16_t* out);

@@ -38,6 +38,7 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(
     const PrefixHit& hit) {
   CHECK_GE(num_new_tokens, 0);
   auto it = tables_.find(request_id);
+  if (it != tables_.end() && sliding_window_ > 0) FreeOutsideWindow(it->second, num_computed_tokens);
   const size_t have = it == tables_.end() ? 0 : it->second.block_ids.size();
   if (!hit.block_ids.empty()) {
     CHECK_EQ(have, 0u);
@@ -63,6 +64,23 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(
   return fresh;
 }
 
+void KvCacheManager::FreeOutsideWindow(Table& table, int32_t next_position) {
+  // Position next_position sees (next_position - W, next_position]; block i
+  // holds [i * block_size, (i + 1) * block_size) and goes when all of it is
+  // below the first visible position.
+  const int64_t first_visible = (int64_t)next_position - sliding_window_ + 1;
+  const int64_t num_gone = std::min<int64_t>(std::max<int64_t>(0, first_visible / block_size_),
+                                             (int64_t)table.block_ids.size());
+  std::vector<int32_t> released;
+  for (int64_t i = 0; i < num_gone; ++i) {
+    if (table.block_ids[i] == kFreedBlock) continue;
+    released.push_back(table.block_ids[i]);
+    table.block_ids[i] = kFreedBlock;
+  }
+  pool_.Free(released);
+  num_window_freed_blocks_ += released.size();
+}
+
 void KvCacheManager::CommitFullBlocks(const std::string& request_id,
                                       std::span<const BlockHash> hashes,
                                       std::span<const int32_t> tokens,
@@ -76,6 +94,10 @@ void KvCacheManager::CommitFullBlocks(const std::string& request_id,
       {(size_t)num_computed_tokens / block_size_, hashes.size(), table.block_ids.size()});
   while (!table.chain_broken && table.content_ids.size() < num_full) {
     const size_t i = table.content_ids.size();
+    if (table.block_ids[i] == kFreedBlock) {  // released before it was indexed
+      table.chain_broken = true;
+      break;
+    }
     const uint64_t parent = i == 0 ? BlockPool::kRootContent : table.content_ids[i - 1];
     std::span<const int32_t> block_tokens = tokens.subspan(i * block_size_, block_size_);
     // Equal content already cached (another request computed it too): chain
@@ -102,7 +124,10 @@ void KvCacheManager::CommitFullBlocks(const std::string& request_id,
 void KvCacheManager::Free(const std::string& request_id) {
   auto it = tables_.find(request_id);
   if (it == tables_.end()) return;
-  std::vector<int32_t> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
+  std::vector<int32_t> reversed;
+  for (auto b = it->second.block_ids.rbegin(); b != it->second.block_ids.rend(); ++b) {
+    if (*b != kFreedBlock) reversed.push_back(*b);
+  }
   pool_.Free(reversed);
   tables_.erase(it);
 }
@@ -119,6 +144,7 @@ void KvCacheManager::CheckInvariants() const {
   for (const auto& [id, table] : tables_) {
     CHECK_LE(table.content_ids.size(), table.block_ids.size());
     for (int32_t b : table.block_ids) {
+      if (b == kFreedBlock && sliding_window_ > 0) continue;
       CHECK_GE(b, 0);
       CHECK_LT(b, pool_.num_blocks());
       ++refs[b];

@@ -15,6 +15,18 @@
 // those blocks. Free() releases a table last block first, so when blocks of a
 // finished request are evicted its tail goes before its shared head.
 //
+// Sliding window (SetSlidingWindow, for models whose every layer attends
+// through a window of W positions): before a request's new tokens get slots,
+// the blocks wholly before the window of its first new token are released,
+// and their table entries become kFreedBlock (-1); the table keeps its length
+// so position p still maps to entry p / block_size:
+//
+//   next position p = 13, W = 6, block_size 4: p sees positions 8..13
+//   table [ -1 | -1 | b5 | b8 ]      positions 0-3 and 4-7 are never read again
+//
+// A released block keeps its prefix-cache entry (its KV is still exact for
+// its prefix), so another request may share it back from the free queue.
+//
 // Invariants (CheckInvariants): every block's ref_count equals the number of
 // block tables holding it; plus BlockPool's own.
 //
@@ -43,7 +55,17 @@ struct PrefixHit {
 
 class KvCacheManager {
  public:
+  // A table entry whose block was released outside the sliding window.
+  static constexpr int32_t kFreedBlock = -1;
+
   KvCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  // Every layer of the model attends only to the last window_tokens
+  // positions: release blocks outside it while requests run. 0 = off.
+  void SetSlidingWindow(int32_t window_tokens) { sliding_window_ = window_tokens; }
+  int32_t sliding_window() const { return sliding_window_; }
+  // Blocks released outside the window so far.
+  uint64_t num_window_freed_blocks() const { return num_window_freed_blocks_; }
 
   int32_t block_size() const { return block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
@@ -58,7 +80,8 @@ class KvCacheManager {
                              std::string_view extra_key) const;
 
   // Grows the request's block table to cover num_computed_tokens +
-  // num_new_tokens tokens. hit (first call only) is shared first; then
+  // num_new_tokens tokens (first releasing the blocks outside the sliding
+  // window of position num_computed_tokens, when a window is set). hit (first call only) is shared first; then
   // num_computed_tokens must equal hit.num_tokens. Returns the newly
   // allocated block ids, or nullopt (nothing changed) when the pool is short.
   std::optional<std::vector<int32_t>> AllocateSlots(const std::string& request_id,
@@ -90,8 +113,14 @@ class KvCacheManager {
     bool chain_broken = false;  // a hash collision stopped indexing
   };
 
+  // Releases the blocks of table wholly before the window of position
+  // next_position.
+  void FreeOutsideWindow(Table& table, int32_t next_position);
+
   int32_t block_size_;
   bool prefix_caching_;
+  int32_t sliding_window_ = 0;
+  uint64_t num_window_freed_blocks_ = 0;
   BlockPool pool_;
   std::unordered_map<std::string, Table> tables_;
 };

@@ -34,6 +34,17 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+// out[i] = gelu(gate[i]) * up[i] with the tanh form of GELU (gemma's
+// gelu_pytorch_tanh); out may alias gate or up.
+void GeluMul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g)));
+    out[i] = gelu * up[i];
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Create(std::unique_ptr<gguf::GgufFile> file,
@@ -94,12 +105,74 @@ Status LlamaModel::BindVector(const std::string& name, int64_t n, bool optional,
   return Status::Ok();
 }
 
-Status LlamaModel::BindWeights() {
+// A view of rows [row0, row0 + rows) of w (a fused matrix's part).
+LlamaModel::Weight LlamaModel::RowRange(const Weight& w, int64_t row0, int64_t rows) {
+  LlamaModel::Weight part = w;
+  part.view.data = static_cast<const uint8_t*>(w.view.data) + row0 * RowBytes(w.view.dtype, w.view.cols);
+  part.view.rows = rows;
+  return part;
+}
+
+Status LlamaModel::BindAttention(const std::string& p, Layer* L) {
   const ModelConfig& c = config_;
   const int64_t q_dim = (int64_t)c.n_head * c.head_dim;
   const int64_t kv_dim = (int64_t)c.n_head_kv * c.head_dim;
-  const bool qkv_bias = c.arch == "qwen2";
+  if (file_->FindTensor(p + "attn_qkv.weight")) {
+    // Fused: rows [Q | K | V].
+    Weight qkv;
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &qkv));
+    L->wq = RowRange(qkv, 0, q_dim);
+    L->wk = RowRange(qkv, q_dim, kv_dim);
+    L->wv = RowRange(qkv, q_dim + kv_dim, kv_dim);
+    L->wk.name.clear();  // the observer sees the fused matrix once
+    L->wv.name.clear();
+  } else {
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_q.weight", q_dim, c.n_embd, &L->wq));
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_k.weight", kv_dim, c.n_embd, &L->wk));
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_v.weight", kv_dim, c.n_embd, &L->wv));
+  }
+  if (c.arch == "qwen2") {
+    TERN_RETURN_IF_ERROR(BindVector(p + "attn_q.bias", q_dim, false, &L->bq));
+    TERN_RETURN_IF_ERROR(BindVector(p + "attn_k.bias", kv_dim, false, &L->bk));
+    TERN_RETURN_IF_ERROR(BindVector(p + "attn_v.bias", kv_dim, false, &L->bv));
+  }
+  if (c.qk_norm) {
+    TERN_RETURN_IF_ERROR(BindVector(p + "attn_q_norm.weight", c.head_dim, false, &L->q_norm));
+    TERN_RETURN_IF_ERROR(BindVector(p + "attn_k_norm.weight", c.head_dim, false, &L->k_norm));
+  }
+  TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_output.weight", c.n_embd, q_dim, &L->wo));
+  if (c.post_norms) {
+    TERN_RETURN_IF_ERROR(BindVector(p + "post_attention_norm.weight", c.n_embd, false,
+                                    &L->attn_post_norm));
+  }
+  return Status::Ok();
+}
 
+Status LlamaModel::BindFeedForward(const std::string& p, Layer* L) {
+  const ModelConfig& c = config_;
+  TERN_RETURN_IF_ERROR(BindVector(p + "ffn_norm.weight", c.n_embd, false, &L->ffn_norm));
+  if (!file_->FindTensor(p + "ffn_gate.weight") && file_->FindTensor(p + "ffn_up.weight") &&
+      file_->FindTensor(p + "ffn_up.weight")->shape == std::vector<int64_t>{c.n_embd, 2 * (int64_t)c.n_ff}) {
+    // Fused: rows [gate | up].
+    Weight gate_up;
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", 2 * (int64_t)c.n_ff, c.n_embd, &gate_up));
+    L->w_gate = RowRange(gate_up, 0, c.n_ff);
+    L->w_up = RowRange(gate_up, c.n_ff, c.n_ff);
+    L->w_up.name.clear();
+  } else {
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &L->w_gate));
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &L->w_up));
+  }
+  TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &L->w_down));
+  if (c.post_norms) {
+    TERN_RETURN_IF_ERROR(BindVector(p + "post_ffw_norm.weight", c.n_embd, false,
+                                    &L->ffn_post_norm));
+  }
+  return Status::Ok();
+}
+
+Status LlamaModel::BindWeights() {
+  const ModelConfig& c = config_;
   TERN_RETURN_IF_ERROR(BindMatrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
   TERN_RETURN_IF_ERROR(BindVector("output_norm.weight", c.n_embd, false, &output_norm_));
   if (c.tied_embeddings) {
@@ -112,25 +185,22 @@ Status LlamaModel::BindWeights() {
     Layer& L = layers_[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     TERN_RETURN_IF_ERROR(BindVector(p + "attn_norm.weight", c.n_embd, false, &L.attn_norm));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_q.weight", q_dim, c.n_embd, &L.wq));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_k.weight", kv_dim, c.n_embd, &L.wk));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_v.weight", kv_dim, c.n_embd, &L.wv));
-    if (qkv_bias) {
-      TERN_RETURN_IF_ERROR(BindVector(p + "attn_q.bias", q_dim, false, &L.bq));
-      TERN_RETURN_IF_ERROR(BindVector(p + "attn_k.bias", kv_dim, false, &L.bk));
-      TERN_RETURN_IF_ERROR(BindVector(p + "attn_v.bias", kv_dim, false, &L.bv));
-    }
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_output.weight", c.n_embd, q_dim, &L.wo));
-    TERN_RETURN_IF_ERROR(BindVector(p + "ffn_norm.weight", c.n_embd, false, &L.ffn_norm));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &L.w_gate));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &L.w_up));
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &L.w_down));
+    TERN_RETURN_IF_ERROR(BindAttention(p, &L));
+    TERN_RETURN_IF_ERROR(BindFeedForward(p, &L));
   }
+  return BindRope();
+}
 
+Status LlamaModel::BindRope() {
+  const ModelConfig& c = config_;
   // RoPE frequencies: theta_i = pos * freq_scale * base^(-2i / rope_dim) / factor_i.
   if (!c.rope_scaling_type.empty() && c.rope_scaling_type != "linear") {
     return Unimplemented(file_->path() + ": rope scaling type '" + c.rope_scaling_type +
                          "' is not supported (supported: none, linear)");
+  }
+  if (file_->FindTensor("rope_factors_long.weight") || file_->FindTensor("blk.0.rope_factors_long.weight")) {
+    return Unimplemented(file_->path() +
+                         ": rope_factors_long.weight (LongRoPE, 128k-context phi3) is not supported");
   }
   const int half = c.rope_dim / 2;
   const float* freq_factors = nullptr;
@@ -141,12 +211,24 @@ Status LlamaModel::BindWeights() {
     if (freq_factors) f /= freq_factors[i];
     rope_inv_freq_[i] = (float)f;
   }
+  // Windowed layers with their own base (gemma3: 10000, without the
+  // global layers' scaling; others: rope.freq_base_swa when the file has it).
+  rope_inv_freq_swa_.clear();
+  if (c.NumWindowedLayers() > 0 &&
+      (c.arch == "gemma3" || c.rope_freq_base_swa != c.rope_freq_base)) {
+    const double scale = c.arch == "gemma3" ? 1.0 : c.rope_freq_scale;
+    rope_inv_freq_swa_.resize(half);
+    for (int i = 0; i < half; ++i) {
+      rope_inv_freq_swa_[i] =
+          (float)(std::pow((double)c.rope_freq_base_swa, -2.0 * i / c.rope_dim) * scale);
+    }
+  }
   return Status::Ok();
 }
 
 void LlamaModel::MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
                         ThreadPool* pool) const {
-  if (observer_) observer_->OnMatMul(w.name, x, num_tokens, w.view.cols);
+  if (observer_ && !w.name.empty()) observer_->OnMatMul(w.name, x, num_tokens, w.view.cols);
   kernels::MatMul(w.view, x, num_tokens, y, pool);
 }
 
@@ -156,7 +238,7 @@ void LlamaModel::MatMulMany(std::initializer_list<const Weight*> ws, const float
   size_t n = 0;
   CHECK(ws.size() <= 4);
   for (const Weight* w : ws) {
-    if (observer_) observer_->OnMatMul(w->name, x, num_tokens, w->view.cols);
+    if (observer_ && !w->name.empty()) observer_->OnMatMul(w->name, x, num_tokens, w->view.cols);
     views[n++] = w->view;
   }
   kernels::MatMulMany(std::span<const kernels::WeightView>(views, n), x, num_tokens, ys,
@@ -179,6 +261,7 @@ void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
   grow(hb2_, std::min<size_t>(T, kFfnChunk) * c.n_ff);
   grow(xl_, batch.logits_rows.size() * c.n_embd);
   grow(rope_cos_sin_, T * (c.rope_dim / 2) * 2);
+  if (!rope_inv_freq_swa_.empty()) grow(rope_cos_sin_swa_, T * (c.rope_dim / 2) * 2);
 }
 
 // cos/sin of every (token, frequency) once per step, shared by all layers,
@@ -186,24 +269,30 @@ void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
 // long positions keep their precision.
 void LlamaModel::ComputeRope(const ForwardBatch& batch) {
   const int half = config_.rope_dim / 2;
-  for (int t = 0; t < batch.num_tokens(); ++t) {
-    float* cs = &rope_cos_sin_[(size_t)t * 2 * half];
-    for (int i = 0; i < half; ++i) {
-      const double theta = (double)batch.positions[t] * rope_inv_freq_[i];
-      cs[2 * i] = (float)std::cos(theta);
-      cs[2 * i + 1] = (float)std::sin(theta);
+  auto fill = [&](const std::vector<float>& inv_freq, std::vector<float>& cos_sin) {
+    for (int t = 0; t < batch.num_tokens(); ++t) {
+      float* cs = &cos_sin[(size_t)t * 2 * half];
+      for (int i = 0; i < half; ++i) {
+        const double theta = (double)batch.positions[t] * inv_freq[i];
+        cs[2 * i] = (float)std::cos(theta);
+        cs[2 * i + 1] = (float)std::sin(theta);
+      }
     }
-  }
+  };
+  fill(rope_inv_freq_, rope_cos_sin_);
+  if (!rope_inv_freq_swa_.empty()) fill(rope_inv_freq_swa_, rope_cos_sin_swa_);
 }
 
 // x: [num_tokens, num_heads, head_dim]; rotates the first rope_dim dims of
 // every head by its token's angles.
-void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens) const {
+void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed) const {
   const int64_t hd = config_.head_dim;
   const int64_t half = config_.rope_dim / 2;
+  const std::vector<float>& cos_sin =
+      windowed && !rope_inv_freq_swa_.empty() ? rope_cos_sin_swa_ : rope_cos_sin_;
   for (int64_t t = 0; t < num_tokens; ++t) {
     kernels::Rope(x + t * num_heads * hd, num_heads, hd, config_.rope_dim,
-                  &rope_cos_sin_[t * 2 * half], config_.rope_neox);
+                  &cos_sin[t * 2 * half], config_.rope_neox);
   }
 }
 
@@ -267,6 +356,20 @@ void LlamaModel::SmoothKq(int layer, int64_t num_tokens) {
   }
 }
 
+void LlamaModel::RotateKeys(int layer, float* k, int32_t delta) const {
+  const ModelConfig& c = config_;
+  const std::vector<float>& inv_freq =
+      c.LayerIsWindowed(layer) && !rope_inv_freq_swa_.empty() ? rope_inv_freq_swa_ : rope_inv_freq_;
+  const int half = c.rope_dim / 2;
+  std::vector<float> cos_sin(2 * half);
+  for (int i = 0; i < half; ++i) {
+    const double theta = (double)delta * inv_freq[i];
+    cos_sin[2 * i] = (float)std::cos(theta);
+    cos_sin[2 * i + 1] = (float)std::sin(theta);
+  }
+  kernels::Rope(k, c.n_head_kv, c.head_dim, c.rope_dim, cos_sin.data(), c.rope_neox);
+}
+
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
   for (int t = 0; t < batch.num_tokens(); ++t) {
@@ -281,7 +384,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
                            ThreadPool* pool) {
   const ModelConfig& c = config_;
   const int64_t q_stride = (int64_t)c.n_head * c.head_dim;
-  const float scale = 1.0f / std::sqrt((float)c.head_dim);
+  const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt((float)c.head_dim);
   const kernels::KvPagesView view = kv.LayerView(layer);
   attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
@@ -291,7 +394,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
                           seq.num_tokens, seq.block_table.data()});
   }
   kernels::AttentionBatch(attn_seqs_, c.n_head, c.n_head_kv, c.head_dim, scale,
-                          c.sliding_window, view, pool);
+                          c.LayerWindow(layer), view, pool, c.attn_softcap);
 }
 
 void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
@@ -316,6 +419,13 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
       kernels::RmsNorm(in + t * n_embd, w, n_embd, c.rms_eps, out + t * n_embd);
     }
   };
+  // Per-head RMSNorm of x: [T, num_heads, hd] (qwen3/gemma3 QK-norm).
+  auto HeadNorm = [&](float* xh, const float* w, int num_heads) {
+    if (!w) return;
+    for (int64_t r = 0; r < T * num_heads; ++r) {
+      kernels::RmsNorm(xh + r * c.head_dim, w, c.head_dim, c.rms_eps, xh + r * c.head_dim);
+    }
+  };
 
   // x = token_embd[token_ids]                          // [T, n_embd]
   for (int64_t t = 0; t < T; ++t) {
@@ -323,6 +433,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     CHECK(id >= 0 && id < c.n_vocab);
     kernels::GetRow(token_embd_.view, id, x + t * n_embd);
   }
+  if (c.embed_scale != 1.0f) kernels::Scale(c.embed_scale, T * n_embd, x);  // gemma
 
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[l];
@@ -334,12 +445,15 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     AddBias(q_.data(), L.bq, T, q_dim);
     AddBias(k_.data(), L.bk, T, kv_dim);
     AddBias(v_.data(), L.bv, T, kv_dim);
-    ApplyRope(q_.data(), c.n_head, T);
-    ApplyRope(k_.data(), c.n_head_kv, T);
+    HeadNorm(q_.data(), L.q_norm, c.n_head);
+    HeadNorm(k_.data(), L.k_norm, c.n_head_kv);
+    ApplyRope(q_.data(), c.n_head, T, c.LayerIsWindowed(l));
+    ApplyRope(k_.data(), c.n_head_kv, T, c.LayerIsWindowed(l));
     if (BlockSize(kv.shape().KDtype()) > 1) SmoothKq(l, T);
     WriteKv(batch, l, kv);                              // K, V -> batch.slots
     Attention(batch, l, kv, pool);                      // [T, n_head * hd]
     MatMul(L.wo, att_.data(), T, xb, pool);    // [T, n_embd]
+    if (L.attn_post_norm) RmsNormRows(xb, L.attn_post_norm, T, xb);
     AddInPlace(x, xb, T * n_embd);
 
     // Feed-forward block: down(silu(gate(h)) * up(h)), kFfnChunk tokens at
@@ -350,9 +464,11 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
       const int64_t n = std::min<int64_t>(kFfnChunk, T - t0);
       float* const gate_up[2] = {hb_.data(), hb2_.data()};  // [n, n_ff] each
       MatMulMany({&L.w_gate, &L.w_up}, xb + t0 * n_embd, n, gate_up, pool);
-      kernels::SiluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
+      if (c.ffn_gelu) GeluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
+      else kernels::SiluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
       MatMul(L.w_down, hb_.data(), n, xb + t0 * n_embd, pool);  // [n, n_embd]
     }
+    if (L.ffn_post_norm) RmsNormRows(xb, L.ffn_post_norm, T, xb);
     AddInPlace(x, xb, T * n_embd);
   }
 
@@ -366,6 +482,11 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
                      xl_.data() + r * n_embd);
   }
   MatMul(output_, xl_.data(), R, logits, pool);  // [R, n_vocab]
+  if (c.final_softcap > 0) {  // gemma2: cap * tanh(logit / cap)
+    for (int64_t i = 0; i < R * c.n_vocab; ++i) {
+      logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
+    }
+  }
 }
 
 }  // namespace tern

@@ -1,9 +1,21 @@
-// LlamaModel: the llama-family decoder (llama / mistral / qwen2) as one
-// linear forward pass over a flattened ForwardBatch.
+// LlamaModel: the llama-family decoder (llama / mistral / qwen2 / qwen3 /
+// gemma2 / gemma3 / phi3) as one linear forward pass over a flattened
+// ForwardBatch.
 //
-//   embed -> n_layer x [ RMSNorm -> Q,K,V (+bias: qwen2) -> RoPE -> KV write
-//            -> paged causal GQA attention -> out proj -> residual
-//            -> RMSNorm -> SwiGLU FFN -> residual ] -> RMSNorm -> output
+//   embed (x sqrt(n_embd): gemma)
+//   -> n_layer x [ RMSNorm -> Q,K,V (+bias: qwen2; one fused matrix: phi3)
+//            -> per-head RMSNorm of q and k (qwen3, gemma3) -> RoPE -> KV write
+//            -> paged causal GQA attention (sliding window on the layers the
+//               config says; score soft-capping: gemma2) -> out proj
+//            (-> RMSNorm: gemma) -> residual
+//            -> RMSNorm -> SwiGLU FFN (GeGLU: gemma; gate and up fused: phi3)
+//            (-> RMSNorm: gemma) -> residual ]
+//   -> RMSNorm -> output (-> logit soft-capping: gemma2)
+//
+// Gemma's RMSNorm multiplies by (1 + w) in the original code; GGUF files
+// store 1 + w already, so every family uses the plain x / rms * w here.
+// gemma3's windowed layers use their own RoPE base (rope.freq_base_swa,
+// 10000) without the file's frequency scaling.
 //
 // RoPE: llama rotates adjacent pairs (x[2i], x[2i+1]) ("normal" mode; GGUF
 // llama files store Q/K rows permuted for it); qwen2 rotates halves
@@ -37,6 +49,7 @@ class LlamaModel : public Model {
 
   void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                ThreadPool* pool) override;
+  void RotateKeys(int layer, float* k, int32_t delta) const override;
 
  private:
   // A weight matrix and its tensor name (for the MatMulObserver).
@@ -54,6 +67,10 @@ class LlamaModel : public Model {
     const float* ffn_norm = nullptr;   // [n_embd]
     Weight w_gate, w_up;               // [n_ff, n_embd]
     Weight w_down;                     // [n_embd, n_ff]
+    const float* q_norm = nullptr;     // [head_dim] (qwen3, gemma3)
+    const float* k_norm = nullptr;
+    const float* attn_post_norm = nullptr;  // [n_embd] (gemma)
+    const float* ffn_post_norm = nullptr;
   };
 
   LlamaModel() = default;
@@ -66,9 +83,16 @@ class LlamaModel : public Model {
   void MatMulMany(std::initializer_list<const Weight*> ws, const float* x,
                   int64_t num_tokens, float* const* ys, ThreadPool* pool) const;
   Status BindVector(const std::string& name, int64_t n, bool optional, const float** out);
+  // Q, K, V from attn_q/k/v, or as row ranges of a fused attn_qkv (phi3).
+  Status BindAttention(const std::string& p, Layer* L);
+  // gate and up from ffn_gate/up, or the halves of a fused ffn_up (phi3).
+  Status BindFeedForward(const std::string& p, Layer* L);
+  Status BindRope();
+  // A view of rows [row0, row0 + rows) of w (a fused matrix's part).
+  static Weight RowRange(const Weight& w, int64_t row0, int64_t rows);
 
   void ComputeRope(const ForwardBatch& batch);
-  void ApplyRope(float* x, int num_heads, int64_t num_tokens) const;
+  void ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed) const;
   void WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const;
   void Attention(const ForwardBatch& batch, int layer, const KvStorage& kv,
                  ThreadPool* pool);
@@ -87,12 +111,14 @@ class LlamaModel : public Model {
   Weight output_;                    // [n_vocab, n_embd] (token_embd_ when tied)
   std::vector<Layer> layers_;
   std::vector<float> rope_inv_freq_;  // [rope_dim / 2], scaling folded in
+  std::vector<float> rope_inv_freq_swa_;  // windowed layers' own (gemma3); empty = same
   std::vector<std::unique_ptr<std::vector<float>>> owned_vectors_;
 
   // Scratch, [num_tokens, width] row-major unless noted.
   // Activations, 64-byte aligned (see base/aligned_vector.h).
   AlignedVector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, xl_;
   std::vector<float> rope_cos_sin_;  // [num_tokens, rope_dim / 2, {cos, sin}]
+  std::vector<float> rope_cos_sin_swa_;  // the same from rope_inv_freq_swa_
   std::vector<kernels::AttentionSeq> attn_seqs_;  // one step's sequences (Attention)
 };
 

@@ -8,9 +8,9 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   std::unique_ptr<gguf::GgufFile> file;
   TERN_ASSIGN_OR_RETURN(file, gguf::GgufFile::Open(path));
   const std::string arch = file->GetString("general.architecture").value_or("");
-  if (arch != "llama" && arch != "qwen2") {
-    return Unimplemented(path + ": unsupported architecture '" + arch +
-                         "' (supported: llama, qwen2)");
+  if (!IsSupportedArchitecture(arch)) {
+    return Unimplemented(path + ": unsupported architecture '" + arch + "' (supported: " +
+                         kSupportedArchitectures + ")");
   }
   ModelConfig config;
   TERN_ASSIGN_OR_RETURN(config, ModelConfig::FromGguf(*file));

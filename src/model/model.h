@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "base/check.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
@@ -49,6 +50,16 @@ class Model {
   // config().n_vocab], row-major). pool may be null.
   virtual void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                        ThreadPool* pool) = 0;
+
+  // Rotates the keys of one slot of `layer` (k: n_head_kv x head_dim, as
+  // stored after RoPE) as if their position moved by delta: RoPE angles add,
+  // so keys computed at p become keys at p + delta (streaming KV eviction).
+  // Models without RoPE keys do not override it (streaming eviction then
+  // CHECK-fails rather than corrupt the cache).
+  virtual void RotateKeys(int layer, float* k, int32_t delta) const {
+    (void)layer, (void)k, (void)delta;
+    CHECK(false && "this model cannot re-rotate its keys");
+  }
 
   // Optional; null to stop observing. Not owned.
   void SetMatMulObserver(MatMulObserver* observer) { observer_ = observer; }

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace tern {
@@ -40,7 +42,58 @@ StatusOr<int32_t> VocabSize(const gguf::GgufFile& file) {
                   "token_embd.weight)");
 }
 
+// What the family does beyond the llama recipe (see ModelConfig's traits).
+Status SetFamilyTraits(const gguf::GgufFile& file, ModelConfig* c) {
+  const std::string p = c->arch + ".";
+  const bool gemma = c->arch == "gemma2" || c->arch == "gemma3";
+  c->qk_norm = c->arch == "qwen3" || c->arch == "gemma3";
+  c->post_norms = gemma;
+  c->ffn_gelu = gemma;
+  c->embed_scale = gemma ? std::sqrt((float)c->n_embd) : 1.0f;
+  if (gemma) {
+    // The largest gemma2/gemma3 models scale queries by n_embd / n_head, not
+    // head_dim (the files do not say; the layer count tells the model).
+    const bool big = (c->arch == "gemma2" && c->n_layer == 46) ||
+                     (c->arch == "gemma3" && c->n_layer == 62);
+    c->attn_scale = 1.0f / std::sqrt(big ? (float)(c->n_embd / c->n_head) : (float)c->head_dim);
+  }
+  if (c->arch == "gemma2") {
+    c->attn_softcap = OptionalFloat(file, p + "attn_logit_softcapping", 50.0f);
+    c->final_softcap = OptionalFloat(file, p + "final_logit_softcapping", 30.0f);
+  } else if (c->arch == "gemma3") {
+    c->final_softcap = OptionalFloat(file, p + "final_logit_softcapping", 0.0f);
+  }
+  if (c->attn_softcap < 0 || c->final_softcap < 0) {
+    return InvalidArgument(file.path() + ": logit soft-capping must not be negative");
+  }
+  c->sliding_window_pattern = OptionalInt(file, p + "attention.sliding_window_pattern",
+                                          c->arch == "gemma2"   ? 2
+                                          : c->arch == "gemma3" ? 6
+                                                                : 0);
+  if (c->sliding_window_pattern < 0) {
+    return InvalidArgument(file.path() + ": attention.sliding_window_pattern must not be negative");
+  }
+  c->rope_freq_base_swa = OptionalFloat(file, p + "rope.freq_base_swa",
+                                        c->arch == "gemma3" ? 10000.0f : c->rope_freq_base);
+  return Status::Ok();
+}
+
 }  // namespace
+
+int64_t WindowedKvBytes(int64_t bytes_per_token, int32_t num_layers, int32_t windowed_layers,
+                        int32_t window, int64_t num_tokens) {
+  if (num_layers <= 0 || window <= 0) return bytes_per_token * num_tokens;
+  const int64_t per_layer_token = bytes_per_token / num_layers;
+  return per_layer_token * ((int64_t)(num_layers - windowed_layers) * num_tokens +
+                            (int64_t)windowed_layers * std::min<int64_t>(num_tokens, window));
+}
+
+bool IsSupportedArchitecture(const std::string& arch) {
+  for (const char* a : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {
+    if (arch == a) return true;
+  }
+  return false;
+}
 
 StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& file) {
   ModelConfig c;
@@ -88,7 +141,7 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& file) {
                            " must be even and in (0, head_dim " + std::to_string(c.head_dim) +
                            "]");
   }
-  c.rope_neox = c.arch == "qwen2";
+  c.rope_neox = c.arch != "llama";
   c.rope_scaling_type = file.GetString(p + "rope.scaling.type").value_or("");
   if (c.rope_scaling_type == "none") c.rope_scaling_type = "";
   c.rope_scaling_factor = OptionalFloat(file, p + "rope.scaling.factor", 1.0f);
@@ -102,8 +155,9 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& file) {
   }
   if (c.rope_scaling_type == "linear") c.rope_freq_scale = 1.0f / c.rope_scaling_factor;
   c.rope_orig_ctx = OptionalInt(file, p + "rope.scaling.original_context_length", 0);
-  c.sliding_window = OptionalInt(file, p + "attention.sliding_window", 0);
+  c.sliding_window = OptionalInt(file, p + "attention.sliding_window", c.arch == "gemma2" ? 4096 : 0);
   if (c.sliding_window < 0) c.sliding_window = 0;
+  TERN_RETURN_IF_ERROR(SetFamilyTraits(file, &c));
   TERN_ASSIGN_OR_RETURN(c.n_vocab, VocabSize(file));
   c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
   return c;

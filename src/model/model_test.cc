@@ -535,7 +535,7 @@ TEST(ModelErrorTest, UnsupportedArchitectureIsNamed) {
   const std::string path =
       WriteVariant("arch-gpt2", {{"general.architecture", gguf::Value::String("gpt2")}}, "", "");
   EXPECT_THAT(LoadError(path),
-              testing::HasSubstr("unsupported architecture 'gpt2' (supported: llama, qwen2)"));
+              testing::HasSubstr("unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)"));
 }
 
 TEST(ModelErrorTest, MissingTensorIsNamed) {

@@ -86,6 +86,21 @@ Status SequenceRunner::Append(std::span<const int32_t> tokens, bool all_logits) 
   return Status::Ok();
 }
 
+void SequenceRunner::DropTokens(int32_t first, int32_t count) {
+  CHECK(first >= 0 && count >= 0 && first + count <= num_computed_);
+  if (count == 0) return;
+  const int64_t elems = kv_.slot_elems();
+  std::vector<float> k(elems), v(elems);
+  for (int layer = 0; layer < kv_.shape().num_layers; ++layer) {
+    for (int32_t pos = first + count; pos < num_computed_; ++pos) {
+      kv_.ReadSlot(layer, pos, k.data(), v.data());  // slot == position
+      model_.RotateKeys(layer, k.data(), -count);
+      kv_.WriteSlot(layer, pos - count, k.data(), v.data());
+    }
+  }
+  num_computed_ -= count;
+}
+
 std::span<const float> SequenceRunner::Logits(int32_t i) const {
   CHECK(i >= 0 && i < num_rows_);
   const size_t n_vocab = model_.config().n_vocab;

@@ -32,6 +32,11 @@ class SequenceRunner {
   int32_t num_computed() const { return num_computed_; }
   // Forgets all tokens (the KV bytes are simply overwritten later).
   void Reset() { num_computed_ = 0; }
+  // Drops positions [first, first + count): the K/V of every later position
+  // moves down by count and its keys are re-rotated to the new position
+  // (Model::RotateKeys), so the sequence continues as if those tokens had
+  // never been there (streaming eviction; see model/streaming_kv.h).
+  void DropTokens(int32_t first, int32_t count);
 
   // Runs tokens at positions num_computed() onward. all_logits: keep the
   // logits of every appended token, else of the last one only. Fails (and
@@ -41,6 +46,8 @@ class SequenceRunner {
   // Logits of the i-th kept row of the last Append: [n_vocab].
   std::span<const float> Logits(int32_t i) const;
   int32_t num_logits_rows() const { return num_rows_; }
+  // The KV storage (slot == position), for tests.
+  const KvStorage& kv() const { return kv_; }
 
  private:
   Model& model_;
