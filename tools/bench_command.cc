@@ -494,6 +494,7 @@ int RunKernelBench(const KernelBenchOptions& o) {
 
 int RunBench(int argc, char** argv) {
   if (argc >= 1 && std::strcmp(argv[0], "serve") == 0) return RunBenchServe(argc - 1, argv + 1);
+  if (argc >= 1 && std::strcmp(argv[0], "grammar") == 0) return RunBenchGrammar(argc - 1, argv + 1);
   if (argc >= 1 && std::strcmp(argv[0], "kernels") == 0) {
     KernelBenchOptions o;
     ArgParser p("bench kernels [-t N] [-p TOKENS] [--type LIST] [--json]",

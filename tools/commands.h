@@ -12,6 +12,7 @@ int RunChat(int argc, char** argv);         // tools/chat_command.cc
 int RunPerplexity(int argc, char** argv);   // tools/perplexity_command.cc
 int RunBench(int argc, char** argv);        // tools/bench_command.cc
 int RunBenchServe(int argc, char** argv);   // tools/bench_serve_command.cc
+int RunBenchGrammar(int argc, char** argv); // tools/bench_grammar_command.cc
 int RunModel(int argc, char** argv);        // tools/model_command.cc (synth)
 int RunKvCalc(int argc, char** argv);       // tools/kv_calc_command.cc
 int RunBatch(int argc, char** argv);        // tools/batch_command.cc

@@ -382,6 +382,7 @@ void Engine::Impl::PublishStats() {
   stats.peak_kv_cache_usage = core->peak_kv_cache_usage();
   stats.prompt_tokens_total = ss.prompt_tokens_total;
   stats.generation_tokens_total = ss.generation_tokens_total;
+  stats.forced_tokens_total = ss.forced_tokens_total;
   stats.prefix_cache_queries_total = ss.prefix_cache_queries_total;
   stats.prefix_cache_hits_total = ss.prefix_cache_hits_total;
   stats.num_preemptions_total = ss.num_preemptions_total;

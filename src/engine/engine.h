@@ -50,6 +50,7 @@ struct RequestMetrics {
   int32_t generated_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t num_preemptions = 0;
+  int32_t forced_tokens = 0;  // of generated_tokens: jump-forward, not sampled
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -125,6 +126,7 @@ struct EngineStats {
   int64_t kv_cache_capacity_tokens = 0;  // token slots of the KV cache (blocks x block size)
   uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;  // tokens sampled
+  uint64_t forced_tokens_total = 0;      // of those: jump-forward (structured output)
   uint64_t prefix_cache_queries_total = 0;  // tokens looked up
   uint64_t prefix_cache_hits_total = 0;     // tokens found
   uint64_t num_preemptions_total = 0;

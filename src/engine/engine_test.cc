@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 #include <iterator>
 #include <sstream>
@@ -424,6 +426,85 @@ TEST_F(EngineModelTest, StatsKeepRecentStepsAndTheKvShape) {
   EXPECT_EQ(st.block_size, config.block_size);
   EXPECT_EQ(st.max_num_seqs, config.max_num_seqs);
   EXPECT_GT(st.kv_cache_bytes, 0);
+}
+
+// A scripted constraint: masks nothing, but after the sampled tokens listed
+// in force_after it forces the given tokens (jump-forward), and it completes
+// after complete_after sampled tokens.
+class ScriptedConstraint : public TokenConstraint {
+ public:
+  std::map<int32_t, Ids> force_after;  // sampled-token count -> tokens forced then
+  int32_t complete_after = 1 << 30;
+  std::unique_ptr<TokenConstraintState> NewState() const override {
+    return std::make_unique<State>(this);
+  }
+
+ private:
+  class State : public TokenConstraintState {
+   public:
+    explicit State(const ScriptedConstraint* c) : c_(c) {}
+    void MaskLogits(std::span<float>, int32_t) override {}
+    void Accept(int32_t) override { ++sampled_; }
+    std::vector<int32_t> ForcedTokens(int32_t max_tokens) override {
+      auto it = c_->force_after.find(sampled_);
+      if (it == c_->force_after.end() || forced_done_.count(sampled_)) return {};
+      forced_done_.insert(sampled_);
+      Ids f = it->second;
+      if ((int32_t)f.size() > max_tokens) f.resize(max_tokens);
+      return f;
+    }
+    bool IsComplete() const override { return sampled_ >= c_->complete_after; }
+
+   private:
+    const ScriptedConstraint* c_;
+    int32_t sampled_ = 0;
+    std::set<int32_t> forced_done_;
+  };
+};
+
+TEST_F(EngineModelTest, JumpForwardTokensAreComputedLikeSampledOnesAndCounted) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  auto script = std::make_shared<ScriptedConstraint>();
+  script->force_after[2] = {300, 301, 302};
+  script->force_after[5] = {400};
+  script->complete_after = 8;
+  const Ids prompt = {1, 403, 407};
+  EngineRequest r = Greedy(prompt, 40);
+  r.sampling.constraint = script;
+  auto ch = (*engine)->AddRequest(r);
+  ASSERT_TRUE(ch.ok());
+  Outcome o = Drain(**ch);
+  // 8 sampled + 4 forced, then complete: "stop" although ignore_eos is set.
+  ASSERT_EQ(o.tokens.size(), 12u);
+  EXPECT_EQ(o.reason, FinishReason::kStop);
+  EXPECT_EQ(Ids(o.tokens.begin() + 2, o.tokens.begin() + 5), Ids({300, 301, 302}));
+  EXPECT_EQ(o.tokens[8], 400);
+  EXPECT_EQ(o.metrics.forced_tokens, 4);
+  EXPECT_EQ((*engine)->GetStats().forced_tokens_total, 4u);
+  // Every sampled token after a forced run is the greedy token of the whole
+  // prefix: the forced tokens' KV was computed like any other.
+  for (size_t k : {5u, 9u}) {
+    Ids prefix = prompt;
+    prefix.insert(prefix.end(), o.tokens.begin(), o.tokens.begin() + k);
+    auto one = (*engine)->AddRequest(Greedy(prefix, 1));
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(Drain(**one).tokens, Ids({o.tokens[k]})) << "after " << k << " tokens";
+  }
+}
+
+TEST_F(EngineModelTest, ForcedTokensStopAtMaxTokens) {
+  auto engine = Engine::Create(BaseConfig());
+  ASSERT_TRUE(engine.ok());
+  auto script = std::make_shared<ScriptedConstraint>();
+  script->force_after[1] = {300, 301, 302, 303, 304, 305};
+  EngineRequest r = Greedy({1}, 4);
+  r.sampling.constraint = script;
+  auto ch = (*engine)->AddRequest(r);
+  ASSERT_TRUE(ch.ok());
+  Outcome o = Drain(**ch);
+  EXPECT_EQ(o.tokens.size(), 4u);
+  EXPECT_EQ(o.reason, FinishReason::kLength);
 }
 
 }  // namespace

@@ -55,8 +55,20 @@ ModelRunnerOutput ForwardModelRunner::Execute(const SchedulerOutput& scheduled) 
     // One draw per sampled token, greedy or not, so a request's random
     // stream does not depend on anything but its own tokens.
     const double u = s.rng->Uniform();
+    if (s.constraint) {
+      // Structured output: forbidden tokens masked, then jump-forward.
+      const int32_t remaining = params.max_tokens - (int32_t)s.history.size();
+      masked_.assign(logits.begin(), logits.end());
+      s.constraint->MaskLogits(masked_, remaining);
+      logits = masked_;
+    }
     SampledToken t = SampleToken(logits, params, s.history, u);
     out.sampled[k].token_id = t.token_id;
+    if (s.constraint) {
+      s.constraint->Accept(t.token_id);
+      const int32_t remaining = params.max_tokens - (int32_t)s.history.size() - 1;
+      out.sampled[k].forced_token_ids = s.constraint->ForcedTokens(remaining);
+    }
     if (params.logprobs >= 0) {
       TokenLogprob& lp = out.sampled[k].logprob;
       lp.token_id = t.token_id;

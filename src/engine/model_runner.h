@@ -45,6 +45,7 @@ class ForwardModelRunner : public ModelRunner {
   KvStorage* kv_;
   ThreadPool* pool_;
   std::vector<float> logits_;
+  std::vector<float> masked_;  // one row, for requests with a constraint
 };
 
 }  // namespace tern

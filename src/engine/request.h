@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,12 +43,16 @@ class Request {
         sampling_(std::move(sampling)),
         cache_salt_(std::move(cache_salt)),
         rng_(sampling_.seed),
-        arrival_(arrival) {}
+        arrival_(arrival) {
+    if (sampling_.constraint) constraint_ = sampling_.constraint->NewState();
+  }
 
   const std::string& id() const { return id_; }
   const SamplingParams& sampling() const { return sampling_; }
   const std::string& cache_salt() const { return cache_salt_; }
   Rng& rng() { return rng_; }
+  // The structured-output state (null: unconstrained); advanced by the runner.
+  TokenConstraintState* constraint() { return constraint_.get(); }
 
   std::span<const int32_t> token_ids() const { return token_ids_; }
   std::span<const int32_t> prompt_token_ids() const {
@@ -72,6 +77,7 @@ class Request {
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
+  int32_t num_forced_tokens = 0;  // appended by jump-forward, not sampled
 
   // Timings (steady clock).
   Clock::time_point arrival() const { return arrival_; }
@@ -95,6 +101,7 @@ class Request {
   Rng rng_;
   Clock::time_point arrival_;
   std::vector<BlockHash> block_hashes_;
+  std::unique_ptr<TokenConstraintState> constraint_;
 };
 
 }  // namespace tern

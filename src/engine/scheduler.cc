@@ -376,6 +376,7 @@ void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput&
     s.sampling = &r.sampling();
     s.rng = &r.rng();
     s.history = r.output_token_ids();
+    s.constraint = r.constraint();
   }
   out.sequences.push_back(std::move(s));
 }
@@ -408,12 +409,40 @@ std::vector<RequestDelta> Scheduler::UpdateFromOutput(const SchedulerOutput& sch
     }
     r.last_token = now;
     if (r.sampling().logprobs >= 0) r.pending_logprobs.push_back(sampled.logprob);
-    const FinishReason reason = CheckStop(r, sampled.token_id);
+    FinishReason reason = CheckStop(r, sampled.token_id);
+    if (reason == FinishReason::kNone) reason = AppendForced(r, sampled.forced_token_ids);
+    // A structured output that completed on its last allowed token stopped, not ran out.
+    if (reason == FinishReason::kLength && r.constraint() && r.constraint()->IsComplete()) {
+      reason = FinishReason::kStop;
+    }
     if (reason != FinishReason::kNone) Finish(r, reason);
     deltas.push_back(TakeDelta(r, now));
     if (reason != FinishReason::kNone) requests_.erase(it);
   }
   return deltas;
+}
+
+// Jump-forward tokens follow the sampled one; each is checked like it.
+FinishReason Scheduler::AppendForced(Request& r, std::span<const int32_t> forced) {
+  FinishReason reason = FinishReason::kNone;
+  for (int32_t token : forced) {
+    r.AppendToken(token);
+    ++r.num_forced_tokens;
+    ++stats_.generation_tokens_total;
+    ++stats_.forced_tokens_total;
+    r.itl_s.push_back(0);
+    // A forced token has probability 1 under the constraint (and is its
+    // own only alternative).
+    if (r.sampling().logprobs >= 0) {
+      TokenLogprob lp{token, 0.0f, {}};
+      if (r.sampling().logprobs > 0) lp.top.emplace_back(token, 0.0f);
+      r.pending_logprobs.push_back(std::move(lp));
+    }
+    reason = CheckStop(r, token);
+    if (reason != FinishReason::kNone) return reason;
+  }
+  if (r.constraint() && r.constraint()->IsComplete()) reason = FinishReason::kStop;
+  return reason;
 }
 
 FinishReason Scheduler::CheckStop(const Request& r, int32_t token) const {

@@ -161,6 +161,7 @@ struct SchedulerConfig {
 struct SchedulerStats {
   uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;
+  uint64_t forced_tokens_total = 0;
   uint64_t prefix_cache_queries_total = 0;  // tokens
   uint64_t prefix_cache_hits_total = 0;     // tokens
   uint64_t num_preemptions_total = 0;
@@ -258,6 +259,7 @@ class Scheduler {
   void BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const;
 
   FinishReason CheckStop(const Request& r, int32_t token) const;
+  FinishReason AppendForced(Request& r, std::span<const int32_t> forced);
   RequestDelta TakeDelta(Request& r, Clock::time_point now);
   void Finish(Request& r, FinishReason reason);
 

@@ -28,6 +28,7 @@ struct ScheduledSequence {
   const SamplingParams* sampling = nullptr;  // set when sample
   Rng* rng = nullptr;                        // set when sample
   std::span<const int32_t> history;          // output so far (penalties)
+  TokenConstraintState* constraint = nullptr;  // structured output (may be null)
 };
 
 struct SchedulerOutput {
@@ -43,6 +44,7 @@ struct SchedulerOutput {
 struct SampledOutput {
   int32_t token_id = -1;  // -1: nothing sampled (partial prefill)
   TokenLogprob logprob;   // when the request asked for logprobs
+  std::vector<int32_t> forced_token_ids;  // jump-forward: follow token_id unsampled
 };
 
 struct ModelRunnerOutput {

@@ -1,5 +1,6 @@
 #include "jinja/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 
 namespace tern {
@@ -110,29 +111,39 @@ StatusOr<Template> ParseChatTemplate(const std::string& template_source) {
 StatusOr<std::string> RenderChatTemplate(const Template& chat_template,
                                          const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt, const std::string& bos_token,
-                                         const std::string& eos_token) {
+                                         const std::string& eos_token, const Value& tools) {
   ValueList list;
   list.reserve(messages.size());
   for (const ChatMessage& m : messages) {
-    list.push_back(Value::Dict({{"role", Value(m.role)}, {"content", Value(m.content)}}));
+    ValueDict d = {{"role", Value(m.role)}, {"content", Value(m.content)}};
+    for (const auto& [key, v] : m.extra) {
+      auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key; });
+      if (it != d.end()) {
+        it->second = v;
+      } else {
+        d.emplace_back(key, v);
+      }
+    }
+    list.push_back(Value::Dict(std::move(d)));
   }
-  Value context = Value::Dict({
+  ValueDict context_items = {
       {"messages", Value::List(std::move(list))},
       {"add_generation_prompt", Value(add_generation_prompt)},
       {"bos_token", Value(bos_token)},
       {"eos_token", Value(eos_token)},
       {"raise_exception", RaiseExceptionFunction()},
       {"strftime_now", StrftimeNowFunction()},
-  });
-  return chat_template.Render(context);
+  };
+  if (!tools.is_undefined()) context_items.emplace_back("tools", tools);
+  return chat_template.Render(Value::Dict(std::move(context_items)));
 }
 
 StatusOr<std::string> RenderChatTemplate(const std::string& template_source,
                                          const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt, const std::string& bos_token,
-                                         const std::string& eos_token) {
+                                         const std::string& eos_token, const Value& tools) {
   TERN_ASSIGN_OR_RETURN(Template parsed, ParseChatTemplate(template_source));
-  return RenderChatTemplate(parsed, messages, add_generation_prompt, bos_token, eos_token);
+  return RenderChatTemplate(parsed, messages, add_generation_prompt, bos_token, eos_token, tools);
 }
 
 std::optional<std::string> BuiltinChatTemplate(std::string_view name) {

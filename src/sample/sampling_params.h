@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "sample/token_constraint.h"
 
 namespace tern {
 
@@ -21,6 +24,8 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-generation ids
   int32_t logprobs = -1;      // -1 = none; n >= 0: chosen + top-n alternatives
+  // Structured output: only tokens the constraint allows (null: any).
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 }  // namespace tern

@@ -44,10 +44,10 @@ StatusOr<ChatPrompt> ChatPrompt::Create(const Tokenizer& tokenizer,
 }
 
 StatusOr<std::vector<int32_t>> ChatPrompt::Encode(const std::vector<ChatMessage>& messages,
-                                                  bool add_special) const {
+                                                  bool add_special, const Value& tools) const {
   StatusOr<std::string> text = RenderChatTemplate(template_, messages,
                                                   /*add_generation_prompt=*/true, bos_text_,
-                                                  eos_text_);
+                                                  eos_text_, tools);
   if (!text.ok()) return InvalidArgument("chat template: " + text.status().message());
   // The template usually writes BOS itself; add it only when it did not.
   const bool starts_with_bos = !bos_text_.empty() && text->rfind(bos_text_, 0) == 0;

@@ -39,8 +39,9 @@ class ChatPrompt {
 
   // add_special: BOS as the vocabulary asks (unless the template wrote it).
   // InvalidArgument "chat template: ..." when the template raises an error.
+  // tools: the request's tools for the template (undefined: none).
   StatusOr<std::vector<int32_t>> Encode(const std::vector<ChatMessage>& messages,
-                                        bool add_special) const;
+                                        bool add_special, const Value& tools = Value()) const;
 
  private:
   ChatPrompt(const Tokenizer& tokenizer, Template chat_template)

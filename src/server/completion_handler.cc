@@ -6,6 +6,7 @@
 #include <random>
 
 #include "server/request_parser.h"
+#include "server/structured_output.h"
 
 namespace tern {
 namespace {
@@ -61,7 +62,7 @@ std::optional<ApiError> CompletionHandler::BuildPrompts(std::vector<std::vector<
                                                         std::vector<std::string>* echo_texts) {
   ServingBackend& b = *ctx_.backend;
   if (is_chat()) {
-    StatusOr<std::vector<int32_t>> ids = b.EncodeChat(request_.messages, true);
+    StatusOr<std::vector<int32_t>> ids = b.EncodeChatWithTools(request_.messages, request_.tools, true);
     if (!ids.ok()) return FromStatus(ids.status(), "messages");
     prompts->push_back(std::move(ids).value());
     echo_texts->push_back("");
@@ -126,6 +127,21 @@ std::optional<ApiError> CompletionHandler::Submit(const std::vector<std::vector<
   for (size_t p = 0; p < prompts.size(); ++p) {
     int32_t max_tokens = 0;
     if (auto e = CheckLength(prompts[p].size(), &max_tokens)) return e;
+    std::shared_ptr<const TokenConstraint> constraint;
+    OutputConstraintSpec spec = request_.constraint;
+    if (is_chat() && request_.tools.active()) {
+      OutputConstraintSpec tool_spec = ToolCallConstraint(request_.tools, ctx_.backend->tool_call_format());
+      if (tool_spec.kind != OutputConstraintSpec::Kind::kNone) {
+        if (spec.kind != OutputConstraintSpec::Kind::kNone) {
+          return ApiError::Invalid("'" + spec.param + "' cannot be combined with tool_choice \"required\" or a named function",
+                                   spec.param);
+        }
+        spec = std::move(tool_spec);
+      }
+    }
+    if (auto e = ResolveConstraint(spec, max_tokens, ctx_.backend->constraints(), &constraint)) {
+      return e;
+    }
     for (int32_t j = 0; j < request_.n; ++j) {
       Choice& c = choices_[p * request_.n + j];
       c.index = (int32_t)(p * request_.n + j);
@@ -134,7 +150,11 @@ std::optional<ApiError> CompletionHandler::Submit(const std::vector<std::vector<
       c.echo_text = echo_texts[p];
       c.stop = std::make_unique<StopMatcher>(request_.stop);
       c.max_tokens = max_tokens;
+      c.constraint = constraint;
       c.detok = ctx_.backend->NewTextStream(c.prompt_ids);
+      if (is_chat() && request_.tools.active()) {
+        c.tools = std::make_unique<ToolCallStream>(ctx_.backend->tool_call_format());
+      }
     }
   }
   for (Choice& c : choices_) {
@@ -144,6 +164,7 @@ std::optional<ApiError> CompletionHandler::Submit(const std::vector<std::vector<
     req.sampling = request_.sampling;
     req.sampling.max_tokens = c.max_tokens;
     req.sampling.logprobs = request_.logprobs;
+    req.sampling.constraint = c.constraint;
     if (req.sampling.has_seed) req.sampling.seed += (uint64_t)(c.index % request_.n);
     req.cache_salt = request_.cache_salt;
     StatusOr<std::shared_ptr<OutputChannel>> ch = ctx_.backend->AddRequest(std::move(req));
@@ -181,7 +202,8 @@ void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
       c.delta_logprobs.push_back(std::move(e));
     }
     c.raw_bytes += decoded.size();
-    const std::string released = c.stop->Push(decoded);
+    std::string released = c.stop->Push(decoded);
+    if (c.tools) released = c.tools->Push(released);
     c.text += released;
     c.delta += released;
     if (c.stop->matched()) {
@@ -196,14 +218,25 @@ void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
   if (c.client_done) return;
   std::string rest = c.stop->Push(c.detok->Flush());
   if (!c.stop->matched()) rest += c.stop->Flush();
+  std::string reason = c.stop->matched() ? "stop" : FinishName(out.finish_reason);
+  if (c.tools) {
+    rest = c.tools->Push(rest);
+    ParsedToolOutput parsed = c.tools->Finish();
+    rest += parsed.content;
+    c.tool_calls = parsed.calls;
+    c.delta_tool_calls = std::move(parsed.calls);
+    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
+  }
   c.text += rest;
   c.delta += rest;
-  FinishChoice(c, c.stop->matched() ? "stop" : FinishName(out.finish_reason));
+  FinishChoice(c, reason);
 }
 
 bool CompletionHandler::SendChunk(Choice& c) {
   ChoiceResult r{c.index, std::move(c.delta), c.client_done ? c.finish_reason : "",
                  request_.logprobs >= 0, std::move(c.delta_logprobs)};
+  r.tool_calls = std::move(c.delta_tool_calls);
+  c.delta_tool_calls.clear();
   c.delta.clear();
   c.delta_logprobs.clear();
   const std::string data = is_chat() ? ChatChunkJson(Meta(), r, false, request_.include_usage)
@@ -238,7 +271,8 @@ bool CompletionHandler::Pump(bool streaming) {
       if (!c.client_done) {
         if (std::optional<RequestOutput> out = c.channel->Pop(timeout)) Consume(c, *out);
       }
-      if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() || c.client_done)) {
+      if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() || !c.delta_tool_calls.empty() ||
+                        c.client_done)) {
         if (!SendChunk(c)) return false;
       }
       finish_sent[i] = c.client_done;
@@ -319,6 +353,7 @@ void CompletionHandler::SendFinalResponse() {
     std::string text = request_.echo ? c.echo_text + c.text : c.text;
     results.push_back(
         {c.index, std::move(text), c.finish_reason, request_.logprobs >= 0, std::move(c.logprobs)});
+    results.back().tool_calls = c.tool_calls;
   }
   const std::string body = is_chat() ? ChatCompletionJson(Meta(), results, Usage())
                                      : CompletionJson(Meta(), results, Usage());

@@ -23,6 +23,7 @@
 #include "server/server_metrics.h"
 #include "server/serving_backend.h"
 #include "server/stop_matcher.h"
+#include "server/tool_calls.h"
 
 namespace tern {
 
@@ -61,6 +62,7 @@ class CompletionHandler {
     std::shared_ptr<OutputChannel> channel;
     std::vector<int32_t> prompt_ids;
     int32_t max_tokens = 0;
+    std::shared_ptr<const TokenConstraint> constraint;  // structured output, or null
     std::string echo_text;
     std::unique_ptr<StopMatcher> stop;
     std::unique_ptr<TokenTextStream> detok;
@@ -74,6 +76,9 @@ class CompletionHandler {
     bool client_done = false;  // finish sent / decided
     bool engine_done = false;  // the engine's final output arrived
     std::string finish_reason;
+    std::unique_ptr<ToolCallStream> tools;         // chat with tools: calls held back and parsed
+    std::vector<ToolCallResult> tool_calls;        // all (non-streaming)
+    std::vector<ToolCallResult> delta_tool_calls;  // since the last chunk
   };
 
   std::optional<ApiError> BuildPrompts(std::vector<std::vector<int32_t>>* prompts,

@@ -19,6 +19,33 @@ enum class ApiEndpoint { kCompletions, kChatCompletions };
 struct ApiMessage {
   std::string role;
   std::string content;
+  bool content_null = false;    // a tool-call turn with content absent or null
+  std::string tool_calls_json;  // assistant: its tool_calls array as sent ("" when none)
+  std::string tool_call_id;     // tool: the call it answers
+  std::string name;             // optional
+};
+
+// tools / tool_choice of a chat request (tool_calls.h).
+struct ToolsRequest {
+  enum class Choice { kAuto, kNone, kRequired, kNamed };
+  std::string tools_json;  // the tools array as sent, key order kept ("" when none)
+  std::vector<std::string> names;            // per tool: function.name
+  std::vector<std::string> parameters_json;  // per tool: function.parameters ("" when none)
+  Choice choice = Choice::kAuto;
+  std::string choice_name;  // kNamed
+  // Calls are looked for in the reply.
+  bool active() const { return !names.empty() && choice != Choice::kNone; }
+};
+
+// A structured-output request (response_format, guided_*), checked for shape;
+// compiled against the vocabulary by structured_output.h.
+struct OutputConstraintSpec {
+  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kNone;
+  std::string text;                  // json_schema: the schema, key order kept; regex: the pattern; grammar: GBNF
+  std::vector<std::string> choices;  // guided_choice
+  std::string param;                 // the request field it came from (errors name it)
+  std::string prefix, suffix;        // json_schema: literal text around the JSON (tool calls)
 };
 
 // One completions prompt: text, or token ids when is_tokens.
@@ -45,6 +72,8 @@ struct CompletionRequest {
   bool echo = false;           // completions: prompt text prepended
   std::string user;
   std::string cache_salt;
+  OutputConstraintSpec constraint;
+  ToolsRequest tools;  // chat
 };
 
 // POST /tokenize: a prompt, or chat messages rendered with the template.

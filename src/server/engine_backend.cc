@@ -1,5 +1,7 @@
 #include "server/engine_backend.h"
 
+#include "server/structured_output.h"
+
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +31,7 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(
     StatusOr<ChatPrompt> p = ChatPrompt::Create(b->engine_->tokenizer(), chat_template_source);
     if (!p.ok()) return p.status();
     b->chat_prompt_ = std::move(p).value();
+    b->tool_call_format_ = DetectToolCallFormat(chat_template_source);
   }
   return b;
 }
@@ -64,6 +67,13 @@ std::string EngineBackend::TokenPiece(int32_t id) const {
   return tok.TokenToPiece(id, /*skip_special=*/true);
 }
 
+grammar::ConstraintCache* EngineBackend::constraints() const {
+  std::call_once(constraints_once_, [this] {
+    constraints_ = std::make_unique<grammar::ConstraintCache>(TokenTrieFor(engine_->tokenizer()));
+  });
+  return constraints_.get();
+}
+
 std::unique_ptr<TokenTextStream> EngineBackend::NewTextStream(
     std::span<const int32_t> prompt_ids) const {
   return std::make_unique<DetokenizerStream>(engine_->tokenizer(), prompt_ids);
@@ -76,10 +86,16 @@ StatusOr<std::vector<int32_t>> EngineBackend::EncodeChat(const std::vector<ApiMe
         "this model has no chat template (no tokenizer.chat_template in its GGUF); start the "
         "server with --chat-template NAME|FILE, or use /v1/completions");
   }
+  return EncodeChatWithTools(messages, ToolsRequest{}, add_special);
+}
+
+StatusOr<std::vector<int32_t>> EngineBackend::EncodeChatWithTools(
+    const std::vector<ApiMessage>& messages, const ToolsRequest& tools, bool add_special) const {
+  if (!chat_prompt_) return EncodeChat(messages, add_special);
   std::vector<ChatMessage> chat;
   chat.reserve(messages.size());
-  for (const ApiMessage& m : messages) chat.push_back({m.role, m.content});
-  return chat_prompt_->Encode(chat, add_special);
+  for (const ApiMessage& m : messages) chat.push_back({m.role, m.content, MessageExtras(m)});
+  return chat_prompt_->Encode(chat, add_special, ToolsValue(tools));
 }
 
 }  // namespace tern

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "engine/engine.h"
+#include "grammar/constraint_cache.h"
 #include "server/chat_prompt.h"
 #include "server/serving_backend.h"
 
@@ -41,12 +43,21 @@ class EngineBackend : public ServingBackend {
       std::span<const int32_t> prompt_ids) const override;
   StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ApiMessage>& messages,
                                             bool add_special) const override;
+  StatusOr<std::vector<int32_t>> EncodeChatWithTools(const std::vector<ApiMessage>& messages,
+                                                     const ToolsRequest& tools,
+                                                     bool add_special) const override;
+  ToolCallFormat tool_call_format() const override { return tool_call_format_; }
+  // Built on first use (the token trie walks the whole vocabulary once).
+  grammar::ConstraintCache* constraints() const override;
 
  private:
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 
   std::unique_ptr<Engine> engine_;
   std::optional<ChatPrompt> chat_prompt_;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kHermes;
+  mutable std::once_flag constraints_once_;
+  mutable std::unique_ptr<grammar::ConstraintCache> constraints_;
 };
 
 }  // namespace tern

@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sample/defaults.h"
+#include "server/openai_fields.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace tern {
 namespace {
@@ -183,6 +186,15 @@ MaybeError ParseMessages(const json& obj, std::vector<ApiMessage>* out) {
     }
     ApiMessage msg{role->get<std::string>(), ""};
     if (auto e = ParseContent(m, i, &msg.content)) return e;
+    if (const json* calls = Field(m, "tool_calls")) {
+      if (!calls->is_array()) return WrongType(key + ".tool_calls", "an array", *calls);
+      if (!calls->empty()) msg.tool_calls_json = calls->dump();
+    }
+    // A tool-call turn without text shows the template None, as clients send
+    // it; elsewhere a missing content stays "".
+    msg.content_null = !msg.tool_calls_json.empty() && !Field(m, "content");
+    if (auto e = GetString(m, "tool_call_id", &msg.tool_call_id)) return e;
+    if (auto e = GetString(m, "name", &msg.name)) return e;
     out->push_back(std::move(msg));
   }
   return std::nullopt;
@@ -303,6 +315,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoin
   *out = CompletionRequest{};
   out->endpoint = endpoint;
   out->sampling = DefaultSampling();
+  if (auto e = CheckUnsupportedFields(obj, endpoint)) return e;
   if (auto e = GetString(obj, "model", &out->model)) return e;
   if (endpoint == ApiEndpoint::kCompletions) {
     if (auto e = ParsePrompts(obj, limits, &out->prompts)) return e;
@@ -317,6 +330,10 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, ApiEndpoin
   if (auto e = GetInt(obj, "n", 1, limits.max_n, &n)) return e;
   out->n = (int32_t)n;
   if (auto e = ParseStreamOptions(obj, out)) return e;
+  if (auto e = ParseOutputConstraint(obj, body, &out->constraint)) return e;
+  if (endpoint == ApiEndpoint::kChatCompletions) {
+    if (auto e = ParseTools(obj, body, &out->tools)) return e;
+  }
   if (auto e = ParseLogprobs(obj, endpoint, limits, &out->logprobs)) return e;
   if (auto e = GetString(obj, "user", &out->user)) return e;
   if (auto e = GetString(obj, "cache_salt", &out->cache_salt)) return e;

@@ -210,3 +210,59 @@ TEST(RequestParserTest, ParsesTokenizeAndDetokenize) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+TEST(RequestParserTest, UnsupportedOpenAiFieldsAre400sNamingThemIgnoredOnesPass) {
+  const char* chat = R"("messages": [{"role": "user", "content": "x"}])";
+  for (const char* field : {R"("logit_bias": {"5": 10})", R"("functions": [{"name": "f"}])",
+                            R"("function_call": "auto")", R"("audio": {"voice": "x"})",
+                            R"("prediction": {"type": "content", "content": "x"})",
+                            R"("modalities": ["text", "audio"])", R"("reasoning_effort": "low")",
+                            R"("web_search_options": {})"}) {
+    const std::string body = std::string("{") + chat + ", " + field + "}";
+    CompletionRequest r;
+    std::optional<ApiError> e = ParseCompletionRequest(body, kChat, {}, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->http_status, 400);
+    const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
+    EXPECT_EQ(e->param, name);
+    EXPECT_NE(e->message.find("'" + name + "' is not supported"), std::string::npos) << e->message;
+  }
+  CompletionRequest r;
+  EXPECT_FALSE(ParseCompletionRequest(std::string("{") + chat +
+                                          R"(, "user": "u", "store": false, "metadata": {"a": "b"},
+                                          "service_tier": "auto", "logit_bias": {}, "modalities": ["text"],
+                                          "parallel_tool_calls": true})",
+                                      kChat, {}, &r)
+                   .has_value());
+  std::optional<ApiError> e = ParseCompletionRequest(R"({"prompt": "x", "best_of": 3})", kCmpl, {}, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "best_of");
+  e = ParseCompletionRequest(R"({"prompt": "x", "suffix": "end"})", kCmpl, {}, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "suffix");
+}
+
+TEST(RequestParserTest, ReadsResponseFormatAndToolMessages) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(
+      R"({"messages": [{"role": "user", "content": "x"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+           "function": {"name": "f", "arguments": "{}"}}]},
+          {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+          "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+           "schema": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}}}}})",
+      kChat, {}, &r).has_value());
+  EXPECT_EQ(r.constraint.kind, OutputConstraintSpec::Kind::kJsonSchema);
+  // Key order as sent (z before a): properties come out in it.
+  EXPECT_LT(r.constraint.text.find("\"z\""), r.constraint.text.find("\"a\""));
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_TRUE(r.messages[1].content_null);
+  EXPECT_NE(r.messages[1].tool_calls_json.find("\"c1\""), std::string::npos);
+  EXPECT_EQ(r.messages[2].tool_call_id, "c1");
+}
+
+}  // namespace
+}  // namespace tern

@@ -55,7 +55,30 @@ json ChatLogprobs(const ChoiceResult& c) {
                        {"bytes", Bytes(e.token)},
                        {"top_logprobs", std::move(top)}});
   }
-  return {{"content", std::move(content)}};
+  // The schema requires refusal beside content (tern never refuses: null).
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+json ToolCallsJson(const ChoiceResult& c, bool chunk) {
+  json arr = json::array();
+  for (size_t i = 0; i < c.tool_calls.size(); ++i) {
+    const ToolCallResult& t = c.tool_calls[i];
+    json call = {{"id", t.id},
+                 {"type", "function"},
+                 {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
+    if (chunk) call["index"] = c.tool_call_base + (int32_t)i;
+    arr.push_back(std::move(call));
+  }
+  return arr;
+}
+
+json ChatMessageJson(const ChoiceResult& c) {
+  json m = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+  if (!c.tool_calls.empty()) {
+    if (c.text.empty()) m["content"] = nullptr;
+    m["tool_calls"] = ToolCallsJson(c, false);
+  }
+  return m;
 }
 
 json Usage(const UsageInfo& u) {
@@ -100,7 +123,7 @@ std::string ChatCompletionJson(const ResponseMeta& meta, const std::vector<Choic
   json arr = json::array();
   for (const ChoiceResult& c : choices) {
     arr.push_back({{"index", c.index},
-                   {"message", {{"role", "assistant"}, {"content", c.text}}},
+                   {"message", ChatMessageJson(c)},
                    {"logprobs", ChatLogprobs(c)},
                    {"finish_reason", NullOr(c.finish_reason)}});
   }
@@ -125,6 +148,7 @@ std::string ChatChunkJson(const ResponseMeta& meta, const ChoiceResult& c, bool 
   json delta = json::object();
   if (with_role) delta["role"] = "assistant";
   if (!c.text.empty() || (with_role && c.finish_reason.empty())) delta["content"] = c.text;
+  if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(c, true);
   j["choices"] = json::array({{{"index", c.index},
                                {"delta", std::move(delta)},
                                {"logprobs", ChatLogprobs(c)},

@@ -22,12 +22,21 @@ struct LogprobEntry {
   int32_t text_offset = 0;  // completions: byte offset of the token in the text
 };
 
+// One function call of the assistant (chat message.tool_calls).
+struct ToolCallResult {
+  std::string id;         // "call_..."
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 struct ChoiceResult {
   int32_t index = 0;
   std::string text;
   std::string finish_reason;  // "" -> null (a stream chunk before the end)
   bool has_logprobs = false;
   std::vector<LogprobEntry> logprobs;
+  std::vector<ToolCallResult> tool_calls;  // chat: content is null when text is empty
+  int32_t tool_call_base = 0;              // chunks: index of tool_calls[0] in the message
 };
 
 struct UsageInfo {

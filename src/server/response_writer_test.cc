@@ -54,6 +54,11 @@ TEST(ResponseWriterTest, ChatLogprobsListBytesAndAlternatives) {
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(j["choices"][0]["message"]["content"], "A");
+  // Required by the OpenAI schema (nullable): present, null.
+  ASSERT_TRUE(j["choices"][0]["message"].contains("refusal"));
+  EXPECT_TRUE(j["choices"][0]["message"]["refusal"].is_null());
+  ASSERT_TRUE(j["choices"][0]["logprobs"].contains("refusal"));
+  EXPECT_TRUE(j["choices"][0]["logprobs"]["refusal"].is_null());
   const json& e = j["choices"][0]["logprobs"]["content"][0];
   EXPECT_EQ(e["token"], "A");
   EXPECT_EQ(e["bytes"], json({65}));

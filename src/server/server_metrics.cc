@@ -127,6 +127,8 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
   w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
   w.Header("generation_tokens_total", "counter", "Number of generated tokens.");
   w.Sample("generation_tokens_total", (double)s.generation_tokens_total);
+  w.Header("forced_tokens_total", "counter", "Generated tokens appended by jump-forward (structured outputs).");
+  w.Sample("forced_tokens_total", (double)s.forced_tokens_total);
   w.Header("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
   w.Sample("prefix_cache_queries_total", (double)s.prefix_cache_queries_total);
   w.Header("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");

@@ -16,8 +16,13 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "server/completion_request.h"
+#include "server/tool_calls.h"
 
 namespace tern {
+
+namespace grammar {
+class ConstraintCache;
+}
 
 // Generated ids -> text for one choice, whole UTF-8 characters at a time.
 class TokenTextStream {
@@ -57,6 +62,17 @@ class ServingBackend {
   // generation prompt). InvalidArgument when the model has no template.
   virtual StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ApiMessage>& messages,
                                                     bool add_special) const = 0;
+  // EncodeChat with the request's tools for the template (none: EncodeChat).
+  virtual StatusOr<std::vector<int32_t>> EncodeChatWithTools(const std::vector<ApiMessage>& messages,
+                                                             const ToolsRequest& tools,
+                                                             bool add_special) const {
+    if (!tools.tools_json.empty()) return InvalidArgument("tools are not supported by this server");
+    return EncodeChat(messages, add_special);
+  }
+  // How the chat template writes tool calls (tool_calls.h).
+  virtual ToolCallFormat tool_call_format() const { return ToolCallFormat::kHermes; }
+  // Structured outputs compiled over this vocabulary (null: not supported).
+  virtual grammar::ConstraintCache* constraints() const { return nullptr; }
 };
 
 }  // namespace tern

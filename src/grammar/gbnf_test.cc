@@ -1,0 +1,57 @@
+#include "grammar/gbnf.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace tern::grammar {
+namespace {
+
+TEST(GbnfTest, CompilesTheUsualNotation) {
+  StatusOr<Grammar> g = CompileGbnf(R"(
+    # key/value list
+    root ::= "{" pair ( ", " pair )* "}"
+    pair ::= [a-z]+ ": " ( num | "null" | "\u00e9" )
+    num  ::= "-"? [0-9]{1,3}
+  )");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(g->Accepts("{a: 1}"));
+  EXPECT_TRUE(g->Accepts("{ab: -123, c: null, d: \xC3\xA9}"));
+  EXPECT_FALSE(g->Accepts("{a: 1234}"));
+  EXPECT_FALSE(g->Accepts("{A: 1}"));
+  EXPECT_FALSE(g->Accepts("{a: 1,b: 2}"));
+}
+
+TEST(GbnfTest, ErrorsNameTheLineOrRule) {
+  for (const auto& [text, needle] : std::vector<std::pair<const char*, const char*>>{
+           {"root ::= x", "rule 'x' is used but not defined"},
+           {"start ::= \"a\"", "no 'root' rule"},
+           {"root ::= \"a\"\nroot ::= \"b\"", "line 2: rule 'root' is defined twice"},
+           {"root ::= \"a", "unclosed string"},
+           {"root ::= (\"a\"", "unclosed '('"},
+           {"root ::= [a-", "unclosed '['"},
+           {"root ::= root \"a\" | \"b\"", "left-recursive"},
+           {"root ::= \"a\" root", "never finish"},
+       }) {
+    StatusOr<Grammar> g = CompileGbnf(text);
+    ASSERT_FALSE(g.ok()) << text;
+    EXPECT_NE(g.status().message().find(needle), std::string::npos) << g.status().message();
+  }
+}
+
+TEST(GbnfTest, GarbageNeverCrashes) {
+  const std::vector<std::string> pieces = {"root", " ::= ", "a", "\"x\"", "\"\\u12\"", "[a-z]", "[^", "(", ")",
+                                           "|", "*", "{2,1}", "{3}", ".", "#c\n", "\n", " b ::= "};
+  std::mt19937 rng(9);
+  int ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    const int len = 1 + (int)(rng() % 10);
+    for (int k = 0; k < len; ++k) text += pieces[rng() % pieces.size()];
+    ok += CompileGbnf(text).ok();
+  }
+  EXPECT_GT(ok, 0);  // some are well formed; none crashes
+}
+
+}  // namespace
+}  // namespace tern::grammar
