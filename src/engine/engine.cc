@@ -15,6 +15,7 @@
 #include "kv/kv_config.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -212,7 +213,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (config.speculative_method == SpecMethod::kNgram) {
     proposer = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
   } else if (config.speculative_method == SpecMethod::kDraft) {
-    return Unimplemented("--speculative-method draft is not built yet");
+    // The draft's KV holds as many tokens as the target's.
+    TERN_ASSIGN_OR_RETURN(proposer, DraftModelProposer::Create(config.speculative_model,
+                                                               impl->model->file(), kv.block_size,
+                                                               kv.num_blocks, impl->pool.get()));
   }
   if (proposer) sc.num_spec_tokens = config.num_speculative_tokens;
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));

@@ -9,6 +9,9 @@
 
 #include "base/paths.h"
 #include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "spec/model_copy.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
@@ -222,10 +225,32 @@ TEST_F(SpecEngineTest, MetricsCountDraftsAndAcceptedTokens) {
 // and proposals are both accepted and rejected. (Alone vs batched is not
 // compared: a batch's shape may move logits by rounding, which only greedy
 // decoding is immune to.)
+// A perturbed copy of stories260K (written once per test run) as the draft.
+std::string DraftPath(double noise) {
+  const std::string path = ::testing::TempDir() + "/spec_draft_" + std::to_string((int)(noise * 1000)) +
+                           ".gguf";
+  if (!FileExists(path)) {
+    auto src = gguf::GgufFile::Open(ModelPath());
+    EXPECT_TRUE(src.ok());
+    Status st = WritePerturbedCopy(**src, path, noise, 42);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return path;
+}
+
+EngineConfig Draft(EngineConfig c, int32_t k, double noise) {
+  c.speculative_method = SpecMethod::kDraft;
+  c.speculative_model = DraftPath(noise);
+  c.num_speculative_tokens = k;
+  return c;
+}
+
 TEST_F(SpecEngineTest, SeededSamplingWithProposalsIsReproducible) {
   const std::vector<Ids> prompts = Prompts(8);
+  for (const EngineConfig& config : {Ngram(BaseConfig(), 4), Draft(BaseConfig(), 3, 0.3)}) {
+  SCOPED_TRACE(SpecMethodName(config.speculative_method));
   auto sample = [&](bool alone, EngineStats* stats) {
-    auto engine = Engine::Create(Ngram(BaseConfig(), 4));
+    auto engine = Engine::Create(config);
     EXPECT_TRUE(engine.ok());
     std::vector<Ids> out;
     std::vector<std::shared_ptr<OutputChannel>> channels;
@@ -261,6 +286,95 @@ TEST_F(SpecEngineTest, SeededSamplingWithProposalsIsReproducible) {
   EXPECT_EQ(c_stats.generation_tokens_total, 48u * prompts.size());
   EXPECT_GT(a_stats.spec_num_accepted_tokens_total, 0u);
   EXPECT_LT(a_stats.spec_num_accepted_tokens_total, a_stats.spec_num_draft_tokens_total);
+  }
+}
+
+TEST_F(SpecEngineTest, DraftGreedyEqualsPlainDecodingAloneBatchedPreemptedCached) {
+  const std::vector<Ids> prompts = Prompts(32);
+  const int32_t kMaxTokens = 32;
+  const std::vector<Ids> reference = RunAll(BaseConfig(), prompts, kMaxTokens, true);
+  ASSERT_EQ(reference.size(), prompts.size());
+  struct Variant {
+    std::string name;
+    EngineConfig config;
+    size_t batch;
+    bool alone;
+  };
+  std::vector<Variant> variants;
+  for (int32_t k : {1, 4, 8}) {
+    variants.push_back({"alone k " + std::to_string(k), Draft(BaseConfig(), k, 0.1), 32, true});
+    variants.push_back({"batch 8 k " + std::to_string(k), Draft(BaseConfig(), k, 0.1), 8, false});
+    variants.push_back({"batch 32 k " + std::to_string(k), Draft(BaseConfig(), k, 0.1), 32, false});
+  }
+  {
+    EngineConfig c = Draft(BaseConfig(), 3, 0.1);
+    c.max_num_batched_tokens = 7;
+    c.max_num_partial_prefills = 2;
+    variants.push_back({"budget 7", c, 32, false});
+    c = Draft(BaseConfig(), 5, 0.1);
+    c.block_size = 8;
+    c.kv_cache_memory_bytes = (256 + 64) * 640;  // forces preemption
+    variants.push_back({"tiny KV (preemption)", c, 32, false});
+    c = Draft(BaseConfig(), 2, 0.1);
+    c.scheduling_policy = SchedulingPolicy::kDecodeProtect;
+    c.enable_prefix_caching = false;
+    variants.push_back({"decode-protect, no prefix caching", c, 32, false});
+  }
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    EngineStats stats;
+    const std::vector<Ids> sub(prompts.begin(), prompts.begin() + v.batch);
+    const std::vector<Ids> out = RunAll(v.config, sub, kMaxTokens, v.alone, &stats);
+    ASSERT_EQ(out.size(), v.batch);
+    for (size_t i = 0; i < v.batch; ++i) EXPECT_EQ(out[i], reference[i]) << "request " << i;
+    EXPECT_GT(stats.spec_num_accepted_tokens_total, 0u);
+    EXPECT_LT(stats.spec_num_accepted_tokens_total, stats.spec_num_draft_tokens_total);
+    if (v.name.starts_with("tiny KV")) EXPECT_GT(stats.num_preemptions_total, 0u);
+    // (8 short prompts arriving together share no computed block.)
+    if (v.config.enable_prefix_caching && v.batch == 32) EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    EXPECT_EQ(stats.kv_cache_usage, 0.0);
+  }
+}
+
+TEST_F(SpecEngineTest, IdenticalDraftIsAlmostAlwaysAccepted) {
+  const std::vector<Ids> prompts = Prompts(4);
+  EngineStats stats;
+  const std::vector<Ids> ref = RunAll(BaseConfig(), prompts, 40, true);
+  const std::vector<Ids> out = RunAll(Draft(BaseConfig(), 4, 0.0), prompts, 40, true, &stats);
+  EXPECT_EQ(out, ref);
+  ASSERT_GT(stats.spec_num_draft_tokens_total, 0u);
+  EXPECT_GT((double)stats.spec_num_accepted_tokens_total / stats.spec_num_draft_tokens_total, 0.95);
+}
+
+TEST_F(SpecEngineTest, DraftWithAnotherVocabularyIsRejectedNamingTheId) {
+  auto src = gguf::GgufFile::Open(ModelPath());
+  ASSERT_TRUE(src.ok());
+  gguf::GgufWriter w;
+  w.CopyMetadataFrom(**src);
+  for (const auto& [key, value] : (*src)->metadata()) {
+    if (key != "tokenizer.ggml.tokens") continue;
+    gguf::Value tokens = value;
+    tokens.array[37] = gguf::Value::String("<changed>");
+    w.SetValue(key, tokens);
+  }
+  for (const gguf::TensorInfo& t : (*src)->tensors()) {
+    ASSERT_TRUE(w.AddTensor(t.name, t.dtype, t.shape, t.data, t.num_bytes).ok());
+  }
+  const std::string path = ::testing::TempDir() + "/spec_other_vocab.gguf";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  EngineConfig c = BaseConfig();
+  c.speculative_method = SpecMethod::kDraft;
+  c.speculative_model = path;
+  c.num_speculative_tokens = 4;
+  auto e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("differs from the target's at token id 37"), std::string::npos)
+      << e.status().message();
+  c.speculative_model = "/nonexistent/draft.gguf";
+  e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("/nonexistent/draft.gguf"), std::string::npos)
+      << e.status().message();
 }
 
 TEST_F(SpecEngineTest, BadSpeculativeConfigIsAClearError) {
