@@ -155,6 +155,11 @@ struct SchedulerConfig {
   double target_itl_factor = kAutoTargetItlFactor;
   // Fixed step-cost coefficients (tests); unset = fitted online.
   std::optional<StepCostCoefficients> fixed_step_cost;
+  // Speculative decoding: proposals per decode step (k; 0 = off). Each
+  // speculating decode takes 1 + k tokens of the budget and KV slots for
+  // them; when those do not fit it decodes plainly (never preempts for
+  // proposals).
+  int32_t num_spec_tokens = 0;
 };
 
 // Counters since start.
@@ -167,6 +172,14 @@ struct SchedulerStats {
   uint64_t num_preemptions_total = 0;
   uint64_t num_steps_total = 0;
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
+  // Speculative decoding (vLLM's names): verification steps with proposals,
+  // proposals verified, proposals accepted, and accepted by position
+  // (index i: the (i+1)-th proposal of a step was accepted).
+  uint64_t spec_num_drafts_total = 0;
+  uint64_t spec_num_draft_tokens_total = 0;
+  uint64_t spec_num_accepted_tokens_total = 0;
+  std::vector<uint64_t> spec_accepted_per_position;
+  uint64_t spec_rollback_blocks_total = 0;  // blocks returned by rollbacks
 };
 
 // New output of one request in one step.
@@ -203,6 +216,11 @@ class Scheduler {
   int num_waiting() const { return (int)waiting_.size(); }
   const KvCacheManager& kv() const { return *kv_; }
   const SchedulerStats& stats() const { return stats_; }
+
+  // Proposals r may verify this step: 0 with speculation off, for a request
+  // with a structured-output constraint (its mask depends on every token
+  // before), and when its output or max_model_len has no room.
+  int32_t NumSpecTokens(const Request& r) const;
 
   // CHECKs the KV manager's invariants and that only running requests hold
   // blocks, each covering its computed tokens.
@@ -256,7 +274,17 @@ class Scheduler {
   int32_t RunningChunk(const Request& r, const StepState& step, int32_t reserved) const;
   bool AllocateOrPreempt(Request& r, int32_t num_new_tokens, SchedulerOutput& out);
   void Preempt(Request& r, SchedulerOutput& out);
-  void BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const;
+  void BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out,
+                   int32_t max_spec_tokens = 0) const;
+  // A decode of r with up to k proposals (k reduced to 0 when its slots do
+  // not fit); false when r itself was preempted. Returns the tokens taken.
+  bool ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out, int32_t* num_tokens);
+  // Applies a verification's result: accepted tokens appended (each checked
+  // for stop), KV of rejected positions rolled back.
+  FinishReason ApplySpeculative(Request& r, const ScheduledSequence& s,
+                                const SampledOutput& sampled, Clock::time_point now);
+  void AppendSampled(Request& r, int32_t token, const TokenLogprob* logprob, Clock::time_point now,
+                     bool same_step);
 
   FinishReason CheckStop(const Request& r, int32_t token) const;
   FinishReason AppendForced(Request& r, std::span<const int32_t> forced);
