@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "base/file_checks.h"
 #include "base/progress.h"
 #include "engine/engine.h"
@@ -499,8 +500,10 @@ int RunBatch(int argc, char** argv) {
   if (Status st = Tokenize(items, input, engine.tokenizer(), engine.max_model_len()); !st.ok()) {
     return Fail(st.message());
   }
-  std::ofstream out(output);
-  if (!out) return Fail("cannot write output file " + output);
+  // Results go to a temp file beside the output, renamed into place when the
+  // run completes: a failed or killed run leaves no partial output.
+  AtomicFile out(output);
+  if (Status st = out.Create(); !st.ok()) return Fail("cannot write output file: " + st.message());
 
   const SteadyClock::time_point start = SteadyClock::now();
   std::vector<ItemState> states(items.size());
@@ -544,9 +547,10 @@ int RunBatch(int argc, char** argv) {
     while (next_write < items.size() && states[next_write].done) {
       // Text may hold invalid UTF-8 (byte tokens): written as U+FFFD; the
       // exact bytes are in token_ids.
-      out << ResultJson(items[next_write], states[next_write])
-                 .dump(-1, ' ', false, json::error_handler_t::replace)
-          << "\n";
+      const Status st = out.Write(ResultJson(items[next_write], states[next_write])
+                                      .dump(-1, ' ', false, json::error_handler_t::replace) +
+                                  "\n");
+      if (!st.ok()) return Fail(st.message());
       states[next_write].channel.reset();
       ++next_write;
     }
@@ -555,15 +559,14 @@ int RunBatch(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
   progress.Finish(TokensPerSecond(tokens, secs));
-  out.close();
-  if (!out) return Fail("error writing " + output);
+  if (Status st = out.Commit(); !st.ok()) return Fail(st.message());
 
   const json summary = Summary(states, engine.GetStats(), secs);
   PrintSummary(summary);
   if (!summary_path.empty()) {
-    std::ofstream sj(summary_path);
-    sj << summary.dump(2) << "\n";
-    if (!sj) return Fail("cannot write summary file " + summary_path);
+    if (Status st = WriteFileAtomically(summary_path, summary.dump(2) + "\n"); !st.ok()) {
+      return Fail("cannot write summary file: " + st.message());
+    }
   }
   return 0;
 }

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/status.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -579,9 +580,7 @@ std::vector<ServeRequestResult> RunLoad(const BenchServeOptions& o, const std::s
 }
 
 bool WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  return (bool)out;
+  return WriteFileAtomically(path, text).ok();
 }
 
 int Fail(const std::string& message) {

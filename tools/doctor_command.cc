@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -288,9 +289,9 @@ int RunDoctor(int argc, char** argv) {
     std::printf("%s", ReportText(report).c_str());
   }
   if (!a.html.empty()) {
-    std::ofstream out(a.html);
-    out << ReportHtml(report);
-    if (!out) return Fail("--html: cannot write " + a.html), 1;
+    if (Status st = WriteFileAtomically(a.html, ReportHtml(report)); !st.ok()) {
+      return Fail("--html: " + st.message()), 1;
+    }
     std::fprintf(stderr, "tern doctor: wrote %s\n", a.html.c_str());
   }
   for (const VerifyRun& v : report.verify) {

@@ -426,6 +426,9 @@ int RunSynth(int argc, char** argv) {
   if (!type || !FileType(*type) || !quant::CanQuantize(*type)) {
     return fail("unsupported --type '" + o.type + "'");
   }
+  if (!o.vocab_from.empty() && SameFile(o.vocab_from, o.out)) {
+    return fail("-o " + o.out + " is the --vocab-from input; write the model elsewhere");
+  }
   if (Status st = CheckWritableFile(o.out, "-o"); !st.ok()) return fail(st.message());
   Status st = Synthesize(o, s, *type, !o.vocab_from.empty());
   if (!st.ok()) return fail(st.message());

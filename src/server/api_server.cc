@@ -303,7 +303,7 @@ void ApiServer::HandleTokenize(const HttpRequest& request, HttpExchange& exchang
     }
     ids = std::move(r).value();
   } else {
-    ids = backend->Encode(parsed.prompt, parsed.add_special_tokens, /*parse_special=*/true);
+    ids = backend->Encode(parsed.prompt, parsed.add_special_tokens, parsed.parse_special);
   }
   exchange.Respond(200, "application/json", TokenizeJson(ids, backend->max_model_len()));
 }

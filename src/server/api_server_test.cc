@@ -63,10 +63,19 @@ class FakeBackend : public ServingBackend {
   }
   int32_t max_model_len() const override { return context; }
   int32_t vocab_size() const override { return 259; }
-  std::vector<int32_t> Encode(std::string_view text, bool add_special, bool) const override {
+  // Bytes + 3; "</s>" is the special token 2 only when parse_special.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                              bool parse_special) const override {
     std::vector<int32_t> ids;
     if (add_special) ids.push_back(1);
-    for (unsigned char b : text) ids.push_back(b + 3);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (parse_special && text.substr(i).starts_with("</s>")) {
+        ids.push_back(2);
+        i += 3;
+        continue;
+      }
+      ids.push_back((unsigned char)text[i] + 3);
+    }
     return ids;
   }
   std::string Decode(std::span<const int32_t> ids) const override {
@@ -532,6 +541,13 @@ TEST_F(ApiServerTest, TokenizeDetokenizeAndModels) {
   EXPECT_EQ(t["max_model_len"], 64);
   json t2 = Call(Post("/tokenize", R"({"prompt": "ab", "add_special_tokens": false})")).Json();
   EXPECT_EQ(t2["count"], 2);
+  // Special-token text is plain text unless the request asks to parse it.
+  json t3 = Call(Post("/tokenize", R"({"prompt": "a</s>", "add_special_tokens": false})")).Json();
+  EXPECT_EQ(t3["tokens"], json({'a' + 3, '<' + 3, '/' + 3, 's' + 3, '>' + 3}));
+  json t4 = Call(Post("/tokenize",
+                      R"({"prompt": "a</s>", "add_special_tokens": false, "parse_special": true})"))
+                .Json();
+  EXPECT_EQ(t4["tokens"], json({'a' + 3, 2}));
   json d = Call(Post("/detokenize", R"({"tokens": [100, 101]})")).Json();
   EXPECT_EQ(d["prompt"], "ab");
   json m = Call(Get("/v1/models")).Json();
