@@ -316,6 +316,20 @@ std::string Engine::KvSummary() const {
   return s;
 }
 
+std::string Engine::SpeculativeSummary() const {
+  const EngineConfig& c = impl_->config;
+  if (c.speculative_method == SpecMethod::kNone) return "";
+  std::string s = std::string("speculative decoding: ") + SpecMethodName(c.speculative_method);
+  if (c.speculative_method == SpecMethod::kNgram) {
+    s += " (n-grams " + std::to_string(c.ngram_max) + ".." + std::to_string(c.ngram_min) + ")";
+  } else {
+    s += " (draft " + c.speculative_model + ")";
+  }
+  s += ", k " + std::to_string(c.num_speculative_tokens) +
+       (c.speculative_adaptive ? ", adaptive" : ", fixed k");
+  return s;
+}
+
 void Engine::Shutdown() {
   Impl& s = *impl_;
   {
