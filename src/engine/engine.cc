@@ -218,7 +218,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
                                                                impl->model->file(), kv.block_size,
                                                                kv.num_blocks, impl->pool.get()));
   }
-  if (proposer) sc.num_spec_tokens = config.num_speculative_tokens;
+  if (proposer) {
+    sc.num_spec_tokens = config.num_speculative_tokens;
+    sc.spec_adaptive = config.speculative_adaptive;
+  }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
