@@ -167,6 +167,9 @@ void LogLoaded(const Engine& engine, const ServeArgs& a, double load_s) {
   TERN_LOG_INFO("tern serve: context: max_model_len %d tokens (model context %d)",
                 engine.max_model_len(), mc.n_ctx_train);
   TERN_LOG_INFO("tern serve: %s", engine.KvSummary().c_str());
+  if (const std::string spec = engine.SpeculativeSummary(); !spec.empty()) {
+    TERN_LOG_INFO("tern serve: %s", spec.c_str());
+  }
 }
 
 }  // namespace

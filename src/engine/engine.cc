@@ -218,7 +218,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
                                                                impl->model->file(), kv.block_size,
                                                                kv.num_blocks, impl->pool.get()));
   }
-  if (proposer) sc.num_spec_tokens = config.num_speculative_tokens;
+  if (proposer) {
+    sc.num_spec_tokens = config.num_speculative_tokens;
+    sc.spec_adaptive = config.speculative_adaptive;
+  }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
@@ -313,6 +316,20 @@ std::string Engine::KvSummary() const {
        FormatBytes((double)windowed) + " windowed; " +
        (mc.NumWindowedLayers() == mc.n_layer ? "blocks outside the window are released"
                                              : "all blocks kept (global layers)");
+  return s;
+}
+
+std::string Engine::SpeculativeSummary() const {
+  const EngineConfig& c = impl_->config;
+  if (c.speculative_method == SpecMethod::kNone) return "";
+  std::string s = std::string("speculative decoding: ") + SpecMethodName(c.speculative_method);
+  if (c.speculative_method == SpecMethod::kNgram) {
+    s += " (n-grams " + std::to_string(c.ngram_max) + ".." + std::to_string(c.ngram_min) + ")";
+  } else {
+    s += " (draft " + c.speculative_model + ")";
+  }
+  s += ", k " + std::to_string(c.num_speculative_tokens) +
+       (c.speculative_adaptive ? ", adaptive" : ", fixed k");
   return s;
 }
 

@@ -133,6 +133,11 @@ struct EngineConfig {
   int32_t num_speculative_tokens = 0;
   int32_t ngram_max = 4;
   int32_t ngram_min = 1;
+  // On: each request's k follows its measured acceptance (down to 0) and
+  // speculation pauses while the running batch is compute-bound (the
+  // thresholds come from the step-cost model's fit, docs/speculative.md).
+  // Off: every decode step proposes num_speculative_tokens.
+  bool speculative_adaptive = true;
   bool verbose = false;                 // one status line every few seconds
 };
 
@@ -215,6 +220,8 @@ class Engine {
   int32_t max_model_len() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
+  // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive" or "" when off.
+  std::string SpeculativeSummary() const;
 
   // Stops the loop; requests still running finish with "abort". Idempotent.
   void Shutdown();

@@ -23,13 +23,19 @@ std::vector<RequestDelta> EngineCore::Step() {
   SchedulerOutput scheduled = scheduler_->Schedule(start);
   // Usage peaks right after scheduling, before finished requests free blocks.
   peak_kv_cache_usage_ = std::max(peak_kv_cache_usage_, scheduler_->kv().Usage());
+  double propose_s = 0;
   if (proposer_) {
     for (const std::string& id : scheduled.preempted_ids) proposer_->Release(id);
-    Propose(scheduled);
+    const Clock::time_point t0 = Clock::now();
+    const int64_t proposals = Propose(scheduled);
+    propose_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    scheduler_->ObserveProposeTime(proposals, propose_s);
   }
   ModelRunnerOutput result = runner_->Execute(scheduled);
   const Clock::time_point end = Clock::now();
-  scheduler_->ObserveStepTime(scheduled, std::chrono::duration<double>(end - start).count());
+  // The target's step alone: the proposer's time is costed per proposal.
+  scheduler_->ObserveStepTime(scheduled,
+                              std::chrono::duration<double>(end - start).count() - propose_s);
   std::vector<RequestDelta> deltas = scheduler_->UpdateFromOutput(scheduled, result, end);
   if (proposer_) {
     for (const RequestDelta& d : deltas) {
@@ -64,7 +70,7 @@ std::vector<RequestDelta> EngineCore::Step() {
   return deltas;
 }
 
-void EngineCore::Propose(SchedulerOutput& scheduled) {
+int64_t EngineCore::Propose(SchedulerOutput& scheduled) {
   std::vector<ProposalRequest> asks;
   std::vector<size_t> index;
   for (size_t i = 0; i < scheduled.sequences.size(); ++i) {
@@ -80,8 +86,9 @@ void EngineCore::Propose(SchedulerOutput& scheduled) {
     asks.push_back(std::move(p));
     index.push_back(i);
   }
-  if (asks.empty()) return;
+  if (asks.empty()) return 0;
   proposer_->Propose(asks);
+  int64_t total = 0;
   for (size_t j = 0; j < asks.size(); ++j) {
     ScheduledSequence& s = scheduled.sequences[index[j]];
     ProposalRequest& p = asks[j];
@@ -94,7 +101,9 @@ void EngineCore::Propose(SchedulerOutput& scheduled) {
     s.num_spec_tokens = n;
     // The reserved room that went unused leaves the step.
     scheduled.num_scheduled_tokens -= s.max_spec_tokens - n;
+    total += n;
   }
+  return total;
 }
 
 }  // namespace tern

@@ -59,7 +59,8 @@ class EngineCore {
   std::unique_ptr<Proposer> proposer_;
   // Asks the proposer for the proposals of every speculating decode and
   // points its token_ids at [last token, proposals...].
-  void Propose(SchedulerOutput& scheduled);
+  // Returns the proposals made.
+  int64_t Propose(SchedulerOutput& scheduled);
   StepStats last_step_;
   double peak_kv_cache_usage_ = 0;
   std::FILE* step_log_ = nullptr;  // TERN_STEP_LOG

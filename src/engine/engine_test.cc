@@ -525,6 +525,7 @@ TEST_F(EngineModelTest, ConstrainedRequestsDoNotSpeculate) {
   EngineConfig c = BaseConfig();
   c.speculative_method = SpecMethod::kNgram;
   c.num_speculative_tokens = 4;
+  c.speculative_adaptive = false;
   auto spec = Engine::Create(c);
   ASSERT_TRUE(spec.ok());
   ch = (*spec)->AddRequest(constrained);

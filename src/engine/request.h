@@ -92,10 +92,10 @@ class Request {
   int64_t spec_num_drafts = 0;         // steps that verified proposals
   int64_t spec_num_draft_tokens = 0;   // proposals verified
   int64_t spec_num_accepted_tokens = 0;
-  // Adaptive k: acceptance rate, exponentially weighted, and the steps
-  // since k was lowered to 0 (a paused request probes again later).
-  double spec_acceptance_ewma = -1;
-  int32_t spec_paused_steps = 0;
+  // Adaptive k: accepted proposals and rejections (0 or 1 a step),
+  // exponentially weighted (kSpecAcceptanceDecay per verification step).
+  double spec_accepted_w = 0;
+  double spec_rejected_w = 0;
 
   // Timings (steady clock).
   Clock::time_point arrival() const { return arrival_; }

@@ -37,6 +37,7 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
 }
 
 SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
+  PlanSpeculation();
   if (config_.policy == SchedulingPolicy::kGoodput && config_.enable_chunked_prefill) {
     return ScheduleGoodput(now);
   }
@@ -164,6 +165,64 @@ int32_t Scheduler::NumSpecTokens(const Request& r) const {
   return std::max(k, 0);
 }
 
+int32_t Scheduler::BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+                                  double verify_s, double propose_s) {
+  int32_t best = 0;
+  double best_rate = (double)batch / step_s;
+  double expected = 1;  // E(k): tokens a step emits with k proposals
+  double term = 1;
+  for (int32_t k = 1; k <= max_k; ++k) {
+    term *= alpha;
+    expected += term;
+    const double rate = (batch - 1 + expected) / (step_s + k * (verify_s + propose_s));
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
+}
+
+double Scheduler::SpecAcceptance(const Request& r) const {
+  const uint64_t acc = stats_.spec_num_accepted_tokens_total;
+  const uint64_t rej = stats_.spec_num_rejections_total;
+  // Engine-wide per-proposal acceptance; before any, 1 (speculate to measure).
+  const double prior = acc + rej > 0 ? (double)acc / (double)(acc + rej) : 1.0;
+  return (r.spec_accepted_w + kSpecPriorSteps * prior) /
+         (r.spec_accepted_w + r.spec_rejected_w + kSpecPriorSteps);
+}
+
+void Scheduler::ObserveProposeTime(int64_t num_proposals, double seconds) {
+  if (num_proposals <= 0) return;
+  const double per = seconds / (double)num_proposals;
+  propose_s_per_token_ = propose_s_per_token_ == 0 ? per : 0.9 * propose_s_per_token_ + 0.1 * per;
+}
+
+void Scheduler::PlanSpeculation() {
+  if (config_.num_spec_tokens <= 0 || !config_.spec_adaptive) return;
+  StepShape decodes;
+  int32_t batch = 0;
+  int64_t positions = 0;
+  for (const Request* r : running_) {
+    if (r->num_tokens() - r->num_computed_tokens != 1) continue;
+    decodes += StepShape::Chunk(r->num_computed_tokens, 1, true);
+    positions += r->num_computed_tokens;
+    ++batch;
+  }
+  if (batch == 0) return;
+  // The decode step as this machine runs it, and what one more verified
+  // token (a token and its logits row, at the batch's mean depth) adds.
+  const double step_s = cost_model_.Predict(decodes);
+  StepShape more = decodes;
+  more += StepShape::Chunk((int32_t)(positions / batch), 1, true);
+  const double verify_s = cost_model_.Predict(more) - step_s;
+  for (Request* r : running_) {
+    if (r->num_tokens() - r->num_computed_tokens != 1) continue;
+    r->spec_k = BestSpecTokens(SpecAcceptance(*r), config_.num_spec_tokens, batch, step_s,
+                               verify_s, propose_s_per_token_);
+  }
+}
+
 bool Scheduler::ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out,
                                int32_t* num_tokens) {
   if (k > 0 && !kv_->AllocateSlots(r.id(), r.num_computed_tokens, 1 + k)) k = 0;
@@ -241,6 +300,7 @@ void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds
   bool decode_only = true;
   for (const ScheduledSequence& s : scheduled.sequences) {
     shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+    shape.num_sampled += s.num_spec_tokens;  // a logits row per proposal
     decode_only = decode_only && s.token_ids.size() == 1;
   }
   cost_model_.Observe(shape, seconds);
@@ -502,6 +562,11 @@ FinishReason Scheduler::ApplySpeculative(Request& r, const ScheduledSequence& s,
       stats_.spec_accepted_per_position.resize(k, 0);
     }
     for (int32_t i = 0; i < a; ++i) ++stats_.spec_accepted_per_position[i];
+    // A step is a run of acceptances ended by at most one rejection.
+    const bool rejected = a < k;
+    stats_.spec_num_rejections_total += rejected;
+    r.spec_accepted_w = kSpecAcceptanceDecay * r.spec_accepted_w + a;
+    r.spec_rejected_w = kSpecAcceptanceDecay * r.spec_rejected_w + (rejected ? 1 : 0);
   }
   FinishReason reason = FinishReason::kNone;
   for (int32_t i = 0; i <= a && reason == FinishReason::kNone; ++i) {

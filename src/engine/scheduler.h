@@ -132,6 +132,13 @@ inline constexpr int32_t kAutoPrefillTokensPerDecode = 1;
 inline constexpr int32_t kAutoPrefillDecodeFloor = 8;
 inline constexpr int32_t kAutoAttentionCostContextTokens = 512;
 
+// Adaptive speculation (docs/speculative.md): a request's acceptance is
+// estimated from its last ~10 verification steps (weights decay by this
+// factor a step), pulled toward the engine-wide acceptance with the weight
+// of kSpecPriorSteps steps.
+inline constexpr double kSpecAcceptanceDecay = 0.9;
+inline constexpr double kSpecPriorSteps = 2;
+
 struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
@@ -160,6 +167,11 @@ struct SchedulerConfig {
   // them; when those do not fit it decodes plainly (never preempts for
   // proposals).
   int32_t num_spec_tokens = 0;
+  // Adaptive: each step, each decode's k is the one that maximises the
+  // predicted tokens per second of the whole batch (its acceptance estimate,
+  // the step-cost model's marginal cost of a verified token, the measured
+  // proposer cost per proposal); 0 pauses it. Off: always num_spec_tokens.
+  bool spec_adaptive = false;
 };
 
 // Counters since start.
@@ -180,6 +192,7 @@ struct SchedulerStats {
   uint64_t spec_num_accepted_tokens_total = 0;
   std::vector<uint64_t> spec_accepted_per_position;
   uint64_t spec_rollback_blocks_total = 0;  // blocks returned by rollbacks
+  uint64_t spec_num_rejections_total = 0;   // verification steps that rejected a proposal
 };
 
 // New output of one request in one step.
@@ -221,6 +234,17 @@ class Scheduler {
   // with a structured-output constraint (its mask depends on every token
   // before), and when its output or max_model_len has no room.
   int32_t NumSpecTokens(const Request& r) const;
+  // Feeds the proposer's measured time for num_proposals proposals (the
+  // adaptive choice's cost per proposal; call before UpdateFromOutput).
+  void ObserveProposeTime(int64_t num_proposals, double seconds);
+  // Adaptive speculation: the k that maximises predicted batch throughput
+  //   (B - 1 + E(k)) / (T + k (c_verify + c_propose)),  E(k) = sum_{i<=k} alpha^i
+  // for one of B decodes in a step predicted to take T seconds. Exposed for tests.
+  static int32_t BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+                                double verify_s, double propose_s);
+  // The acceptance estimate of r (per proposal, its recent steps pulled
+  // toward the engine-wide rate).
+  double SpecAcceptance(const Request& r) const;
 
   // CHECKs the KV manager's invariants and that only running requests hold
   // blocks, each covering its computed tokens.
@@ -247,6 +271,9 @@ class Scheduler {
   };
 
   SchedulerOutput ScheduleGoodput(Clock::time_point now);
+  // Adaptive speculation: sets spec_k of every decoding request.
+  void PlanSpeculation();
+  double propose_s_per_token_ = 0;  // EWMA; 0 until measured
   void ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutput& out);
   std::vector<PrefillCandidate> PrefillCandidates(const StepState& step,
                                                   Clock::time_point now) const;

@@ -35,6 +35,7 @@ EngineConfig Ngram(EngineConfig c, int32_t k) {
   c.num_speculative_tokens = k;
   c.ngram_max = 3;
   c.ngram_min = 1;
+  c.speculative_adaptive = false;  // a fixed k (adaptive: its own tests)
   return c;
 }
 
@@ -242,6 +243,7 @@ EngineConfig Draft(EngineConfig c, int32_t k, double noise) {
   c.speculative_method = SpecMethod::kDraft;
   c.speculative_model = DraftPath(noise);
   c.num_speculative_tokens = k;
+  c.speculative_adaptive = false;
   return c;
 }
 
@@ -375,6 +377,81 @@ TEST_F(SpecEngineTest, DraftWithAnotherVocabularyIsRejectedNamingTheId) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("/nonexistent/draft.gguf"), std::string::npos)
       << e.status().message();
+}
+
+// Adaptive k (the default): greedy outputs stay exact whatever k it picks.
+TEST_F(SpecEngineTest, AdaptiveGreedyEqualsPlainDecoding) {
+  const std::vector<Ids> prompts = Prompts(16);
+  const std::vector<Ids> reference = RunAll(BaseConfig(), prompts, 32, true);
+  for (EngineConfig c : {Ngram(BaseConfig(), 4), Draft(BaseConfig(), 4, 0.1)}) {
+    SCOPED_TRACE(SpecMethodName(c.speculative_method));
+    c.speculative_adaptive = true;
+    EXPECT_EQ(RunAll(c, prompts, 32, true), reference);
+    EXPECT_EQ(RunAll(c, prompts, 32, false), reference);
+  }
+}
+
+// A draft that is always wrong: after its first rejections the measured
+// acceptance is 0 and adaptive speculation stops proposing; with a fixed k
+// every step keeps proposing.
+TEST_F(SpecEngineTest, AdaptiveTurnsItselfOffWhenNothingIsAccepted) {
+  const std::vector<Ids> prompts = Prompts(4);
+  EngineConfig fixed = Draft(BaseConfig(), 4, 3.0);  // noise 3x the weights: garbage
+  EngineConfig adaptive = fixed;
+  adaptive.speculative_adaptive = true;
+  EngineStats f, a;
+  const std::vector<Ids> reference = RunAll(BaseConfig(), prompts, 48, true);
+  EXPECT_EQ(RunAll(fixed, prompts, 48, true, &f), reference);
+  EXPECT_EQ(RunAll(adaptive, prompts, 48, true, &a), reference);
+  ASSERT_GT(f.spec_num_drafts_total, 0u);
+  EXPECT_LT((double)f.spec_num_accepted_tokens_total / f.spec_num_draft_tokens_total, 0.1);
+  EXPECT_GT(f.spec_num_drafts_total, 100u);  // ~every decode step of 4 x 48 tokens
+  EXPECT_LT(a.spec_num_drafts_total, 12u);   // a few steps to measure, then off
+}
+
+// The benchmark pair (spec/model_copy.h): a grown target with the source as
+// draft. With noise 0 the target computes the source's function; with
+// noise its greedy output with speculation equals its own without.
+TEST_F(SpecEngineTest, GrownTargetWithItsSourceAsDraftIsExact) {
+  auto src = gguf::GgufFile::Open(ModelPath());
+  ASSERT_TRUE(src.ok());
+  const std::vector<Ids> prompts = Prompts(32);
+  const std::vector<Ids> source_out = RunAll(BaseConfig(), prompts, 24, true);
+  for (double noise : {0.0, 0.1}) {
+    SCOPED_TRACE("noise " + std::to_string(noise));
+    GrowOptions o;
+    o.ffn_size = 384;
+    o.extra_layers = 2;
+    o.noise = noise;
+    const std::string path = ::testing::TempDir() + "/spec_grown_" + std::to_string(noise) + ".gguf";
+    ASSERT_TRUE(GrowModel(**src, path, o).ok());
+    EngineConfig target = BaseConfig();
+    target.model_path = path;
+    const std::vector<Ids> plain = RunAll(target, prompts, 24, true);
+    if (noise == 0) EXPECT_EQ(plain, source_out);
+    EngineConfig spec = target;
+    spec.speculative_method = SpecMethod::kDraft;
+    spec.speculative_model = ModelPath();
+    spec.speculative_adaptive = false;
+    for (int32_t k : {1, 2, 4, 8}) {
+      SCOPED_TRACE("k " + std::to_string(k));
+      spec.num_speculative_tokens = k;
+      EngineStats stats;
+      EXPECT_EQ(RunAll(spec, prompts, 24, k == 1, &stats), plain);
+      const double acceptance =
+          (double)stats.spec_num_accepted_tokens_total / stats.spec_num_draft_tokens_total;
+      if (noise == 0) EXPECT_GT(acceptance, 0.95);
+      else EXPECT_LT(acceptance, 0.95);
+    }
+    // Batch 8, preempted.
+    spec.num_speculative_tokens = 4;
+    spec.block_size = 8;
+    spec.kv_cache_memory_bytes = (256 + 64) * 896;  // 7 layers x 128 B: forces preemption
+    const std::vector<Ids> sub(prompts.begin(), prompts.begin() + 8);
+    EngineStats stats;
+    EXPECT_EQ(RunAll(spec, sub, 24, false, &stats), std::vector<Ids>(plain.begin(), plain.begin() + 8));
+    EXPECT_GT(stats.num_preemptions_total, 0u);
+  }
 }
 
 TEST_F(SpecEngineTest, BadSpeculativeConfigIsAClearError) {

@@ -46,6 +46,17 @@ struct ProposalRequest {
   std::vector<std::vector<TokenProb>> q;
 };
 
+// Acceptance figures from the counters: acceptance rate = accepted /
+// proposed; mean accepted length = tokens emitted per verification step =
+// 1 + accepted / drafts (the target's own token included), 1 without drafts.
+struct SpecSummary {
+  int64_t drafts = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  double AcceptanceRate() const { return draft_tokens > 0 ? (double)accepted_tokens / draft_tokens : 0; }
+  double MeanAcceptedLength() const { return drafts > 0 ? 1.0 + (double)accepted_tokens / drafts : 1; }
+};
+
 class Proposer {
  public:
   virtual ~Proposer() = default;
