@@ -491,6 +491,42 @@ TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
   EXPECT_EQ(m.status, 200);
 }
 
+TEST(ApiServerAuthTest, ProtectMetricsPutsMetricsAndStatsBehindTheKey) {
+  ApiServerOptions o;
+  o.api_key = "sekret";
+  o.protect_metrics = true;
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  for (const char* path : {"/metrics", "/stats"}) {
+    FakeExchange open;
+    server.Handle(Get(path), open);
+    EXPECT_EQ(open.status, 401) << path;
+    HttpRequest r = Get(path);
+    r.headers.emplace_back("authorization", "Bearer sekret");
+    FakeExchange keyed;
+    server.Handle(r, keyed);
+    EXPECT_EQ(keyed.status, 200) << path;
+  }
+  FakeExchange h;
+  server.Handle(Get("/health"), h);
+  EXPECT_EQ(h.status, 200);  // always open
+}
+
+// The comparison is right for every length relation and never matches an
+// empty key; its timing independence is by construction (no early exit).
+TEST(ApiServerAuthTest, SameSecretComparesWholeKeys) {
+  EXPECT_TRUE(SameSecret("sekret", "sekret"));
+  EXPECT_FALSE(SameSecret("sekreT", "sekret"));
+  EXPECT_FALSE(SameSecret("Sekret", "sekret"));
+  EXPECT_FALSE(SameSecret("sekre", "sekret"));
+  EXPECT_FALSE(SameSecret("sekrets", "sekret"));
+  EXPECT_FALSE(SameSecret("seksek", "sek"));  // the key repeated: lengths differ
+  EXPECT_FALSE(SameSecret("", "sekret"));
+  EXPECT_FALSE(SameSecret("", ""));
+  EXPECT_FALSE(SameSecret("x", ""));
+}
+
 TEST(ApiServerAuthTest, DashboardAndStatsAreOpenLikeMetrics) {
   ApiServerOptions o;
   o.api_key = "sekret";
