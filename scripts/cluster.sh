@@ -120,8 +120,8 @@ write_config() {
   local balance="hash var(txn.route_key)"
   [[ "$BALANCE" == roundrobin ]] && balance="roundrobin"
   local template="$repo/deploy/haproxy/haproxy.cfg.in"
-  [[ -f "$template" ]] || die "template not found: $template"
-  python3 - "$template" "$RUN_DIR/haproxy.cfg" <<EOF || die "cannot write $RUN_DIR/haproxy.cfg"
+  [[ -f "$template" ]] || { echo "cluster.sh: template not found: $template" >&2; return 1; }
+  python3 - "$template" "$RUN_DIR/haproxy.cfg" <<EOF
 import sys
 text = open(sys.argv[1]).read()
 for k, v in {"BIND": "127.0.0.1:$PORT", "STATS_BIND": "127.0.0.1:$STATS_PORT",
@@ -185,7 +185,7 @@ BALANCE=$BALANCE
 KEY_BYTES=$KEY_BYTES
 CHECK_INTER=$CHECK_INTER
 EOF
-  write_config
+  write_config || { cmd_down; die "cannot write $RUN_DIR/haproxy.cfg"; }
   "$HAPROXY" -c -q -f "$RUN_DIR/haproxy.cfg" || { cmd_down; die "haproxy rejects $RUN_DIR/haproxy.cfg"; }
 
   for ((i = 0; i < INSTANCES; ++i)); do start_instance "$i"; done

@@ -65,6 +65,7 @@ class Result:
         self.i = i
         self.sent_at = sent_at
         self.instance = ""
+        self.headers_at = None
         self.first_data_at = None
         self.ended_at = None
         self.outcome = "pending"  # ok | closed-stream | http-NNN | connect-error | hang
@@ -83,6 +84,7 @@ def stream_one(front, r, max_tokens, hang_s, state):
         conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
         resp = conn.getresponse()
         r.instance = resp.getheader("X-Tern-Instance", "")
+        r.headers_at = time.monotonic()
         if resp.status != 200:
             resp.read()
             r.outcome = "http-%d" % resp.status
@@ -101,7 +103,8 @@ def stream_one(front, r, max_tokens, hang_s, state):
     except TimeoutError:
         r.outcome = "hang"
     except (http.client.IncompleteRead, ConnectionError, http.client.RemoteDisconnected) as e:
-        r.outcome = "closed-stream" if r.first_data_at is not None else "connect-error: " + type(e).__name__
+        # After a 200's headers the stream has begun: its end is a closed stream.
+        r.outcome = "closed-stream" if r.headers_at is not None else "connect-error: " + type(e).__name__
     except OSError as e:
         r.outcome = "connect-error: " + type(e).__name__
     finally:
