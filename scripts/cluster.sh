@@ -18,6 +18,7 @@
 #   --base-port P           instance i listens on P+i (default 8081; 0 = free ones) [BASE_PORT]
 #   --kv-cache-memory SIZE  per instance (default 64MiB)               [KV_CACHE_MEMORY]
 #   --balance hash|roundrobin  affinity (default) or plain round robin  [BALANCE]
+#   --balance-factor F      hash-balance-factor, % of the mean load (default 150) [BALANCE_FACTOR]
 #   --key-bytes K           prompt bytes that pick the instance (default 256) [KEY_BYTES]
 #   --check-inter T         health-check interval (default 1s)         [CHECK_INTER]
 #   --run-dir DIR           pids, logs, haproxy.cfg, cluster.env       [RUN_DIR]
@@ -41,6 +42,7 @@ BASE_PORT=${BASE_PORT:-8081}
 KV_CACHE_MEMORY=${KV_CACHE_MEMORY:-64MiB}
 BALANCE=${BALANCE:-hash}
 KEY_BYTES=${KEY_BYTES:-256}
+BALANCE_FACTOR=${BALANCE_FACTOR:-150}
 CHECK_INTER=${CHECK_INTER:-1s}
 RUN_DIR=${RUN_DIR:-${TMPDIR:-/tmp}/tern-cluster}
 EXTRA=()
@@ -118,12 +120,13 @@ write_config() {
   local balance="hash var(txn.route_key)"
   [[ "$BALANCE" == roundrobin ]] && balance="roundrobin"
   local template="$repo/deploy/haproxy/haproxy.cfg.in"
-  [[ -f "$template" ]] || die "template not found: $template"
-  python3 - "$template" "$RUN_DIR/haproxy.cfg" <<EOF || die "cannot write $RUN_DIR/haproxy.cfg"
+  [[ -f "$template" ]] || { echo "cluster.sh: template not found: $template" >&2; return 1; }
+  python3 - "$template" "$RUN_DIR/haproxy.cfg" <<EOF
 import sys
 text = open(sys.argv[1]).read()
 for k, v in {"BIND": "127.0.0.1:$PORT", "STATS_BIND": "127.0.0.1:$STATS_PORT",
              "KEY_BYTES": "$KEY_BYTES", "BALANCE": "$balance",
+             "BALANCE_FACTOR": "$BALANCE_FACTOR",
              "CHECK_INTER": "$CHECK_INTER", "SERVERS": """$servers""".rstrip("\n")}.items():
     text = text.replace("@" + k + "@", v)
 open(sys.argv[2], "w").write(text)
@@ -142,6 +145,7 @@ cmd_up() {
       --kv-cache-memory) KV_CACHE_MEMORY=$2; shift 2 ;;
       --balance) BALANCE=$2; shift 2 ;;
       --key-bytes) KEY_BYTES=$2; shift 2 ;;
+      --balance-factor) BALANCE_FACTOR=$2; shift 2 ;;
       --check-inter) CHECK_INTER=$2; shift 2 ;;
       --run-dir) RUN_DIR=$2; shift 2 ;;
       --) shift; EXTRA=("$@"); break ;;
@@ -150,6 +154,7 @@ cmd_up() {
   done
   [[ "$INSTANCES" =~ ^[1-9][0-9]*$ ]] || die "-n: expected a positive count, got '$INSTANCES'"
   [[ "$KEY_BYTES" =~ ^[1-9][0-9]*$ ]] || die "--key-bytes: expected a positive count, got '$KEY_BYTES'"
+  [[ "$BALANCE_FACTOR" =~ ^[0-9]+$ ]] || die "--balance-factor: expected a percentage, got '$BALANCE_FACTOR'"
   [[ "$BALANCE" == hash || "$BALANCE" == roundrobin ]] ||
     die "--balance: expected hash or roundrobin, got '$BALANCE'"
   [[ -f "$MODEL" ]] || die "model not found: $MODEL (-m MODEL)"
@@ -180,7 +185,7 @@ BALANCE=$BALANCE
 KEY_BYTES=$KEY_BYTES
 CHECK_INTER=$CHECK_INTER
 EOF
-  write_config
+  write_config || { cmd_down; die "cannot write $RUN_DIR/haproxy.cfg"; }
   "$HAPROXY" -c -q -f "$RUN_DIR/haproxy.cfg" || { cmd_down; die "haproxy rejects $RUN_DIR/haproxy.cfg"; }
 
   for ((i = 0; i < INSTANCES; ++i)); do start_instance "$i"; done
