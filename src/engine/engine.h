@@ -51,6 +51,9 @@ struct RequestMetrics {
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t num_preemptions = 0;
   int32_t forced_tokens = 0;  // of generated_tokens: jump-forward, not sampled
+  // Tokens dropped from the request's KV by streaming eviction (its earlier
+  // context the last tokens no longer saw); 0 without eviction.
+  int32_t evicted_tokens = 0;
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -92,6 +95,17 @@ struct EngineRequest {
 enum class SchedulingPolicy { kGoodput, kDecodeProtect };
 const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-protect"
 
+// KV eviction for sequences longer than max_model_len (docs/engine.md).
+//   kNone: a request's prompt + max_tokens must fit max_model_len; it
+//     finishes with "length" there.
+//   kStreaming: attention sinks + a recent window (StreamingLLM): when a
+//     request's KV would pass max_model_len positions, whole blocks after its
+//     first kv_sink_tokens (rounded up to a block) are dropped, keeping at
+//     least kv_window_tokens recent positions, and the keys after them are
+//     re-rotated to their new positions. Requests never fail for length;
+//     RequestMetrics::evicted_tokens says how much context was dropped.
+enum class KvEviction { kNone, kStreaming };
+
 // The automatic ITL target: this many times the predicted decode-only step.
 inline constexpr double kAutoTargetItlFactor = 2.5;
 
@@ -114,6 +128,9 @@ struct EngineConfig {
   double target_itl_ms = 0;             // goodput: step-time target; 0 = auto
   double target_itl_factor = kAutoTargetItlFactor;  // auto target = factor x decode step
   bool enable_prefix_caching = true;
+  KvEviction kv_eviction = KvEviction::kNone;
+  int32_t kv_sink_tokens = 4;    // streaming: first tokens always kept
+  int32_t kv_window_tokens = 0;  // streaming: recent tokens kept; 0 = max_model_len / 2
   bool verbose = false;                 // one status line every few seconds
 };
 
@@ -131,6 +148,7 @@ struct EngineStats {
   uint64_t prefix_cache_hits_total = 0;     // tokens found
   uint64_t num_preemptions_total = 0;
   uint64_t num_steps_total = 0;
+  uint64_t kv_evicted_tokens_total = 0;  // dropped by streaming eviction
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
   // Last step: requests in the batch and tokens scheduled.
   int32_t last_step_batch_size = 0;
@@ -163,7 +181,7 @@ class Engine {
 
   // Queues a request. InvalidArgument (message with the numbers) for an empty
   // prompt, a token id outside the vocabulary, prompt + max_tokens >
-  // max_model_len, a duplicate id, bad sampling values; Unavailable after
+  // max_model_len (without streaming eviction), a duplicate id, bad sampling values; Unavailable after
   // Shutdown. An empty request_id gets one assigned ("req-N").
   StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request);
   // Finishes the request with reason "abort"; its KV blocks are freed within

@@ -14,6 +14,7 @@ RequestMetrics Request::Metrics(Clock::time_point now) const {
   m.cached_tokens = std::max(0, num_cached_tokens);
   m.num_preemptions = num_preemptions;
   m.forced_tokens = num_forced_tokens;
+  m.evicted_tokens = num_evicted_tokens;
   if (scheduled_once) m.queue_s = Seconds(first_scheduled - arrival_);
   if (m.generated_tokens > 0) {
     m.ttft_s = Seconds(first_token - arrival_);

@@ -78,6 +78,7 @@ class Request {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
   int32_t num_forced_tokens = 0;  // appended by jump-forward, not sampled
+  int32_t num_evicted_tokens = 0;  // dropped from its KV by streaming eviction (set at finish)
 
   // Timings (steady clock).
   Clock::time_point arrival() const { return arrival_; }
