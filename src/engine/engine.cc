@@ -87,7 +87,7 @@ Status ValidateConfig(const EngineConfig& c) {
   }
   if (c.kv_eviction == KvEviction::kStreaming) {
     if (!c.enable_chunked_prefill) {
-      return InvalidArgument("--kv-eviction streaming needs chunked prefill (drop --no-chunked-prefill)");
+      return InvalidArgument("--kv-eviction streaming needs chunked prefill (drop --no-enable-chunked-prefill)");
     }
     if (c.kv_sink_tokens < 0) {
       return InvalidArgument("--kv-sink-tokens must be >= 0, got " + std::to_string(c.kv_sink_tokens));
@@ -311,6 +311,9 @@ const Model& Engine::model() const { return *impl_->model; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 int Engine::num_threads() const { return impl_->pool->num_threads(); }
 int32_t Engine::max_model_len() const { return impl_->kv_config.max_model_len; }
+bool Engine::streaming_kv_eviction() const {
+  return impl_->config.kv_eviction == KvEviction::kStreaming;
+}
 std::string Engine::KvSummary() const {
   std::string s = impl_->kv_config.Summary();
   const ModelConfig& mc = impl_->model->config();

@@ -206,6 +206,9 @@ class Engine {
   // default when that is 0).
   int num_threads() const;
   int32_t max_model_len() const;
+  // --kv-eviction streaming: max_model_len bounds each request's KV, not
+  // its length.
+  bool streaming_kv_eviction() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
 
