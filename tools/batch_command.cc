@@ -23,6 +23,7 @@
 // Output, one line per request in input order:
 //   {"id", "text", "token_ids", "finish_reason", "prompt_tokens",
 //    "cached_tokens", "timings": {"queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"}}
+// plus "evicted_tokens" when --kv-eviction streaming dropped some of its KV.
 // Stop strings are matched here on the detokenized text: the text ends before
 // the stop string, finish_reason is "stop", and the engine is told to stop.
 #include <unistd.h>
@@ -269,7 +270,8 @@ StatusOr<std::vector<BatchItem>> ReadItems(const std::string& path, const Sampli
 }
 
 // Turns every prompt into token ids with the model's tokenizer and checks
-// prompt + max_tokens against the context.
+// prompt + max_tokens against the context (max_model_len 0: no limit, the
+// engine evicts KV instead).
 Status Tokenize(std::vector<BatchItem>& items, const std::string& path, const Tokenizer& tok,
                 int32_t max_model_len) {
   for (BatchItem& item : items) {
@@ -281,7 +283,7 @@ Status Tokenize(std::vector<BatchItem>& items, const std::string& path, const To
     if (item.request.prompt_token_ids.empty()) return LineError(line, "empty prompt").WithContext(path);
     const int64_t num_prompt = (int64_t)item.request.prompt_token_ids.size();
     const int64_t total = num_prompt + item.request.sampling.max_tokens;
-    if (total > max_model_len) {
+    if (max_model_len > 0 && total > max_model_len) {
       return LineError(line, "prompt (" + std::to_string(num_prompt) + " tokens) + max_tokens (" +
                                  std::to_string(item.request.sampling.max_tokens) + ") = " +
                                  std::to_string(total) + " exceeds max_model_len " +
@@ -344,6 +346,7 @@ json ResultJson(const BatchItem& item, const ItemState& st, bool speculative) {
   j["finish_reason"] = FinishReasonName(st.reason);
   j["prompt_tokens"] = st.metrics.prompt_tokens;
   j["cached_tokens"] = st.metrics.cached_tokens;
+  if (st.metrics.evicted_tokens > 0) j["evicted_tokens"] = st.metrics.evicted_tokens;
   j["timings"] = {{"queue_ms", st.metrics.queue_s * 1e3},
                   {"ttft_ms", st.metrics.ttft_s * 1e3},
                   {"tpot_ms", st.metrics.tpot_s * 1e3},
@@ -392,6 +395,7 @@ json Summary(const std::vector<ItemState>& states, const EngineStats& stats, dou
   j["itl_ms"] = PercentilesJson(Summarize(itl));
   j["peak_kv_usage"] = stats.peak_kv_cache_usage;
   j["num_preemptions"] = stats.num_preemptions_total;
+  j["kv_evicted_tokens"] = stats.kv_evicted_tokens_total;
   j["prefix_cache_hit_rate"] =
       stats.prefix_cache_queries_total
           ? (double)stats.prefix_cache_hits_total / (double)stats.prefix_cache_queries_total
@@ -523,7 +527,9 @@ int RunBatch(int argc, char** argv) {
   Engine& engine = **created;
   std::fprintf(stderr, "tern batch: %s\n", engine.KvSummary().c_str());
   if (speculative) std::fprintf(stderr, "tern batch: %s\n", engine.SpeculativeSummary().c_str());
-  if (Status st = Tokenize(items, input, engine.tokenizer(), engine.max_model_len()); !st.ok()) {
+  const bool streaming = config->kv_eviction == KvEviction::kStreaming;
+  if (Status st = Tokenize(items, input, engine.tokenizer(), streaming ? 0 : engine.max_model_len());
+      !st.ok()) {
     return Fail(st.message());
   }
   // Results go to a temp file beside the output, renamed into place when the

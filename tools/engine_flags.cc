@@ -49,6 +49,17 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
                  "disable the prefix cache");
   AddSpecFlags(parser, &f->spec);
+  parser.AddString("--kv-eviction", "MODE", &f->kv_eviction,
+                   "none, or streaming: a request whose KV would pass --max-model-len drops whole "
+                   "blocks after its first --kv-sink-tokens (attention sinks), keeping at least "
+                   "--kv-window recent tokens, keys re-rotated to their new positions; requests "
+                   "never fail for length and report usage.evicted_tokens (default none)");
+  parser.AddInt("--kv-sink-tokens", "S", &c.kv_sink_tokens,
+                "with --kv-eviction streaming: first tokens always kept, rounded up to whole "
+                "blocks (default 4; 0 = none)");
+  parser.AddInt("--kv-window", "W", &c.kv_window_tokens,
+                "with --kv-eviction streaming: recent tokens kept at an eviction (default: half "
+                "of --max-model-len)");
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }
@@ -69,6 +80,13 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
   } else {
     return InvalidArgument("--scheduling-policy must be goodput or decode-protect, got '" +
                            scheduling_policy + "'");
+  }
+  if (kv_eviction == "none") {
+    c.kv_eviction = KvEviction::kNone;
+  } else if (kv_eviction == "streaming") {
+    c.kv_eviction = KvEviction::kStreaming;
+  } else {
+    return InvalidArgument("--kv-eviction must be none or streaming, got '" + kv_eviction + "'");
   }
   c.enable_chunked_prefill = !no_chunked_prefill;
   c.enable_prefix_caching = !no_prefix_caching;

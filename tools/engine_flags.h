@@ -29,6 +29,7 @@ struct EngineFlags {
   bool no_prefix_caching = false;   // --no-enable-prefix-caching
   std::string scheduling_policy = "goodput";
   SpecFlags spec;                   // --speculative-*, --ngram-*
+  std::string kv_eviction = "none";  // --kv-eviction
 
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;

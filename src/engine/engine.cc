@@ -102,6 +102,21 @@ Status ValidateConfig(const EngineConfig& c) {
   if (c.speculative_method == SpecMethod::kDraft && c.speculative_model.empty()) {
     return InvalidArgument("--speculative-method draft needs --speculative-model DRAFT.gguf");
   }
+  if (c.kv_eviction == KvEviction::kStreaming) {
+    if (c.speculative_method != SpecMethod::kNone) {
+      return InvalidArgument("--kv-eviction streaming and speculative decoding do not work together "
+                             "yet (a rolled-back proposal could span an eviction); use one of them");
+    }
+    if (!c.enable_chunked_prefill) {
+      return InvalidArgument("--kv-eviction streaming needs chunked prefill (drop --no-enable-chunked-prefill)");
+    }
+    if (c.kv_sink_tokens < 0) {
+      return InvalidArgument("--kv-sink-tokens must be >= 0, got " + std::to_string(c.kv_sink_tokens));
+    }
+    if (c.kv_window_tokens < 0) {
+      return InvalidArgument("--kv-window must be >= 0, got " + std::to_string(c.kv_window_tokens));
+    }
+  }
   for (DType t : {c.kv_cache_dtype, c.kv_cache_dtype_v.value_or(c.kv_cache_dtype)}) {
     if (!kernels::IsKvDtype(t)) {
       return InvalidArgument(std::string("--kv-cache-dtype ") + DTypeName(t) +
@@ -124,6 +139,34 @@ Status ValidateSampling(const std::string& id, const SamplingParams& p) {
   }
   if (p.max_tokens < 1) return bad("max_tokens must be >= 1, got " + std::to_string(p.max_tokens));
   if (p.logprobs > 20) return bad("logprobs must be <= 20, got " + std::to_string(p.logprobs));
+  return Status::Ok();
+}
+
+// Streaming eviction within max_model_len positions per request; the step
+// budget shrinks to the largest chunk an eviction always makes room for.
+Status SetUpStreamingEviction(const EngineConfig& c, const KvConfig& kv, KvCacheManager& manager,
+                              SchedulerConfig& sc) {
+  const int32_t max_len = kv.max_model_len, bs = kv.block_size;
+  const int32_t window = c.kv_window_tokens > 0 ? c.kv_window_tokens : max_len / 2;
+  const int32_t sinks = (c.kv_sink_tokens + bs - 1) / bs * bs;
+  if ((int64_t)sinks + window + bs > max_len) {
+    return InvalidArgument("--kv-eviction streaming: --kv-sink-tokens " +
+                           std::to_string(c.kv_sink_tokens) + " (" + std::to_string(sinks) +
+                           " as whole blocks of " + std::to_string(bs) + ") + --kv-window " +
+                           std::to_string(window) + " + one block must fit max_model_len " +
+                           std::to_string(max_len));
+  }
+  manager.SetStreamingEviction(c.kv_sink_tokens, window, max_len);
+  const int32_t chunk = manager.MaxStreamingChunk();
+  if (sc.max_num_batched_tokens > chunk) {
+    TERN_LOG_INFO("streaming KV eviction: --max-num-batched-tokens %d -> %d (sinks %d + window %d "
+                  "+ a step's tokens within max_model_len %d)",
+                  sc.max_num_batched_tokens, chunk, sinks, window, max_len);
+    sc.max_num_batched_tokens = chunk;
+  }
+  TERN_LOG_INFO("streaming KV eviction: each request keeps its first %d tokens and at least the "
+                "last %d within %d positions; older blocks are dropped",
+                sinks, window, max_len);
   return Status::Ok();
 }
 
@@ -222,6 +265,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
     sc.num_spec_tokens = config.num_speculative_tokens;
     sc.spec_adaptive = config.speculative_adaptive;
   }
+  if (config.kv_eviction == KvEviction::kStreaming) {
+    TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
+  }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
@@ -254,7 +300,7 @@ StatusOr<std::shared_ptr<OutputChannel>> Engine::AddRequest(EngineRequest reques
   }
   TERN_RETURN_IF_ERROR(ValidateSampling(id, request.sampling));
   const int64_t total = (int64_t)prompt.size() + request.sampling.max_tokens;
-  if (total > max_len) {
+  if (total > max_len && s.config.kv_eviction != KvEviction::kStreaming) {
     return InvalidArgument("request " + id + ": prompt (" + std::to_string(prompt.size()) +
                            " tokens) + max_tokens (" + std::to_string(request.sampling.max_tokens) +
                            ") = " + std::to_string(total) + " exceeds max_model_len " +
@@ -300,6 +346,9 @@ const Model& Engine::model() const { return *impl_->model; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 int Engine::num_threads() const { return impl_->pool->num_threads(); }
 int32_t Engine::max_model_len() const { return impl_->kv_config.max_model_len; }
+bool Engine::streaming_kv_eviction() const {
+  return impl_->config.kv_eviction == KvEviction::kStreaming;
+}
 std::string Engine::KvSummary() const {
   std::string s = impl_->kv_config.Summary();
   const ModelConfig& mc = impl_->model->config();
@@ -432,6 +481,7 @@ void Engine::Impl::PublishStats() {
   stats.prefix_cache_hits_total = ss.prefix_cache_hits_total;
   stats.num_preemptions_total = ss.num_preemptions_total;
   stats.num_steps_total = ss.num_steps_total;
+  stats.kv_evicted_tokens_total = sched.kv().num_evicted_tokens();
   stats.request_success_total = ss.request_success_total;
   stats.spec_num_drafts_total = ss.spec_num_drafts_total;
   stats.spec_num_draft_tokens_total = ss.spec_num_draft_tokens_total;

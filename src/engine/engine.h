@@ -58,6 +58,9 @@ struct RequestMetrics {
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
+  // Tokens dropped from the request's KV by streaming eviction (its earlier
+  // context the last tokens no longer saw); 0 without eviction.
+  int32_t evicted_tokens = 0;
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -101,6 +104,16 @@ const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-pro
 
 // The most proposals a step may verify per sequence (--num-speculative-tokens).
 inline constexpr int32_t kMaxSpeculativeTokens = 64;
+// KV eviction for sequences longer than max_model_len (docs/engine.md).
+//   kNone: a request's prompt + max_tokens must fit max_model_len; it
+//     finishes with "length" there.
+//   kStreaming: attention sinks + a recent window (StreamingLLM): when a
+//     request's KV would pass max_model_len positions, whole blocks after its
+//     first kv_sink_tokens (rounded up to a block) are dropped, keeping at
+//     least kv_window_tokens recent positions, and the keys after them are
+//     re-rotated to their new positions. Requests never fail for length;
+//     RequestMetrics::evicted_tokens says how much context was dropped.
+enum class KvEviction { kNone, kStreaming };
 
 // The automatic ITL target: this many times the predicted decode-only step.
 inline constexpr double kAutoTargetItlFactor = 2.5;
@@ -138,6 +151,9 @@ struct EngineConfig {
   // thresholds come from the step-cost model's fit, docs/speculative.md).
   // Off: every decode step proposes num_speculative_tokens.
   bool speculative_adaptive = true;
+  KvEviction kv_eviction = KvEviction::kNone;
+  int32_t kv_sink_tokens = 4;    // streaming: first tokens always kept
+  int32_t kv_window_tokens = 0;  // streaming: recent tokens kept; 0 = max_model_len / 2
   bool verbose = false;                 // one status line every few seconds
 };
 
@@ -155,6 +171,7 @@ struct EngineStats {
   uint64_t prefix_cache_hits_total = 0;     // tokens found
   uint64_t num_preemptions_total = 0;
   uint64_t num_steps_total = 0;
+  uint64_t kv_evicted_tokens_total = 0;  // dropped by streaming eviction
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
   // Speculative decoding (all 0 when off): verification steps with
   // proposals, proposals, accepted proposals, accepted by position.
@@ -193,7 +210,7 @@ class Engine {
 
   // Queues a request. InvalidArgument (message with the numbers) for an empty
   // prompt, a token id outside the vocabulary, prompt + max_tokens >
-  // max_model_len, a duplicate id, bad sampling values; Unavailable after
+  // max_model_len (without streaming eviction), a duplicate id, bad sampling values; Unavailable after
   // Shutdown. An empty request_id gets one assigned ("req-N").
   StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request);
   // Finishes the request with reason "abort"; its KV blocks are freed within
@@ -218,6 +235,9 @@ class Engine {
   // default when that is 0).
   int num_threads() const;
   int32_t max_model_len() const;
+  // --kv-eviction streaming: max_model_len bounds each request's KV, not
+  // its length.
+  bool streaming_kv_eviction() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
   // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive" or "" when off.

@@ -39,12 +39,30 @@ ForwardBatch BuildForwardBatch(const SchedulerOutput& scheduled, int32_t block_s
   return batch;
 }
 
+void ForwardModelRunner::ApplyKvMoves(std::span<const KvBlockMove> moves) {
+  if (moves.empty()) return;
+  const int64_t bs = kv_->shape().block_size;
+  const int64_t elems = kv_->slot_elems();
+  k_row_.resize(elems);
+  v_row_.resize(elems);
+  for (const KvBlockMove& m : moves) {
+    for (int layer = 0; layer < kv_->shape().num_layers; ++layer) {
+      for (int64_t i = 0; i < bs; ++i) {
+        kv_->ReadSlot(layer, (int64_t)m.src_block * bs + i, k_row_.data(), v_row_.data());
+        model_->RotateKeys(layer, k_row_.data(), m.delta);
+        kv_->WriteSlot(layer, (int64_t)m.dst_block * bs + i, k_row_.data(), v_row_.data());
+      }
+    }
+  }
+}
+
 ForwardModelRunner::ForwardModelRunner(Model* model, KvStorage* kv, ThreadPool* pool)
     : model_(model), kv_(kv), pool_(pool) {}
 
 ModelRunnerOutput ForwardModelRunner::Execute(const SchedulerOutput& scheduled) {
   ModelRunnerOutput out;
   out.sampled.resize(scheduled.sequences.size());
+  ApplyKvMoves(scheduled.kv_moves);
   if (scheduled.sequences.empty()) return out;
   const ForwardBatch batch = BuildForwardBatch(scheduled, kv_->shape().block_size);
   const int32_t n_vocab = model_->config().n_vocab;

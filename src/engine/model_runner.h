@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -41,11 +42,16 @@ class ForwardModelRunner : public ModelRunner {
   ModelRunnerOutput Execute(const SchedulerOutput& scheduled) override;
 
  private:
+  // Streaming eviction: each move's block re-rotated into its destination
+  // (Model::RotateKeys), every layer, every slot.
+  void ApplyKvMoves(std::span<const KvBlockMove> moves);
+
   Model* model_;
   KvStorage* kv_;
   ThreadPool* pool_;
   std::vector<float> logits_;
   std::vector<float> masked_;  // one row, for requests with a constraint
+  std::vector<float> k_row_, v_row_;  // one slot, for ApplyKvMoves
 };
 
 }  // namespace tern

@@ -83,6 +83,7 @@ class Request {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
   int32_t num_forced_tokens = 0;  // appended by jump-forward, not sampled
+  int32_t num_evicted_tokens = 0;  // dropped from its KV by streaming eviction (set at finish)
 
   // Speculative decoding (docs/speculative.md). spec_k: proposals asked for
   // per step (adaptive: follows the measured acceptance; 0 = paused).

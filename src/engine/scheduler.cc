@@ -38,6 +38,12 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
 
 SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
   PlanSpeculation();
+  SchedulerOutput out = SchedulePolicy(now);
+  out.kv_moves = kv_->TakeKvMoves();  // streaming eviction: before the forward pass
+  return out;
+}
+
+SchedulerOutput Scheduler::SchedulePolicy(Clock::time_point now) {
   if (config_.policy == SchedulingPolicy::kGoodput && config_.enable_chunked_prefill) {
     return ScheduleGoodput(now);
   }
@@ -465,7 +471,7 @@ void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput&
   ScheduledSequence s;
   s.request_id = r.id();
   s.token_ids = r.token_ids().subspan(r.num_computed_tokens, num_new_tokens);
-  s.start_position = r.num_computed_tokens;
+  s.start_position = KvPosition(r);
   s.block_table = kv_->BlockTable(r.id());
   s.sample = r.num_computed_tokens + num_new_tokens == r.num_tokens();
   if (s.sample) {
@@ -620,7 +626,8 @@ FinishReason Scheduler::CheckStop(const Request& r, int32_t token) const {
       p.stop_token_ids.end()) {
     return FinishReason::kStop;
   }
-  if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.max_model_len) {
+  if (r.num_output_tokens() >= p.max_tokens ||
+      (!kv_->streaming_eviction() && r.num_tokens() >= config_.max_model_len)) {
     return FinishReason::kLength;
   }
   return FinishReason::kNone;
@@ -632,6 +639,7 @@ void Scheduler::Finish(Request& r, FinishReason reason) {
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &r));
   }
+  r.num_evicted_tokens = kv_->EvictedTokens(r.id());
   kv_->Free(r.id());
   r.status = RequestStatus::kFinished;
   r.finish_reason = reason;
@@ -666,6 +674,10 @@ std::optional<RequestDelta> Scheduler::FinishRequest(const std::string& request_
   return d;
 }
 
+int32_t Scheduler::KvPosition(const Request& r) const {
+  return r.num_computed_tokens - kv_->EvictedTokens(r.id());
+}
+
 void Scheduler::CheckInvariants() const {
   kv_->CheckInvariants();
   CHECK_LE((int32_t)running_.size(), config_.max_num_seqs);
@@ -674,7 +686,7 @@ void Scheduler::CheckInvariants() const {
   for (const Request* r : running_) {
     CHECK(r->status == RequestStatus::kRunning);
     const int64_t covered = (int64_t)kv_->BlockTable(r->id()).size() * kv_->block_size();
-    CHECK_GE(covered, r->num_computed_tokens);
+    CHECK_GE(covered, KvPosition(*r));
     CHECK_LE(r->num_computed_tokens, r->num_tokens());
   }
   for (const Request* r : waiting_) {

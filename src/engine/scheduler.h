@@ -96,7 +96,8 @@
 // UpdateFromOutput then advances num_computed_tokens, commits full blocks to
 // the prefix cache, appends sampled tokens, checks stop conditions (EOS/EOG
 // unless ignore_eos, stop_token_ids -> "stop"; max_tokens or max_model_len ->
-// "length"), frees finished requests and returns the per-request deltas.
+// "length"; with streaming eviction max_model_len bounds the KV a request
+// holds, not its length), frees finished requests and returns the per-request deltas.
 //
 // Thread rules: owned by the engine thread; never touches tensors.
 #pragma once
@@ -270,6 +271,11 @@ class Scheduler {
     double key = 0;         // lower goes first
   };
 
+  // Schedule without the KV moves (the policy's rules above).
+  SchedulerOutput SchedulePolicy(Clock::time_point now);
+  // The KV position of r's next token to compute: num_computed_tokens less
+  // the tokens streaming eviction dropped from its KV.
+  int32_t KvPosition(const Request& r) const;
   SchedulerOutput ScheduleGoodput(Clock::time_point now);
   // Adaptive speculation: sets spec_k of every decoding request.
   void PlanSpeculation();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "kv/kv_cache_manager.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "sample/sampling_params.h"
@@ -49,6 +50,9 @@ struct SchedulerOutput {
   std::vector<ScheduledSequence> sequences;  // running order
   int32_t num_scheduled_tokens = 0;
   std::vector<std::string> preempted_ids;   // preempted this step
+  // Streaming eviction's re-rotated KV blocks: the runner applies them, in
+  // order, before the step's forward pass (KvCacheManager::TakeKvMoves).
+  std::vector<KvBlockMove> kv_moves;
   double predicted_step_s = 0;  // the step-cost model's prediction
   double target_step_s = 0;     // goodput policy's target (0: none this step)
   bool empty() const { return sequences.empty(); }

@@ -72,6 +72,9 @@ class BlockPool {
                       std::span<const int32_t> tokens, std::string_view extra_key);
   // Drops every cached block from the index (e.g. after weights change).
   void ResetCache();
+  // Drops one block from the index (its KV was rewritten in place: streaming
+  // eviction re-rotated its keys). No-op for an uncached block.
+  void Uncache(int32_t block_id) { Evict(block_id); }
 
   int32_t ref_count(int32_t block_id) const { return blocks_[block_id].ref_count; }
   bool is_cached(int32_t block_id) const { return blocks_[block_id].content_id != 0; }

@@ -18,8 +18,13 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const BlockHash> hashes,
   PrefixHit hit;
   if (!prefix_caching_ || tokens.empty()) return hit;
   // The last token is always recomputed: its logits pick the next token.
-  const size_t max_blocks =
-      std::min(hashes.size(), (tokens.size() - 1) / (size_t)block_size_);
+  size_t max_blocks = std::min(hashes.size(), (tokens.size() - 1) / (size_t)block_size_);
+  // Streaming eviction: within the sinks and the window, so that the first
+  // allocation (a hit and a chunk) never needs an eviction.
+  if (streaming_eviction()) {
+    max_blocks = std::min<size_t>(
+        max_blocks, (size_t)(StreamSinkTokens() + stream_window_tokens_) / block_size_);
+  }
   uint64_t parent = BlockPool::kRootContent;
   for (size_t i = 0; i < max_blocks; ++i) {
     const int32_t id = pool_.FindCached(hashes[i], parent,
@@ -38,13 +43,21 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(
     const PrefixHit& hit) {
   CHECK_GE(num_new_tokens, 0);
   auto it = tables_.find(request_id);
-  if (it != tables_.end() && sliding_window_ > 0) FreeOutsideWindow(it->second, num_computed_tokens);
+  // The KV position of the request's next token (its token count less
+  // what streaming eviction dropped).
+  int32_t kv_len = num_computed_tokens - (it == tables_.end() ? 0 : it->second.evicted);
+  if (it != tables_.end() && sliding_window_ > 0) FreeOutsideWindow(it->second, kv_len);
+  if (it != tables_.end() && streaming_eviction() &&
+      (int64_t)kv_len + num_new_tokens > stream_max_tokens_) {
+    if (!EvictForStreaming(request_id, it->second, kv_len, num_new_tokens)) return std::nullopt;
+    kv_len = num_computed_tokens - it->second.evicted;
+  }
   const size_t have = it == tables_.end() ? 0 : it->second.block_ids.size();
   if (!hit.block_ids.empty()) {
     CHECK_EQ(have, 0u);
     CHECK_EQ(num_computed_tokens, hit.num_tokens);
   }
-  const int64_t total = (int64_t)num_computed_tokens + num_new_tokens;
+  const int64_t total = (int64_t)kv_len + num_new_tokens;
   const int64_t need_blocks = (total + block_size_ - 1) / block_size_;
   const int64_t new_blocks =
       std::max<int64_t>(0, need_blocks - (int64_t)have - (int64_t)hit.block_ids.size());
@@ -79,6 +92,96 @@ void KvCacheManager::FreeOutsideWindow(Table& table, int32_t next_position) {
   }
   pool_.Free(released);
   num_window_freed_blocks_ += released.size();
+}
+
+void KvCacheManager::SetStreamingEviction(int32_t sink_tokens, int32_t window_tokens,
+                                          int32_t max_tokens) {
+  CHECK_GE(sink_tokens, 0);
+  CHECK_GT(window_tokens, 0);
+  stream_sink_tokens_ = sink_tokens;
+  stream_window_tokens_ = window_tokens;
+  stream_max_tokens_ = max_tokens;
+  CHECK_GE(MaxStreamingChunk(), 1);
+}
+
+int32_t KvCacheManager::StreamSinkTokens() const {
+  return (stream_sink_tokens_ + block_size_ - 1) / block_size_ * block_size_;
+}
+
+int32_t KvCacheManager::MaxStreamingChunk() const {
+  if (!streaming_eviction()) return 0;
+  return stream_max_tokens_ - StreamSinkTokens() - stream_window_tokens_ - block_size_ + 1;
+}
+
+int32_t KvCacheManager::EvictedTokens(const std::string& request_id) const {
+  auto it = tables_.find(request_id);
+  return it == tables_.end() ? 0 : it->second.evicted;
+}
+
+std::vector<KvBlockMove> KvCacheManager::TakeKvMoves() {
+  std::vector<KvBlockMove> moves;
+  moves.reserve(pending_moves_.size());
+  for (const PendingMove& m : pending_moves_) moves.push_back(m.move);
+  pending_moves_.clear();
+  return moves;
+}
+
+bool KvCacheManager::EvictForStreaming(const std::string& request_id, Table& table,
+                                       int32_t kv_len, int32_t num_new_tokens) {
+  const int32_t bs = block_size_;
+  const int32_t sink = StreamSinkTokens();
+  const int32_t sink_blocks = sink / bs;
+  // Blocks to drop: enough for the new tokens to fit, and down to the
+  // window (so that evictions, and their re-rotations, come in batches);
+  // only whole computed blocks after the sinks.
+  const int32_t droppable = std::max(0, (kv_len - sink) / bs);
+  const int32_t needed =
+      (int32_t)(((int64_t)kv_len + num_new_tokens - stream_max_tokens_ + bs - 1) / bs);
+  const int32_t to_window = std::max(0, (kv_len - sink - stream_window_tokens_) / bs);
+  const int32_t drop = std::max(needed, to_window);
+  if (drop > droppable || sink_blocks + drop > (int32_t)table.block_ids.size()) return false;
+  // The pool must take the copies of shared blocks and the new blocks.
+  const size_t first_kept = (size_t)(sink_blocks + drop);
+  int64_t released = 0, copies = 0;
+  for (size_t i = sink_blocks; i < first_kept; ++i) {
+    const int32_t b = table.block_ids[i];
+    released += b != kFreedBlock && pool_.ref_count(b) == 1;
+  }
+  for (size_t i = first_kept; i < table.block_ids.size(); ++i) {
+    const int32_t b = table.block_ids[i];
+    copies += b != kFreedBlock && pool_.ref_count(b) > 1;
+  }
+  const int64_t kept_blocks = (int64_t)table.block_ids.size() - drop;
+  const int64_t need_blocks = ((int64_t)kv_len - (int64_t)drop * bs + num_new_tokens + bs - 1) / bs;
+  const int64_t new_blocks = std::max<int64_t>(0, need_blocks - kept_blocks);
+  if (copies + new_blocks > pool_.num_free_blocks() + released) return false;
+
+  std::vector<int32_t> dropped;
+  for (size_t i = sink_blocks; i < first_kept; ++i) {
+    if (table.block_ids[i] != kFreedBlock) dropped.push_back(table.block_ids[i]);
+  }
+  pool_.Free(dropped);  // their KV stays exact for their prefix: cache entries kept
+  const int32_t delta = -drop * bs;
+  for (size_t i = first_kept; i < table.block_ids.size(); ++i) {
+    int32_t& b = table.block_ids[i];
+    if (b == kFreedBlock) continue;
+    if (pool_.ref_count(b) > 1) {  // shared: rotate a copy, the others keep theirs
+      const int32_t copy = pool_.Allocate(1)[0];
+      pending_moves_.push_back({request_id, {b, copy, delta}});
+      pool_.Free(std::span<const int32_t>(&b, 1));
+      b = copy;
+    } else {
+      pool_.Uncache(b);
+      pending_moves_.push_back({request_id, {b, b, delta}});
+    }
+  }
+  table.block_ids.erase(table.block_ids.begin() + sink_blocks,
+                        table.block_ids.begin() + first_kept);
+  table.content_ids.resize(std::min<size_t>(table.content_ids.size(), sink_blocks));
+  table.chain_broken = true;  // its tokens no longer match its blocks' positions
+  table.evicted += drop * bs;
+  num_evicted_tokens_ += (uint64_t)drop * bs;
+  return true;
 }
 
 void KvCacheManager::CommitFullBlocks(const std::string& request_id,
@@ -130,6 +233,9 @@ void KvCacheManager::Free(const std::string& request_id) {
   }
   pool_.Free(reversed);
   tables_.erase(it);
+  // Its pending re-rotations are moot (and its blocks may be reused).
+  std::erase_if(pending_moves_,
+                [&](const PendingMove& m) { return m.request_id == request_id; });
 }
 
 int32_t KvCacheManager::TruncateTo(const std::string& request_id, int32_t num_tokens) {

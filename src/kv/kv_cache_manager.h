@@ -27,6 +27,27 @@
 // A released block keeps its prefix-cache entry (its KV is still exact for
 // its prefix), so another request may share it back from the free queue.
 //
+// Streaming eviction (SetStreamingEviction, opt-in for any model): a request
+// never holds more than max_tokens positions. When its next tokens would pass
+// that, whole blocks after its sink blocks (the first ceil(S / block_size)
+// blocks) are dropped from its table, leaving at least window_tokens recent
+// positions; the blocks after the dropped ones move down in position, so
+// their keys are re-rotated by -dropped (KvBlockMove, applied by the model
+// runner before the step's forward pass, as Model::RotateKeys):
+//
+//   block_size 4, sinks 4, window 6, max 16; 16 computed, 1 new token:
+//   table [ s0 | a | b | c ]  ->  [ s0 | c' ]   a, b dropped (8 tokens),
+//                                               c re-rotated by -8 (c' = c
+//                                               in place, or a copy when c
+//                                               is shared with another table)
+//
+// The request's token i (i >= its evicted count + sinks) then lives at KV
+// position i - EvictedTokens(id). Re-rotated blocks leave the prefix cache
+// (their content no longer matches their hash) and the request indexes no
+// more blocks; dropped blocks keep their entries (their KV is still exact
+// for their prefix). A cached prefix is reused only within the sinks plus
+// the window, so a new request's first allocation never evicts.
+//
 // Invariants (CheckInvariants): every block's ref_count equals the number of
 // block tables holding it; plus BlockPool's own.
 //
@@ -45,6 +66,15 @@
 #include "kv/block_pool.h"
 
 namespace tern {
+
+// One KV block rewritten by streaming eviction: every slot of src_block,
+// keys rotated by delta positions, written to the same slot of dst_block
+// (dst == src: in place).
+struct KvBlockMove {
+  int32_t src_block = 0;
+  int32_t dst_block = 0;
+  int32_t delta = 0;
+};
 
 // The cached prefix found for a request: blocks to share, their content ids.
 struct PrefixHit {
@@ -67,6 +97,23 @@ class KvCacheManager {
   // Blocks released outside the window so far.
   uint64_t num_window_freed_blocks() const { return num_window_freed_blocks_; }
 
+  // Streaming eviction (see above): sinks + a recent window within
+  // max_tokens positions per request. Requires sink_tokens rounded up to
+  // the block size + window_tokens + block_size <= max_tokens, and chunks
+  // of at most max_tokens - that + 1 new tokens (MaxStreamingChunk).
+  void SetStreamingEviction(int32_t sink_tokens, int32_t window_tokens, int32_t max_tokens);
+  bool streaming_eviction() const { return stream_max_tokens_ > 0; }
+  // The most new tokens one AllocateSlots may ask for with streaming
+  // eviction on (the engine caps its step budget to it); 0 when off.
+  int32_t MaxStreamingChunk() const;
+  // Tokens dropped from the request's KV so far (0 for unknown ids).
+  int32_t EvictedTokens(const std::string& request_id) const;
+  // Tokens dropped by streaming eviction, all requests, since start.
+  uint64_t num_evicted_tokens() const { return num_evicted_tokens_; }
+  // The block rewrites recorded since the last call (apply before the next
+  // forward pass, in order).
+  std::vector<KvBlockMove> TakeKvMoves();
+
   int32_t block_size() const { return block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
   const BlockPool& pool() const { return pool_; }
@@ -81,7 +128,9 @@ class KvCacheManager {
 
   // Grows the request's block table to cover num_computed_tokens +
   // num_new_tokens tokens (first releasing the blocks outside the sliding
-  // window of position num_computed_tokens, when a window is set). hit (first call only) is shared first; then
+  // window of position num_computed_tokens, when a window is set; with
+  // streaming eviction the counts are the request's tokens, and its KV
+  // positions are those less EvictedTokens). hit (first call only) is shared first; then
   // num_computed_tokens must equal hit.num_tokens. Returns the newly
   // allocated block ids, or nullopt (nothing changed) when the pool is short.
   std::optional<std::vector<int32_t>> AllocateSlots(const std::string& request_id,
@@ -118,16 +167,32 @@ class KvCacheManager {
     // Content id of each indexed leading block (the chain's parents).
     std::vector<uint64_t> content_ids;
     bool chain_broken = false;  // a hash collision stopped indexing
+    int32_t evicted = 0;        // tokens dropped by streaming eviction
+  };
+  struct PendingMove {
+    std::string request_id;
+    KvBlockMove move;
   };
 
   // Releases the blocks of table wholly before the window of position
   // next_position.
   void FreeOutsideWindow(Table& table, int32_t next_position);
+  // Streaming eviction before num_new_tokens more at KV position kv_len:
+  // false (nothing changed) when the pool cannot take the copies and the
+  // new blocks together.
+  bool EvictForStreaming(const std::string& request_id, Table& table, int32_t kv_len,
+                         int32_t num_new_tokens);
+  int32_t StreamSinkTokens() const;  // sink tokens rounded up to whole blocks
 
   int32_t block_size_;
   bool prefix_caching_;
   int32_t sliding_window_ = 0;
   uint64_t num_window_freed_blocks_ = 0;
+  int32_t stream_sink_tokens_ = 0;
+  int32_t stream_window_tokens_ = 0;
+  int32_t stream_max_tokens_ = 0;  // 0 = streaming eviction off
+  uint64_t num_evicted_tokens_ = 0;
+  std::vector<PendingMove> pending_moves_;
   BlockPool pool_;
   std::unordered_map<std::string, Table> tables_;
 };

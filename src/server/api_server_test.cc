@@ -25,6 +25,8 @@ class FakeBackend : public ServingBackend {
   std::vector<EngineRequest> requests;
   bool has_template = true;
   bool hang = false;  // push a few tokens and never finish (a long request)
+  bool streaming = false;      // streaming KV eviction: no length limit
+  int32_t evicted_tokens = 0;  // reported in every finished request's metrics
 
   StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request) override {
     auto ch = std::make_shared<OutputChannel>();
@@ -50,6 +52,7 @@ class FakeBackend : public ServingBackend {
     last.metrics.prompt_tokens = (int32_t)request.prompt_token_ids.size();
     last.metrics.generated_tokens = n;
     last.metrics.ttft_s = 0.01;
+    last.metrics.evicted_tokens = evicted_tokens;
     ch->Push(last);
     requests.push_back(std::move(request));
     return ch;
@@ -62,6 +65,7 @@ class FakeBackend : public ServingBackend {
     return s;
   }
   int32_t max_model_len() const override { return context; }
+  bool streaming_kv_eviction() const override { return streaming; }
   int32_t vocab_size() const override { return 259; }
   // Bytes + 3; "</s>" is the special token 2 only when parse_special.
   std::vector<int32_t> Encode(std::string_view text, bool add_special,
@@ -239,6 +243,32 @@ TEST_F(ApiServerTest, ChatWithoutMaxTokensRunsToTheContext) {
   EXPECT_EQ(backend_.requests[0].sampling.max_tokens, 64 - prompt) << "up to max_model_len";
   EXPECT_EQ(j["usage"]["completion_tokens"], 64 - prompt);
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ApiServerTest, StreamingEvictionLiftsTheLengthLimitAndUsageReportsEvictedTokens) {
+  backend_.reply = std::string(100, 'a');
+  const std::string body =
+      R"({"prompt": ")" + std::string(80, 'x') + R"(", "max_tokens": 90})";  // 81 + 90 > 64
+  FakeExchange refused = Call(Post("/v1/completions", body));
+  EXPECT_EQ(refused.status, 400) << refused.body;
+
+  backend_.streaming = true;
+  backend_.evicted_tokens = 112;
+  FakeExchange ok = Call(Post("/v1/completions", body));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(backend_.requests.back().sampling.max_tokens, 90);
+  EXPECT_EQ(ok.Json()["usage"]["evicted_tokens"], 112);
+  EXPECT_EQ(ok.Json()["usage"]["completion_tokens"], 90);
+  // Chat without max_tokens: one context's worth, not "until the context ends".
+  FakeExchange chat =
+      Call(Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})"));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(backend_.requests.back().sampling.max_tokens, 64);
+  EXPECT_EQ(chat.Json()["usage"]["evicted_tokens"], 112);
+  // Nothing evicted: the usage object is the usual one.
+  backend_.evicted_tokens = 0;
+  FakeExchange plain = Call(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 4})"));
+  EXPECT_FALSE(plain.Json()["usage"].contains("evicted_tokens"));
 }
 
 TEST_F(ApiServerTest, SamplingDefaultsComeFromTheTable) {

@@ -87,6 +87,14 @@ std::optional<ApiError> CompletionHandler::CheckLength(size_t prompt_len,
                                                        int32_t* max_tokens) const {
   const int64_t limit = ctx_.backend->max_model_len();
   const char* param = is_chat() ? "messages" : "prompt";
+  if (ctx_.backend->streaming_kv_eviction()) {
+    // Any length: the engine drops old KV blocks. Without max_tokens, the
+    // endpoint's default, or one context's worth when that is "until the
+    // context ends".
+    const int32_t d = DefaultMaxTokens(request_.endpoint);
+    *max_tokens = request_.max_tokens ? *request_.max_tokens : d < 0 ? (int32_t)limit : d;
+    return std::nullopt;
+  }
   if ((int64_t)prompt_len >= limit) {
     return ApiError::Invalid("This model's maximum context length is " + std::to_string(limit) +
                                  " tokens. However, your prompt has " + std::to_string(prompt_len) +
@@ -214,6 +222,7 @@ void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
   if (!out.finished) return;
   c.engine_done = true;
   c.cached_tokens = out.metrics.cached_tokens;
+  c.evicted_tokens = out.metrics.evicted_tokens;
   ctx_.metrics->Observe(out.metrics);
   if (c.client_done) return;
   std::string rest = c.stop->Push(c.detok->Flush());
@@ -331,6 +340,7 @@ UsageInfo CompletionHandler::Usage() const {
       u.cached_tokens += c.cached_tokens;
     }
     u.completion_tokens += c.completion_tokens;
+    u.evicted_tokens += c.evicted_tokens;
   }
   return u;
 }

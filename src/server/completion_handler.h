@@ -73,6 +73,7 @@ class CompletionHandler {
     size_t raw_bytes = 0;                      // decoded bytes so far (text offsets)
     int32_t completion_tokens = 0;
     int32_t cached_tokens = 0;
+    int32_t evicted_tokens = 0;  // dropped from its KV (streaming eviction)
     bool client_done = false;  // finish sent / decided
     bool engine_done = false;  // the engine's final output arrived
     std::string finish_reason;

@@ -50,6 +50,8 @@ EngineStats EngineBackend::GetStats() const { return engine_->GetStats(); }
 
 int32_t EngineBackend::max_model_len() const { return engine_->max_model_len(); }
 
+bool EngineBackend::streaming_kv_eviction() const { return engine_->streaming_kv_eviction(); }
+
 int32_t EngineBackend::vocab_size() const { return engine_->tokenizer().vocab_size(); }
 
 std::vector<int32_t> EngineBackend::Encode(std::string_view text, bool add_special,

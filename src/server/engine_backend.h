@@ -34,6 +34,7 @@ class EngineBackend : public ServingBackend {
   void FinishWithStop(const std::string& request_id) override;
   EngineStats GetStats() const override;
   int32_t max_model_len() const override;
+  bool streaming_kv_eviction() const override;
   int32_t vocab_size() const override;
   std::vector<int32_t> Encode(std::string_view text, bool add_special,
                               bool parse_special) const override;

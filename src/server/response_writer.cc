@@ -82,10 +82,12 @@ json ChatMessageJson(const ChoiceResult& c) {
 }
 
 json Usage(const UsageInfo& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.evicted_tokens > 0) j["evicted_tokens"] = u.evicted_tokens;
+  return j;
 }
 
 json Head(const ResponseMeta& meta, const char* object) {

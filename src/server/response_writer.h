@@ -43,6 +43,9 @@ struct UsageInfo {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  // Context dropped by streaming KV eviction (all choices); the usage
+  // object carries "evicted_tokens" only when it is > 0.
+  int64_t evicted_tokens = 0;
 };
 
 struct ResponseMeta {

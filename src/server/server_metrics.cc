@@ -133,6 +133,9 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
   w.Sample("prefix_cache_queries_total", (double)s.prefix_cache_queries_total);
   w.Header("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
   w.Sample("prefix_cache_hits_total", (double)s.prefix_cache_hits_total);
+  w.Header("kv_evicted_tokens_total", "counter",
+           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).");
+  w.Sample("kv_evicted_tokens_total", (double)s.kv_evicted_tokens_total);
   w.Header("num_preemptions_total", "counter", "Number of request preemptions.");
   w.Sample("num_preemptions_total", (double)s.num_preemptions_total);
   w.Header("request_success_total", "counter", "Number of finished requests by finish reason.");

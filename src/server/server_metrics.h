@@ -7,7 +7,8 @@
 //               kv_cache_capacity_tokens
 //   counters    prompt_tokens_total, generation_tokens_total,
 //               prefix_cache_queries_total, prefix_cache_hits_total,
-//               num_preemptions_total, request_success_total{finished_reason}
+//               num_preemptions_total, request_success_total{finished_reason},
+//               kv_evicted_tokens_total (streaming KV eviction)
 // Histograms (metrics/histogram.h) are filled here from each finished
 // request's RequestMetrics; gauges and counters come from the engine's
 // EngineStats snapshot.

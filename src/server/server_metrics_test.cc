@@ -49,8 +49,11 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
   s.prefix_cache_queries_total = 80;
   s.prefix_cache_hits_total = 16;
   s.num_preemptions_total = 2;
+  s.kv_evicted_tokens_total = 4096;
   s.request_success_total = {{"stop", 4}, {"length", 5}};
   std::string text = m.Render("a\"b", &s);
+  EXPECT_TRUE(Contains(text, "# TYPE tern:kv_evicted_tokens_total counter\n"));
+  EXPECT_TRUE(Contains(text, "tern:kv_evicted_tokens_total{model_name=\"a\\\"b\"} 4096\n"));
   EXPECT_TRUE(Contains(text, "# TYPE tern:num_requests_running gauge\n"));
   EXPECT_TRUE(Contains(text, "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n"));
   EXPECT_TRUE(Contains(text, "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n"));

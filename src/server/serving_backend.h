@@ -44,6 +44,9 @@ class ServingBackend {
   virtual EngineStats GetStats() const = 0;
 
   virtual int32_t max_model_len() const = 0;
+  // Streaming KV eviction: requests may run past max_model_len (their
+  // earlier context is dropped), so lengths are not checked against it.
+  virtual bool streaming_kv_eviction() const { return false; }
   virtual int32_t vocab_size() const = 0;
 
   // Text -> ids. add_special: BOS as the vocabulary asks.

@@ -45,6 +45,7 @@ json EngineJson(const EngineStats& s) {
           {"prefix_cache_hits_total", s.prefix_cache_hits_total},
           {"prefix_cache_hit_rate", hit_rate},
           {"num_preemptions_total", s.num_preemptions_total},
+          {"kv_evicted_tokens_total", s.kv_evicted_tokens_total},
           {"num_steps_total", s.num_steps_total},
           {"requests_finished",
            {{"stop", Finished(s, "stop")},
