@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
+#include "spec/step_calibration.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -221,6 +222,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (proposer) {
     sc.num_spec_tokens = config.num_speculative_tokens;
     sc.spec_adaptive = config.speculative_adaptive;
+    if (sc.spec_adaptive) {
+      // Up to the largest step speculation can make: every running request
+      // verifying k proposals, within the step's budget.
+      const int64_t most = std::min<int64_t>((int64_t)config.max_num_seqs * (1 + sc.num_spec_tokens),
+                                             sc.max_num_batched_tokens);
+      sc.spec_step_times = MeasureForwardTimes(*impl->model, *impl->kv_storage, kv.block_size,
+                                               kv.num_blocks, (int32_t)most, impl->pool.get());
+    }
   }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
