@@ -145,7 +145,7 @@ void Scheduler::ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutp
     if (r.num_tokens() - r.num_computed_tokens != 1) continue;
     --decodes_left;
     // Proposals take what the budget has beyond one token per decode.
-    const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+    const int32_t k = std::max(0, std::min(NumSpecTokens(r), step.budget - 1 - decodes_left));
     int32_t n = 0;
     if (!ScheduleDecode(r, k, out, &n)) {
       step.preempted = true;
@@ -250,6 +250,7 @@ void Scheduler::PlanSpeculation() {
 
 bool Scheduler::ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out,
                                int32_t* num_tokens) {
+  CHECK_GE(k, 0);
   if (k > 0 && !kv_->AllocateSlots(r.id(), r.num_computed_tokens, 1 + k)) k = 0;
   if (k == 0 && !AllocateOrPreempt(r, 1, out)) return false;
   *num_tokens = 1 + k;
@@ -389,7 +390,7 @@ void Scheduler::ScheduleRunning(StepState& step, SchedulerOutput& out) {
     const int32_t num_new = RunningChunk(r, step, decodes_left);
     if (num_new == 0) continue;
     if (is_decode) {
-      const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+      const int32_t k = std::max(0, std::min(NumSpecTokens(r), step.budget - 1 - decodes_left));
       int32_t n = 0;
       if (!ScheduleDecode(r, k, out, &n)) {
         step.preempted = true;
