@@ -135,7 +135,8 @@ struct EngineConfig {
   int32_t ngram_min = 1;
   // On: each request's k follows its measured acceptance (down to 0) and
   // speculation pauses while the running batch is compute-bound (the
-  // thresholds come from the step-cost model's fit, docs/speculative.md).
+  // thresholds come from the model's forward times measured at start-up,
+  // docs/speculative.md).
   // Off: every decode step proposes num_speculative_tokens.
   bool speculative_adaptive = true;
   bool verbose = false;                 // one status line every few seconds

@@ -169,7 +169,7 @@ struct SchedulerConfig {
   int32_t num_spec_tokens = 0;
   // Adaptive: each step, each decode's k is the one that maximises the
   // predicted tokens per second of the whole batch (its acceptance estimate,
-  // the step-cost model's marginal cost of a verified token, the measured
+  // the marginal cost of a verified token from spec_step_times, the measured
   // proposer cost per proposal); 0 pauses it. Off: always num_spec_tokens.
   bool spec_adaptive = false;
   // Adaptive: the model's forward time for n tokens, measured at start-up
