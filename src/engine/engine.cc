@@ -31,6 +31,7 @@ struct Engine::Impl {
   std::unique_ptr<KvStorage> kv_storage;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<EngineCore> core;  // engine thread only (or after join)
+  std::vector<std::pair<int32_t, double>> spec_step_times;  // measured at start-up
 
   // Shared with front-end threads, guarded by mu.
   std::mutex mu;
@@ -229,6 +230,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
                                              sc.max_num_batched_tokens);
       sc.spec_step_times = MeasureForwardTimes(*impl->model, *impl->kv_storage, kv.block_size,
                                                kv.num_blocks, (int32_t)most, impl->pool.get());
+      impl->spec_step_times = sc.spec_step_times;
     }
   }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
@@ -339,6 +341,14 @@ std::string Engine::SpeculativeSummary() const {
   }
   s += ", k " + std::to_string(c.num_speculative_tokens) +
        (c.speculative_adaptive ? ", adaptive" : ", fixed k");
+  if (!impl_->spec_step_times.empty()) {
+    s += "; forward time measured at start-up:";
+    for (const auto& [n, secs] : impl_->spec_step_times) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %d tok %.2f ms", n, secs * 1e3);
+      s += buf;
+    }
+  }
   return s;
 }
 

@@ -221,7 +221,8 @@ class Engine {
   int32_t max_model_len() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
-  // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive" or "" when off.
+  // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive; forward time
+  // measured at start-up: 1 tok 0.05 ms 2 tok ..." or "" when off.
   std::string SpeculativeSummary() const;
 
   // Stops the loop; requests still running finish with "abort". Idempotent.
