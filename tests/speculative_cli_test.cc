@@ -85,5 +85,30 @@ TEST(SpeculativeCliTest, BadFlagsAreOneLineErrors) {
   }
 }
 
+TEST(SpeculativeCliTest, ModelGrowWritesAnExactTargetAndRefusesBadInput) {
+  SKIP_WITHOUT_MODEL();
+  const std::string out = ::testing::TempDir() + "/spec_cli_grown.gguf";
+  testing::CliResult r = RunTern("model grow " + Model() + " --ffn-size 256 --extra-layers 1 -o " +
+                                 ShellQuote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Noise 0: the grown target's greedy ids are the source's.
+  const std::string gen = " -p 'Once upon a time' --temp 0 -n 40 --ids";
+  const testing::CliResult a = RunTern("generate " + Model() + gen);
+  const testing::CliResult b = RunTern("generate -m " + ShellQuote(out) + gen);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  r = RunTern("model grow " + Model() + " --ffn-size 100 -o " + ShellQuote(out));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("below the source's feed_forward_length 172"), std::string::npos) << r.err;
+  r = RunTern("model grow -m " + ShellQuote(ModelsDir() + "/llama-2-tiny-random.gguf") +
+              " --ffn-size 4096 -o " + ShellQuote(out));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("all-F32 source"), std::string::npos) << r.err;
+  r = RunTern("model grow " + Model() + " --ffn-size 256 --noise -1 -o " + ShellQuote(out));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--noise must be >= 0"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tern

@@ -37,6 +37,10 @@ constexpr FlagAlias kAliases[] = {
     {"--cache-type-v", AliasKind::kSame, "--kv-cache-dtype-v", false, ""},
     {"-ctk", AliasKind::kSame, "--kv-cache-dtype-k", false, ""},
     {"-ctv", AliasKind::kSame, "--kv-cache-dtype-v", false, ""},
+    // Speculative decoding.
+    {"--model-draft", AliasKind::kSame, "--speculative-model", false, ""},
+    {"-md", AliasKind::kSame, "--speculative-model", false, ""},
+    {"--draft-max", AliasKind::kSame, "--num-speculative-tokens", false, ""},
     {"--gpu-memory-utilization", AliasKind::kSimilar, "--memory-utilization", false,
      "the fraction of free memory after the weights given to the KV cache"},
     // GPU settings.

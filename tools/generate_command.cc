@@ -220,6 +220,7 @@ int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
     if (!out) continue;
     for (int32_t id : out->new_token_ids) {
       if (stopped) break;
+      if (!a.ignore_eos && tokenizer.IsEog(id)) break;  // as the plain path: not printed
       ++generated;
       if (!printer.Print(id)) {
         stopped = true;

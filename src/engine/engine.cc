@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
+#include "spec/step_calibration.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -30,6 +31,7 @@ struct Engine::Impl {
   std::unique_ptr<KvStorage> kv_storage;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<EngineCore> core;  // engine thread only (or after join)
+  std::vector<std::pair<int32_t, double>> spec_step_times;  // measured at start-up
 
   // Shared with front-end threads, guarded by mu.
   std::mutex mu;
@@ -264,6 +266,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (proposer) {
     sc.num_spec_tokens = config.num_speculative_tokens;
     sc.spec_adaptive = config.speculative_adaptive;
+    if (sc.spec_adaptive) {
+      // Up to the largest step speculation can make: every running request
+      // verifying k proposals, within the step's budget.
+      const int64_t most = std::min<int64_t>((int64_t)config.max_num_seqs * (1 + sc.num_spec_tokens),
+                                             sc.max_num_batched_tokens);
+      sc.spec_step_times = MeasureForwardTimes(*impl->model, *impl->kv_storage, kv.block_size,
+                                               kv.num_blocks, (int32_t)most, impl->pool.get());
+      impl->spec_step_times = sc.spec_step_times;
+    }
   }
   if (config.kv_eviction == KvEviction::kStreaming) {
     TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
@@ -379,6 +390,14 @@ std::string Engine::SpeculativeSummary() const {
   }
   s += ", k " + std::to_string(c.num_speculative_tokens) +
        (c.speculative_adaptive ? ", adaptive" : ", fixed k");
+  if (!impl_->spec_step_times.empty()) {
+    s += "; forward time measured at start-up:";
+    for (const auto& [n, secs] : impl_->spec_step_times) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %d tok %.2f ms", n, secs * 1e3);
+      s += buf;
+    }
+  }
   return s;
 }
 

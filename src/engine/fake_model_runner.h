@@ -8,6 +8,10 @@
 // wrong prefix-cache hit or a bad recompute after preemption all change the
 // value. The next token is Mix(kv[slot(last)], rng.Next()) % vocab: it uses
 // the request's own Rng exactly once per sampled token, like real sampling.
+// A speculating sequence (proposals at the end of its tokens) is verified
+// greedily the same way: the token after row i is Mix(kv[slot(row i)],
+// rng.Next()) % vocab, accepted while it equals the next proposal, so the
+// emitted tokens equal those of decoding one at a time.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +54,20 @@ class FakeModelRunner : public ModelRunner {
       }
       tokens_computed_ += seq.num_tokens;
       if (!s.sample) continue;
+      if (s.max_spec_tokens > 0) {
+        const int32_t n = s.num_spec_tokens;
+        std::vector<int32_t> emitted;
+        for (int32_t i = 0; i <= n; ++i) {
+          const int32_t pos = s.start_position + i;
+          const int32_t t = (int32_t)(Mix(kv_[SlotOf(seq, pos)], s.rng->Next()) % vocab_);
+          emitted.push_back(t);
+          if (i == n || t != s.token_ids[1 + i]) break;
+        }
+        out.sampled[k].token_id = emitted[0];
+        out.sampled[k].spec_token_ids.assign(emitted.begin() + 1, emitted.end());
+        out.sampled[k].num_accepted = (int32_t)emitted.size() - 1;
+        continue;
+      }
       out.sampled[k].token_id = (int32_t)(Mix(kv_[last_slot], s.rng->Next()) % vocab_);
     }
     return out;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/check.h"
+#include "spec/step_calibration.h"
 
 namespace tern {
 
@@ -150,7 +151,7 @@ void Scheduler::ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutp
     if (r.num_tokens() - r.num_computed_tokens != 1) continue;
     --decodes_left;
     // Proposals take what the budget has beyond one token per decode.
-    const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+    const int32_t k = std::max(0, std::min(NumSpecTokens(r), step.budget - 1 - decodes_left));
     int32_t n = 0;
     if (!ScheduleDecode(r, k, out, &n)) {
       step.preempted = true;
@@ -171,10 +172,10 @@ int32_t Scheduler::NumSpecTokens(const Request& r) const {
   return std::max(k, 0);
 }
 
-int32_t Scheduler::BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+int32_t Scheduler::BestSpecTokens(double alpha, int32_t max_k, double batch, double step_s,
                                   double verify_s, double propose_s) {
   int32_t best = 0;
-  double best_rate = (double)batch / step_s;
+  double best_rate = batch / step_s;
   double expected = 1;  // E(k): tokens a step emits with k proposals
   double term = 1;
   for (int32_t k = 1; k <= max_k; ++k) {
@@ -216,21 +217,46 @@ void Scheduler::PlanSpeculation() {
     ++batch;
   }
   if (batch == 0) return;
-  // The decode step as this machine runs it, and what one more verified
-  // token (a token and its logits row, at the batch's mean depth) adds.
-  const double step_s = cost_model_.Predict(decodes);
-  StepShape more = decodes;
-  more += StepShape::Chunk((int32_t)(positions / batch), 1, true);
-  const double verify_s = cost_model_.Predict(more) - step_s;
+  const int32_t max_k = config_.num_spec_tokens;
+  // Requests are planned in order; each sees the step as the ones before
+  // left it: tokens scheduled so far, tokens their proposals should add.
+  int32_t tokens = batch;
+  int32_t proposals = 0;
+  double gain = 0;
   for (Request* r : running_) {
     if (r->num_tokens() - r->num_computed_tokens != 1) continue;
-    r->spec_k = BestSpecTokens(SpecAcceptance(*r), config_.num_spec_tokens, batch, step_s,
-                               verify_s, propose_s_per_token_);
+    double step_s, verify_s;
+    if (!config_.spec_step_times.empty()) {
+      // The measured forward time of the step's tokens, and the mean cost of
+      // the next max_k tokens on that curve.
+      step_s = InterpolateStepTime(config_.spec_step_times, tokens);
+      verify_s = (InterpolateStepTime(config_.spec_step_times, tokens + max_k) - step_s) / max_k;
+    } else {
+      // The step-cost model: what one more verified token (a token and its
+      // logits row, at the batch's mean depth) adds.
+      StepShape now = decodes;
+      now.num_tokens += tokens - batch;
+      now.num_sampled += tokens - batch;
+      step_s = cost_model_.Predict(now);
+      StepShape more = now;
+      more += StepShape::Chunk((int32_t)(positions / batch), 1, true);
+      verify_s = cost_model_.Predict(more) - step_s;
+    }
+    step_s += proposals * propose_s_per_token_;
+    const double alpha = SpecAcceptance(*r);
+    const int32_t k = BestSpecTokens(alpha, max_k, batch + gain, step_s, verify_s,
+                                     propose_s_per_token_);
+    r->spec_k = k;
+    tokens += k;
+    proposals += k;
+    double term = 1;
+    for (int32_t i = 1; i <= k; ++i) gain += (term *= alpha);
   }
 }
 
 bool Scheduler::ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out,
                                int32_t* num_tokens) {
+  CHECK_GE(k, 0);
   if (k > 0 && !kv_->AllocateSlots(r.id(), r.num_computed_tokens, 1 + k)) k = 0;
   if (k == 0 && !AllocateOrPreempt(r, 1, out)) return false;
   *num_tokens = 1 + k;
@@ -370,7 +396,7 @@ void Scheduler::ScheduleRunning(StepState& step, SchedulerOutput& out) {
     const int32_t num_new = RunningChunk(r, step, decodes_left);
     if (num_new == 0) continue;
     if (is_decode) {
-      const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+      const int32_t k = std::max(0, std::min(NumSpecTokens(r), step.budget - 1 - decodes_left));
       int32_t n = 0;
       if (!ScheduleDecode(r, k, out, &n)) {
         step.preempted = true;

@@ -170,9 +170,13 @@ struct SchedulerConfig {
   int32_t num_spec_tokens = 0;
   // Adaptive: each step, each decode's k is the one that maximises the
   // predicted tokens per second of the whole batch (its acceptance estimate,
-  // the step-cost model's marginal cost of a verified token, the measured
+  // the marginal cost of a verified token from spec_step_times, the measured
   // proposer cost per proposal); 0 pauses it. Off: always num_spec_tokens.
   bool spec_adaptive = false;
+  // Adaptive: the model's forward time for n tokens, measured at start-up
+  // (spec/step_calibration.h), ascending (tokens, seconds). Empty: the
+  // step-cost model's prediction instead.
+  std::vector<std::pair<int32_t, double>> spec_step_times;
 };
 
 // Counters since start.
@@ -241,7 +245,9 @@ class Scheduler {
   // Adaptive speculation: the k that maximises predicted batch throughput
   //   (B - 1 + E(k)) / (T + k (c_verify + c_propose)),  E(k) = sum_{i<=k} alpha^i
   // for one of B decodes in a step predicted to take T seconds. Exposed for tests.
-  static int32_t BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+  // batch: tokens the step emits without this request's proposals (B, plus
+  // what the proposals of requests already planned are expected to add).
+  static int32_t BestSpecTokens(double alpha, int32_t max_k, double batch, double step_s,
                                 double verify_s, double propose_s);
   // The acceptance estimate of r (per proposal, its recent steps pulled
   // toward the engine-wide rate).

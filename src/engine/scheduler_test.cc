@@ -7,6 +7,7 @@
 
 #include "engine/engine_core.h"
 #include "engine/fake_model_runner.h"
+#include "spec/proposer.h"
 
 namespace tern {
 namespace {
@@ -21,13 +22,14 @@ Ids Range(int32_t begin, int32_t n) {
 }
 
 struct Harness {
-  Harness(SchedulerConfig config, int32_t num_blocks, int32_t block_size, bool caching) {
+  Harness(SchedulerConfig config, int32_t num_blocks, int32_t block_size, bool caching,
+          std::unique_ptr<Proposer> proposer = nullptr) {
     auto sched = std::make_unique<Scheduler>(
         config, std::make_unique<KvCacheManager>(num_blocks, block_size, caching));
     scheduler = sched.get();
     auto fake = std::make_unique<FakeModelRunner>(num_blocks, block_size, kVocab);
     runner = fake.get();
-    core = std::make_unique<EngineCore>(std::move(sched), std::move(fake));
+    core = std::make_unique<EngineCore>(std::move(sched), std::move(fake), std::move(proposer));
   }
 
   void Add(const std::string& id, Ids prompt, int32_t max_tokens, uint64_t seed = 1,
@@ -732,6 +734,64 @@ TEST(SchedulerGoodputTest, EveryOutputEqualsItsSoloRun) {
     EXPECT_EQ(h->outputs["r" + std::to_string(i)], RunAlone(Range(i * 7, 3 + 20 * i), p, 4, 256));
   }
   EXPECT_GT(h->scheduler->cost_model().num_observations(), 0);
+}
+
+// A proposer that knows each request's true continuation (from a run
+// without speculation) and corrupts some of it: every step verifies a mix
+// of right and wrong proposals, so rollbacks are partial and frequent.
+class OracleProposer : public Proposer {
+ public:
+  explicit OracleProposer(const std::map<std::string, Ids>* truth) : truth_(truth) {}
+  SpecMethod method() const override { return SpecMethod::kNgram; }
+  void Propose(std::span<ProposalRequest> requests) override {
+    for (ProposalRequest& r : requests) {
+      const Ids& t = truth_->at(std::string(r.request_id));
+      const size_t done = r.tokens.size() - r.num_prompt_tokens;
+      r.proposals.clear();
+      for (int32_t i = 0; i < r.max_proposals && done + i < t.size(); ++i) {
+        const bool wrong = (++calls_ % 5) == 0;
+        r.proposals.push_back(wrong ? (t[done + i] + 1) % kVocab : t[done + i]);
+      }
+    }
+  }
+
+ private:
+  const std::map<std::string, Ids>* truth_;
+  int64_t calls_ = 0;
+};
+
+// Speculation through the real scheduler with the fake runner: outputs equal
+// the run without it, and every step keeps the KV invariants, with partial
+// rejections, a tiny budget, preemption and prefix caching.
+TEST(SchedulerSpecTest, ProposalsKeepOutputsAndInvariants) {
+  auto add_all = [](Harness& h) {
+    for (int i = 0; i < 12; ++i) {
+      Ids prompt = Range(i % 3 == 0 ? 0 : 7 * i, 5 + (i * 13) % 40);
+      h.Add("r" + std::to_string(i), prompt, 30 + i, 100 + i);
+    }
+  };
+  Harness plain(Config(), 256, 4, true);
+  add_all(plain);
+  plain.RunToEnd();
+  for (int32_t budget : {3, 9, 64}) {
+    for (int32_t num_blocks : {24, 256}) {
+      for (int32_t k : {1, 4, 8}) {
+        SCOPED_TRACE("budget " + std::to_string(budget) + " blocks " + std::to_string(num_blocks) +
+                     " k " + std::to_string(k));
+        SchedulerConfig c = Config(budget);
+        c.num_spec_tokens = k;
+        Harness spec(c, num_blocks, 4, true, std::make_unique<OracleProposer>(&plain.outputs));
+        add_all(spec);
+        spec.RunToEnd();
+        EXPECT_EQ(spec.outputs, plain.outputs);
+        const SchedulerStats& st = spec.scheduler->stats();
+        EXPECT_GT(st.spec_num_accepted_tokens_total, 0u);
+        EXPECT_LT(st.spec_num_accepted_tokens_total, st.spec_num_draft_tokens_total);
+        if (num_blocks == 24 && budget == 64) EXPECT_GT(st.num_preemptions_total, 0u);
+        EXPECT_EQ(spec.scheduler->kv().num_free_blocks(), num_blocks);
+      }
+    }
+  }
 }
 
 // Adaptive speculation's choice of k: batch throughput

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "spec/ngram_proposer.h"
+#include "spec/step_calibration.h"
 #include "spec/verify.h"
 
 namespace tern {
@@ -245,6 +246,15 @@ TEST(VerifyTest, ChiSquareRejectsTheDraftsOwnDistribution) {
   double stat = 0;
   for (int32_t x = 0; x < kVocab; ++x) stat += std::pow(observed[x] - expected[x], 2) / expected[x];
   EXPECT_GT(stat, ChiSquareCritical(kVocab - 1));
+}
+
+TEST(StepCalibrationTest, InterpolatesBetweenAndExtrapolatesBeyondTheMeasuredPoints) {
+  const std::vector<std::pair<int32_t, double>> t = {{1, 10.0}, {2, 11.0}, {4, 13.0}, {8, 21.0}};
+  EXPECT_DOUBLE_EQ(InterpolateStepTime(t, 1), 10.0);
+  EXPECT_DOUBLE_EQ(InterpolateStepTime(t, 3), 12.0);
+  EXPECT_DOUBLE_EQ(InterpolateStepTime(t, 6), 17.0);
+  EXPECT_DOUBLE_EQ(InterpolateStepTime(t, 16), 37.0);  // the last slope, 2 a token
+  EXPECT_DOUBLE_EQ(InterpolateStepTime({}, 5), 0.0);
 }
 
 }  // namespace
