@@ -11,7 +11,7 @@ DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
 # test of the dashboard (tests/dashboard, driven by playwright-core from npm).
 # clang + libclang-rt-dev: libFuzzer for the fuzz targets (make fuzz).
 
-.PHONY: all build run test deps configure asan-test fuzz fuzz-build fuzz-smoke clean
+.PHONY: all build run test deps configure asan-test tsan-test fuzz fuzz-build fuzz-smoke clean
 
 all: build
 
@@ -70,6 +70,17 @@ asan-test:
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ./$(ASAN_BUILD)/jinja_tests --gtest_filter='*Fuzz*:*Limit*'
 
+# The threaded core under ThreadSanitizer: thread pool, engine, scheduler and
+# server tests (socket server, API server with streaming and aborts), in
+# their own build folder.
+TSAN_BUILD ?= build-tsan
+tsan-test:
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target base_tests engine_tests server_tests
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./base_tests --gtest_filter='ThreadPool*'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./engine_tests
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./server_tests
+
 # libFuzzer targets (fuzz/): the GGUF reader, every tokenizer type, the HTTP
 # parser, the OpenAI request parser, Jinja, the JSON-schema/GBNF/regex
 # compilers; clang with ASan + UBSan in its own build folder.
@@ -91,4 +102,4 @@ fuzz-smoke: fuzz-build
 	FUZZ_SECONDS=5 bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD)
