@@ -11,7 +11,7 @@ DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
 # test of the dashboard (tests/dashboard, driven by playwright-core from npm).
 # clang + libclang-rt-dev: libFuzzer for the fuzz targets (make fuzz).
 
-.PHONY: all build run test deps configure asan-test tsan-test fuzz fuzz-build fuzz-smoke clean
+.PHONY: all build run test deps configure asan-test tsan-test soak fuzz fuzz-build fuzz-smoke clean
 
 all: build
 
@@ -80,6 +80,15 @@ tsan-test:
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./base_tests --gtest_filter='ThreadPool*'
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./engine_tests
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./server_tests
+
+# Soak with faults (tests/soak): 2,000 streaming requests, 64 concurrent,
+# mixed lengths, 20% disconnecting mid-stream, a 1 MiB KV budget forcing
+# preemptions, prefix caching; outputs must equal solo runs, the KV cache
+# drain to 0, RSS grow < 5% after warm-up, /health answer within 100 ms.
+SOAK_REQUESTS ?= 2000
+soak: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target tern
+	TERN_BINARY=$(BUILD)/tern SOAK_REQUESTS=$(SOAK_REQUESTS) bash tests/soak/run.sh
 
 # libFuzzer targets (fuzz/): the GGUF reader, every tokenizer type, the HTTP
 # parser, the OpenAI request parser, Jinja, the JSON-schema/GBNF/regex

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs libFuzzer targets for FUZZ_SECONDS each (default 600) and prints one
+# Runs libFuzzer targets for FUZZ_SECONDS each (default 600; FUZZ_TIMEOUT:
+# seconds one input may take, default 20) and prints one
 # summary line per target: executions, executions/s, coverage (edges
 # covered, libFuzzer's "cov"), corpus size.
 #   bash fuzz/run.sh BUILD_DIR TARGET...    (targets: gguf tokenizer ...)
@@ -35,7 +36,7 @@ for t in "$@"; do
   mkdir -p "$corpus" "$seeds/$t" "$here/regressions/$t"
   log="$build/fuzz-artifacts/$t.log"
   TERN_MODELS_DIR="$models" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -max_len=65536 \
+    "$bin" -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-20}" -rss_limit_mb=3072 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" \
     "$corpus" "$seeds/$t" "$here/regressions/$t" >"$log" 2>&1
   rc=$?
