@@ -72,14 +72,17 @@ asan-test:
 
 # The threaded core under ThreadSanitizer: thread pool, engine, scheduler and
 # server tests (socket server, API server with streaming and aborts), in
-# their own build folder.
+# their own build folder. The 1,000-connection test is left out: TSan does
+# not get 1,000 connection threads started within its wait (it runs in the
+# plain build); the 32-connection eviction test covers the same code.
 TSAN_BUILD ?= build-tsan
 tsan-test:
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_TSAN=ON >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target base_tests engine_tests server_tests
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./base_tests --gtest_filter='ThreadPool*'
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./engine_tests
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./server_tests
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./server_tests \
+	  --gtest_filter='-*ThousandTrickling*'
 
 # Soak with faults (tests/soak): 2,000 streaming requests, 64 concurrent,
 # mixed lengths, 20% disconnecting mid-stream, a 1 MiB KV budget forcing
