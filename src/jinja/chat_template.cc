@@ -116,7 +116,9 @@ StatusOr<std::string> RenderChatTemplate(const Template& chat_template,
   list.reserve(messages.size());
   for (const ChatMessage& m : messages) {
     ValueDict d = {{"role", Value(m.role)}, {"content", Value(m.content)}};
-    for (const auto& [key, v] : m.extra) {
+    for (const auto& entry : m.extra) {
+      const std::string& key = entry.first;
+      const Value& v = entry.second;
       auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key; });
       if (it != d.end()) {
         it->second = v;

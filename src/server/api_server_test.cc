@@ -1,6 +1,9 @@
 #include "server/api_server.h"
 
 #include <gtest/gtest.h>
+#include <mutex>
+#include <functional>
+#include <condition_variable>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -131,6 +134,7 @@ class FakeExchange : public HttpExchange {
   bool ended = false;
   std::vector<std::string> events;
   int gone_after_events = -1;  // >= 0: the client disconnects after this many
+  std::function<void()> on_event;  // called after each event is recorded
 
   void Respond(int s, std::string_view type, std::string_view b) override {
     EXPECT_EQ(status, 0) << "responded twice";
@@ -146,6 +150,7 @@ class FakeExchange : public HttpExchange {
   bool SendEvent(std::string_view data) override {
     if (ClientGone()) return false;
     events.emplace_back(data);
+    if (on_event) on_event();
     return true;
   }
   void EndEventStream() override { ended = true; }
@@ -459,11 +464,23 @@ TEST_F(ApiServerTest, ErrorsHaveStatusAndShape) {
 
 TEST_F(ApiServerTest, ShutdownEndsRunningStreamsWithAbortAndDone) {
   backend_.hang = true;
-  std::thread stopper([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The shutdown starts once the stream has sent its first event (ordered by
+  // a condition, not a sleep).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool streaming = false;
+  std::thread stopper([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return streaming; });
     server_.BeginShutdown();
   });
-  FakeExchange ex = Call(Post("/v1/completions", R"({"prompt": "Hi", "stream": true})"));
+  FakeExchange ex;
+  ex.on_event = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    streaming = true;
+    cv.notify_all();
+  };
+  server_.Handle(Post("/v1/completions", R"({"prompt": "Hi", "stream": true})"), ex);
   stopper.join();
   ASSERT_GE(ex.events.size(), 2u);
   EXPECT_EQ(ex.events.back(), "[DONE]");

@@ -96,13 +96,23 @@ class HttpServerTest : public ::testing::Test {
     } else if (r.path == "/peer") {
       ex.Respond(200, "text/plain", r.remote_addr);
     } else if (r.path == "/slow") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      // Holds its connection busy until the test releases it.
+      std::unique_lock<std::mutex> lock(mu_);
+      slow_entered_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return slow_released_; });
+      lock.unlock();
       ex.Respond(200, "text/plain", "slow");
     } else {
       ex.Respond(200, "text/plain", r.method + " " + r.path + " " + r.body);
     }
   }
   void TearDown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slow_released_ = true;  // never leave a handler waiting
+      cv_.notify_all();
+    }
     if (server_) server_->Stop(std::chrono::milliseconds(2000));
   }
 
@@ -111,6 +121,8 @@ class HttpServerTest : public ::testing::Test {
   std::mutex mu_;
   std::condition_variable cv_;
   bool flood_done_ = false;  // guarded by mu_
+  bool slow_entered_ = false;
+  bool slow_released_ = false;
   bool flood_refused_ = false;
   int64_t flood_bytes_ = 0;
 };
@@ -241,10 +253,19 @@ TEST_F(HttpServerTest, RejectsConnectionsBeyondTheLimitWith503) {
   StartServer(o);
   int first = Connect(server_->port());
   Send(first, "GET /slow HTTP/1.1\r\n\r\n");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::unique_lock<std::mutex> lock(mu_);  // the first connection is busy in its handler
+    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(30), [&] { return slow_entered_; }));
+  }
   int second = Connect(server_->port());
   std::string resp = ReadAll(second);
+  // Busy with a request, the first connection is not evicted: 503.
   EXPECT_EQ(resp.rfind("HTTP/1.1 503 ", 0), 0u) << resp;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slow_released_ = true;
+    cv_.notify_all();
+  }
   EXPECT_NE(ReadUntil(first, "slow").find("slow"), std::string::npos);
   ::close(first);
   ::close(second);
