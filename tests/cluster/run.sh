@@ -164,8 +164,9 @@ print("cluster: affinity: hit rate %.1f%% (round robin %.1f%%), TTFT p50 ratio %
 floors = [("hit rate", h, 0.85 if strict else 0.75, ">="),
           ("hit rate over round robin's", h - rr, 0.0 if strict else 0.05, ">="),
           ("TTFT p50 ratio", q, 3.0 if strict else 1.0, ">="),
-          ("busiest/mean requests", s, 1.5 if strict else 2.0, "<="),
-          ("busiest/mean in flight", f, 1.5 if strict else 2.0, "<=")]
+          ("busiest/mean requests", s, 1.5 if strict else 2.0, "<=")]
+# In flight (Little's law, server queue included) is reported, not bounded:
+# HAProxy bounds the requests it has open per instance at each decision.
 bad = [(n, v, f, op) for n, v, f, op in floors if (v < f if op == ">=" else v > f)]
 for n, v, f, op in bad:
     print("cluster: FAILED: %s %.3f, want %s %.3f" % (n, v, op, f), file=sys.stderr)
