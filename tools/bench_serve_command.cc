@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/status.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -623,9 +624,7 @@ StatusOr<std::vector<InstanceCounters>> ReadInstances(const BenchServeOptions& o
 }
 
 bool WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  return (bool)out;
+  return WriteFileAtomically(path, text).ok();
 }
 
 int Fail(const std::string& message) {

@@ -48,6 +48,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                  "reuse the KV of shared prompt prefixes (default on)");
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
                  "disable the prefix cache");
+  AddSpecFlags(parser, &f->spec);
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }
@@ -81,6 +82,7 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
     return InvalidArgument("--memory-utilization must be in (0, 1], got " +
                            std::to_string(c.memory_utilization));
   }
+  TERN_RETURN_IF_ERROR(spec.Apply(&c));
   c.kv_cache_dtype = kv_dtypes.k_dtype;
   if (kv_dtypes.v_dtype != kv_dtypes.k_dtype) c.kv_cache_dtype_v = kv_dtypes.v_dtype;
   return c;

@@ -15,6 +15,7 @@
 #include "sample/defaults.h"
 #include "tools/arg_parser.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/spec_flags.h"
 
 namespace tern {
 
@@ -27,6 +28,7 @@ struct EngineFlags {
   bool prefix_caching = false;      // --enable-prefix-caching
   bool no_prefix_caching = false;   // --no-enable-prefix-caching
   std::string scheduling_policy = "goodput";
+  SpecFlags spec;                   // --speculative-*, --ngram-*
 
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;

@@ -25,6 +25,7 @@
 #include "metrics/step_stats.h"
 #include "model/model_config.h"
 #include "sample/sampling_params.h"
+#include "spec/proposer.h"
 #include "tensor/dtype.h"
 
 namespace tern {
@@ -51,6 +52,12 @@ struct RequestMetrics {
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t num_preemptions = 0;
   int32_t forced_tokens = 0;  // of generated_tokens: jump-forward, not sampled
+  // Speculative decoding: verification steps with proposals, proposals
+  // verified, proposals accepted. Acceptance rate = accepted / draft tokens;
+  // mean accepted length = (accepted + drafts) / drafts tokens per step.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -92,6 +99,9 @@ struct EngineRequest {
 enum class SchedulingPolicy { kGoodput, kDecodeProtect };
 const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-protect"
 
+// The most proposals a step may verify per sequence (--num-speculative-tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 64;
+
 // The automatic ITL target: this many times the predicted decode-only step.
 inline constexpr double kAutoTargetItlFactor = 2.5;
 
@@ -114,6 +124,20 @@ struct EngineConfig {
   double target_itl_ms = 0;             // goodput: step-time target; 0 = auto
   double target_itl_factor = kAutoTargetItlFactor;  // auto target = factor x decode step
   bool enable_prefix_caching = true;
+  // Speculative decoding (docs/speculative.md): kNone = off; kNgram = prompt
+  // lookup with n-grams of ngram_max down to ngram_min tokens; kDraft =
+  // proposals from speculative_model (same vocabulary). num_speculative_tokens
+  // = k, proposals verified per decode step (1..kMaxSpeculativeTokens).
+  SpecMethod speculative_method = SpecMethod::kNone;
+  std::string speculative_model;
+  int32_t num_speculative_tokens = 0;
+  int32_t ngram_max = 4;
+  int32_t ngram_min = 1;
+  // On: each request's k follows its measured acceptance (down to 0) and
+  // speculation pauses while the running batch is compute-bound (the
+  // thresholds come from the step-cost model's fit, docs/speculative.md).
+  // Off: every decode step proposes num_speculative_tokens.
+  bool speculative_adaptive = true;
   bool verbose = false;                 // one status line every few seconds
 };
 
@@ -132,6 +156,12 @@ struct EngineStats {
   uint64_t num_preemptions_total = 0;
   uint64_t num_steps_total = 0;
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
+  // Speculative decoding (all 0 when off): verification steps with
+  // proposals, proposals, accepted proposals, accepted by position.
+  uint64_t spec_num_drafts_total = 0;
+  uint64_t spec_num_draft_tokens_total = 0;
+  uint64_t spec_num_accepted_tokens_total = 0;
+  std::vector<uint64_t> spec_accepted_per_position;
   // Last step: requests in the batch and tokens scheduled.
   int32_t last_step_batch_size = 0;
   int32_t last_step_num_tokens = 0;
@@ -190,6 +220,8 @@ class Engine {
   int32_t max_model_len() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
+  // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive" or "" when off.
+  std::string SpeculativeSummary() const;
 
   // Stops the loop; requests still running finish with "abort". Idempotent.
   void Shutdown();
