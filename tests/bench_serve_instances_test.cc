@@ -17,13 +17,17 @@ TEST(BenchServeInstancesTest, ParsesTernCountersSummingLabelSets) {
       "tern:request_success_total{finished_reason=\"stop\",model_name=\"a b\"} 3\n"
       "tern:request_success_total{finished_reason=\"length\",model_name=\"a b\"} 4\n"
       "tern:request_success_total{finished_reason=\"abort\",model_name=\"a b\"} 1\n"
-      "tern:generation_tokens_total{model_name=\"m\"} 77\n";
+      "tern:generation_tokens_total{model_name=\"m\"} 77\n"
+      "tern:e2e_request_latency_seconds_bucket{le=\"0.5\",model_name=\"m\"} 8\n"
+      "tern:e2e_request_latency_seconds_sum{model_name=\"m\"} 2.5\n"
+      "tern:e2e_request_latency_seconds_count{model_name=\"m\"} 8\n";
   InstanceCounters c;
   ASSERT_TRUE(ParseInstanceCounters(text, &c));
   EXPECT_EQ(c.requests, 8);
   EXPECT_EQ(c.prompt_tokens, 1200);
   EXPECT_EQ(c.prefix_cache_queries, 1200);
   EXPECT_EQ(c.prefix_cache_hits, 900);
+  EXPECT_EQ(c.busy_s, 2.5);
 }
 
 TEST(BenchServeInstancesTest, ReadsVllmNamesAndRejectsOtherPages) {
@@ -39,16 +43,19 @@ TEST(BenchServeInstancesTest, ReadsVllmNamesAndRejectsOtherPages) {
 TEST(BenchServeInstancesTest, SpreadIsBusiestOverMeanAndHitRateIsPooled) {
   std::vector<InstanceCounters> before(3), after(3);
   before[0].requests = 5;  // counts before the run are subtracted
-  after[0] = {15, 1000, 1000, 900};
-  after[1] = {10, 1000, 1000, 500};
-  after[2] = {15, 2000, 2000, 1000};
-  const InstanceSpread s = SummarizeInstances({"a", "b", "c"}, before, after);
+  after[0] = {15, 1000, 1000, 900, 3};
+  after[1] = {10, 1000, 1000, 500, 1};
+  after[2] = {15, 2000, 2000, 1000, 2};
+  const InstanceSpread s = SummarizeInstances({"a", "b", "c"}, before, after, 2.0);
   ASSERT_EQ(s.instances.size(), 3u);
   EXPECT_EQ(s.instances[0].delta.requests, 10);
   EXPECT_DOUBLE_EQ(s.mean_requests, 35.0 / 3);
   EXPECT_DOUBLE_EQ(s.max_over_mean, 15 / (35.0 / 3));
   EXPECT_DOUBLE_EQ(s.prefix_cache_hit_rate, 2400.0 / 4000);
   EXPECT_DOUBLE_EQ(s.instances[1].hit_rate(), 0.5);
+  // Busy 3, 1, 2 s over 2 s: 1.5, 0.5, 1 in flight; busiest 1.5 / mean 1.
+  EXPECT_DOUBLE_EQ(s.instances[0].mean_in_flight(2.0), 1.5);
+  EXPECT_DOUBLE_EQ(s.in_flight_max_over_mean, 1.5);
   const nlohmann::json j = InstanceSpreadJson(s);
   EXPECT_EQ(j["instances"][2]["url"], "c");
   EXPECT_DOUBLE_EQ(j["prefix_cache_hit_rate"].get<double>(), 0.6);
@@ -58,8 +65,10 @@ TEST(BenchServeInstancesTest, SpreadIsBusiestOverMeanAndHitRateIsPooled) {
 }
 
 TEST(BenchServeInstancesTest, NoRequestsGiveZeroNotNan) {
-  const InstanceSpread s = SummarizeInstances({"a"}, {InstanceCounters{}}, {InstanceCounters{}});
+  const InstanceSpread s = SummarizeInstances({"a"}, {InstanceCounters{}}, {InstanceCounters{}}, 0);
   EXPECT_EQ(s.max_over_mean, 0);
+  EXPECT_EQ(s.in_flight_max_over_mean, 0);
+  EXPECT_EQ(s.instances[0].mean_in_flight(0), 0);
   EXPECT_EQ(s.prefix_cache_hit_rate, 0);
 }
 

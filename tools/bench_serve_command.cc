@@ -750,7 +750,7 @@ int RunBenchServe(int argc, char** argv) {
   StatusOr<std::vector<InstanceCounters>> after = ReadInstances(o);
   InstanceSpread spread;
   if (!o.metrics_urls.empty() && after.ok()) {
-    spread = SummarizeInstances(o.metrics_urls, *before, *after);
+    spread = SummarizeInstances(o.metrics_urls, *before, *after, duration_s);
     std::fputs(FormatInstanceSpread(spread).c_str(), stdout);
   }
   for (const ServeRequestResult& r : results) {

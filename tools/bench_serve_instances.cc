@@ -10,6 +10,7 @@ namespace {
 
 // The metric's name without its namespace ("tern:", "vllm:") and "_total".
 std::string BareName(std::string name) {
+  if (name.find("e2e_request_latency_seconds_sum") != std::string::npos) return "busy";
   const size_t colon = name.rfind(':');
   if (colon != std::string::npos) name = name.substr(colon + 1);
   const std::string total = "_total";
@@ -24,6 +25,7 @@ double* Field(InstanceCounters* c, const std::string& bare) {
   if (bare == "prompt_tokens") return &c->prompt_tokens;
   if (bare == "prefix_cache_queries") return &c->prefix_cache_queries;
   if (bare == "prefix_cache_hits") return &c->prefix_cache_hits;
+  if (bare == "busy") return &c->busy_s;
   return nullptr;
 }
 
@@ -65,9 +67,10 @@ bool ParseInstanceCounters(const std::string& text, InstanceCounters* out) {
 
 InstanceSpread SummarizeInstances(const std::vector<std::string>& urls,
                                   const std::vector<InstanceCounters>& before,
-                                  const std::vector<InstanceCounters>& after) {
+                                  const std::vector<InstanceCounters>& after, double duration_s) {
   InstanceSpread s;
-  double hits = 0, queries = 0, total = 0, busiest = 0;
+  s.duration_s = duration_s;
+  double hits = 0, queries = 0, total = 0, busiest = 0, busy_total = 0, busy_max = 0;
   for (size_t i = 0; i < urls.size() && i < before.size() && i < after.size(); ++i) {
     InstanceLoad load;
     load.url = urls[i];
@@ -75,6 +78,9 @@ InstanceSpread SummarizeInstances(const std::vector<std::string>& urls,
     load.delta.prompt_tokens = after[i].prompt_tokens - before[i].prompt_tokens;
     load.delta.prefix_cache_queries = after[i].prefix_cache_queries - before[i].prefix_cache_queries;
     load.delta.prefix_cache_hits = after[i].prefix_cache_hits - before[i].prefix_cache_hits;
+    load.delta.busy_s = after[i].busy_s - before[i].busy_s;
+    busy_total += load.delta.busy_s;
+    busy_max = std::max(busy_max, load.delta.busy_s);
     hits += load.delta.prefix_cache_hits;
     queries += load.delta.prefix_cache_queries;
     total += load.delta.requests;
@@ -83,20 +89,23 @@ InstanceSpread SummarizeInstances(const std::vector<std::string>& urls,
   }
   if (!s.instances.empty()) s.mean_requests = total / (double)s.instances.size();
   if (s.mean_requests > 0) s.max_over_mean = busiest / s.mean_requests;
+  if (busy_total > 0) s.in_flight_max_over_mean = busy_max * (double)s.instances.size() / busy_total;
   if (queries > 0) s.prefix_cache_hit_rate = hits / queries;
   return s;
 }
 
 std::string FormatInstanceSpread(const InstanceSpread& s) {
   std::string out = std::string(15, '-') + "Instances (/metrics)" + std::string(15, '-') + "\n";
-  out += "  requests  prompt tok  prefix hit  instance\n";
+  out += "  requests  prompt tok  prefix hit  in flight  instance\n";
   for (const InstanceLoad& l : s.instances) {
     char row[512];
-    std::snprintf(row, sizeof(row), "  %8.0f  %10.0f  %9.1f%%  %s\n", l.delta.requests,
-                  l.delta.prompt_tokens, 100 * l.hit_rate(), l.url.c_str());
+    std::snprintf(row, sizeof(row), "  %8.0f  %10.0f  %9.1f%%  %9.2f  %s\n", l.delta.requests,
+                  l.delta.prompt_tokens, 100 * l.hit_rate(), l.mean_in_flight(s.duration_s),
+                  l.url.c_str());
     out += row;
   }
   out += "Busiest instance / mean requests:    " + Fmt("%.2f", s.max_over_mean) + "\n";
+  out += "Busiest / mean requests in flight:   " + Fmt("%.2f", s.in_flight_max_over_mean) + "\n";
   out += "Prefix-cache hit rate (all):         " + Fmt("%.1f%%", 100 * s.prefix_cache_hit_rate) + "\n";
   out += std::string(50, '=') + "\n";
   return out;
@@ -110,10 +119,12 @@ nlohmann::json InstanceSpreadJson(const InstanceSpread& s) {
                          {"prompt_tokens", l.delta.prompt_tokens},
                          {"prefix_cache_queries", l.delta.prefix_cache_queries},
                          {"prefix_cache_hits", l.delta.prefix_cache_hits},
-                         {"prefix_cache_hit_rate", l.hit_rate()}});
+                         {"prefix_cache_hit_rate", l.hit_rate()},
+                         {"mean_in_flight", l.mean_in_flight(s.duration_s)}});
   }
   return {{"instances", instances},
           {"instance_max_over_mean", s.max_over_mean},
+          {"instance_in_flight_max_over_mean", s.in_flight_max_over_mean},
           {"prefix_cache_hit_rate", s.prefix_cache_hit_rate}};
 }
 

@@ -3,9 +3,12 @@
 // and after the run, and the differences give every instance's share of the
 // requests (spread = the busiest instance's count over the mean) and the
 // prefix-cache hit rate of them all (hit tokens / looked-up tokens, summed).
+// Each instance's mean number of requests in flight comes from Little's law:
+// the sum of its requests' latencies over the run's duration.
 //
 // Reads tern's names (tern:request_success_total, tern:prompt_tokens_total,
-// tern:prefix_cache_queries_total, tern:prefix_cache_hits_total) and the same
+// tern:prefix_cache_queries_total, tern:prefix_cache_hits_total,
+// tern:e2e_request_latency_seconds_sum) and the same
 // names under any other prefix (vllm:...), with or without _total.
 //
 // Thread rules: pure functions of their arguments.
@@ -23,6 +26,7 @@ struct InstanceCounters {
   double prompt_tokens = 0;
   double prefix_cache_queries = 0;  // prompt tokens looked up
   double prefix_cache_hits = 0;     // prompt tokens found
+  double busy_s = 0;                // sum of finished requests' latencies
 };
 
 // Sums the counters above over all label sets in Prometheus text `text`.
@@ -35,24 +39,32 @@ struct InstanceLoad {
   double hit_rate() const {
     return delta.prefix_cache_queries > 0 ? delta.prefix_cache_hits / delta.prefix_cache_queries : 0;
   }
+  // Little's law: requests in flight on average over duration_s.
+  double mean_in_flight(double duration_s) const {
+    return duration_s > 0 ? delta.busy_s / duration_s : 0;
+  }
 };
 
 struct InstanceSpread {
   std::vector<InstanceLoad> instances;
   double mean_requests = 0;
   double max_over_mean = 0;          // the busiest instance's requests / mean (0 without requests)
+  double duration_s = 0;
+  double in_flight_max_over_mean = 0;  // the same for the mean requests in flight
   double prefix_cache_hit_rate = 0;  // sum of hits / sum of queries
 };
 
-// before, after and urls are parallel.
+// before, after and urls are parallel; duration_s: the run's (> 0 for the
+// in-flight figures).
 InstanceSpread SummarizeInstances(const std::vector<std::string>& urls,
                                   const std::vector<InstanceCounters>& before,
-                                  const std::vector<InstanceCounters>& after);
+                                  const std::vector<InstanceCounters>& after, double duration_s);
 
 // A table in the style of FormatServeSummary.
 std::string FormatInstanceSpread(const InstanceSpread& s);
 // {"instances": [{url, requests, prompt_tokens, prefix_cache_queries,
-//  prefix_cache_hits, prefix_cache_hit_rate}], "instance_max_over_mean",
+//  prefix_cache_hits, prefix_cache_hit_rate, mean_in_flight}],
+//  "instance_max_over_mean", "instance_in_flight_max_over_mean",
 //  "prefix_cache_hit_rate"}
 nlohmann::json InstanceSpreadJson(const InstanceSpread& s);
 
