@@ -5,7 +5,9 @@ JOBS ?= $(shell nproc)
 MODEL ?= ../shared/models/stories260K.gguf
 DEB_PACKAGES = g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev \
                nlohmann-json3-dev libpcre2-dev libcurl4-openssl-dev libssl-dev python3 \
-               chromium
+               chromium haproxy curl python3-yaml
+# haproxy, curl: scripts/cluster.sh and its test (tests/cluster); python3-yaml:
+# the check of the Kubernetes manifests (deploy/k8s).
 # node and npm (end-to-end tests with the OpenAI client) are installed from
 # Debian only when no node/npm is on the PATH already. chromium: the browser
 # test of the dashboard (tests/dashboard, driven by playwright-core from npm).

@@ -156,6 +156,36 @@ TEST_F(BenchServeCliTest, SharedPrefixPromptsAtAPoissonRate) {
   EXPECT_EQ(ReadFileBytes(dir.File("plot.svg")).rfind("<svg", 0), 0u);
 }
 
+// --instance-metrics against the one server itself: it took every request,
+// and the shared prefixes hit its prefix cache.
+TEST_F(BenchServeCliTest, InstanceMetricsReportSpreadAndPrefixHitRate) {
+  ServeProcess server(model_);
+  ASSERT_GT(server.port(), 0) << server.log();
+  TempDir dir;
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const auto r = RunTern("bench serve --tokenizer " + ShellQuote(model_) + " --base-url " + url +
+                         " --dataset-name prefix-repetition --prefix-repetition-prefix-len 64"
+                         " --prefix-repetition-suffix-len 8 --prefix-repetition-num-prefixes 2"
+                         " --prefix-repetition-output-len 2 --num-prompts 8 --max-concurrency 1"
+                         " --ignore-eos --instance-metrics " + url + " --save-result " +
+                         ShellQuote(dir.File("i.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("Instances (/metrics)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(url + "/metrics"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(ReadFileBytes(dir.File("i.json")));
+  ASSERT_EQ(j["instances"].size(), 1u);
+  const nlohmann::json& one = j["instances"][0];
+  EXPECT_EQ(one["requests"].get<double>(), 8);  // the test request came before
+  EXPECT_EQ(one["prompt_tokens"].get<double>(), 8 * 72);
+  EXPECT_EQ(one["prefix_cache_queries"].get<double>(), 8 * 72);
+  EXPECT_EQ(j["instance_max_over_mean"].get<double>(), 1.0);
+  // Both 64-token prefixes were cached before the run (the test request
+  // cached one; the other is computed once): at least 6 of 8 prompts hit
+  // 4 full blocks of 16.
+  EXPECT_GE(one["prefix_cache_hits"].get<double>(), 6 * 64);
+  EXPECT_GT(j["prefix_cache_hit_rate"].get<double>(), 0.6);
+}
+
 TEST_F(BenchServeCliTest, BadFlagsAndAnUnreachableServerExitOne) {
   const std::string m = " -m " + ShellQuote(model_);
   const std::pair<std::string, const char*> cases[] = {
@@ -169,6 +199,7 @@ TEST_F(BenchServeCliTest, BadFlagsAndAnUnreachableServerExitOne) {
       {"bench serve" + m + " --base-url localhost:1", "--base-url"},
       {"bench serve" + m + " --endpoint /v1/chat/completions --prompt-format ids", "text"},
       {"bench serve --dataset-name file --dataset-path /nonexistent.jsonl", "/nonexistent.jsonl"},
+      {"bench serve" + m + " --instance-metrics 127.0.0.1:1", "--instance-metrics"},
       // Port 1 on loopback: nothing listens there.
       {"bench serve" + m + " --base-url http://127.0.0.1:1 --num-prompts 1", "127.0.0.1:1"},
   };

@@ -134,9 +134,10 @@ TEST_F(QuantizeCliTest, StoriesToQ4_K_MFallsBackToBlocksThatFit) {
   EXPECT_EQ(out->GetInt("general.file_type"), 15);
   // Rows of 64 fit no K-quant: Q4_K -> Q5_0, Q6_K -> Q8_0; rows of 172 -> F16.
   EXPECT_EQ(TypeOf(*out, "blk.1.attn_q.weight"), DType::kQ5_0);
-  EXPECT_EQ(TypeOf(*out, "blk.0.attn_v.weight"), DType::kQ8_0);   // _M: first layer
+  EXPECT_EQ(TypeOf(*out, "blk.4.attn_v.weight"), DType::kQ8_0);   // _M: last eighth
+  EXPECT_EQ(TypeOf(*out, "blk.2.attn_v.weight"), DType::kQ8_0);   // _M: every third
   EXPECT_EQ(TypeOf(*out, "blk.1.attn_v.weight"), DType::kQ5_0);
-  EXPECT_EQ(TypeOf(*out, "token_embd.weight"), DType::kQ8_0);
+  EXPECT_EQ(TypeOf(*out, "token_embd.weight"), DType::kQ5_0);
   EXPECT_EQ(TypeOf(*out, "output.weight"), DType::kQ8_0);
   EXPECT_EQ(TypeOf(*out, "blk.1.ffn_down.weight"), DType::kF16);
   EXPECT_EQ(TypeOf(*out, "output_norm.weight"), DType::kF32);
@@ -145,19 +146,51 @@ TEST_F(QuantizeCliTest, StoriesToQ4_K_MFallsBackToBlocksThatFit) {
   EXPECT_NE(run.out.find("blk.1.ffn_down.weight"), std::string::npos);
 }
 
-TEST_F(QuantizeCliTest, TinyKToQ4_K_MUsesTheMixedRecipe) {
-  const QuantizeRun run =
-      Quantize(Model("quantized/tiny-k-F32.gguf") + " " + Quoted(Path("q4km.gguf")) + " Q4_K_M");
-  if (run.exit_code != 0 && !FileExists(ModelsDir() + "/quantized/tiny-k-F32.gguf")) GTEST_SKIP();
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  auto out = Open(Path("q4km.gguf"));
-  ASSERT_TRUE(out);
-  EXPECT_EQ(TypeOf(*out, "blk.1.attn_q.weight"), DType::kQ4_K);
-  EXPECT_EQ(TypeOf(*out, "blk.0.attn_v.weight"), DType::kQ6_K);
-  EXPECT_EQ(TypeOf(*out, "blk.3.ffn_down.weight"), DType::kQ6_K);  // last layer
-  EXPECT_EQ(TypeOf(*out, "blk.1.ffn_down.weight"), DType::kQ4_K);
-  EXPECT_EQ(TypeOf(*out, "output.weight"), DType::kQ6_K);
-  EXPECT_EQ(run.out.find("fallback"), std::string::npos) << run.out;
+// Each preset's tensor-type mix equals that of the file of the same name in
+// ../shared/models/quantized, made from the same model by another GGUF
+// quantizer: the K-quant recipes on tiny-k (rows of 256; 4 layers, GQA 4)
+// and the 32-block presets with their fallbacks on stories260K (rows of 64
+// and 172).
+TEST_F(QuantizeCliTest, PresetsGiveTheTensorTypeMixOfFilesOfTheSameName) {
+  struct Case {
+    const char* source;
+    const char* preset;
+  };
+  const Case cases[] = {
+      {"quantized/tiny-k-F32.gguf", "Q2_K"},   {"quantized/tiny-k-F32.gguf", "Q3_K_M"},
+      {"quantized/tiny-k-F32.gguf", "Q4_K_S"}, {"quantized/tiny-k-F32.gguf", "Q4_K_M"},
+      {"quantized/tiny-k-F32.gguf", "Q5_K_M"}, {"quantized/tiny-k-F32.gguf", "Q6_K"},
+      {"quantized/tiny-k-F32.gguf", "Q8_0"},   {"quantized/tiny-k-F32.gguf", "Q4_0"},
+      {"stories260K.gguf", "Q4_0"},            {"stories260K.gguf", "Q4_1"},
+      {"stories260K.gguf", "Q5_0"},            {"stories260K.gguf", "Q5_1"},
+      {"stories260K.gguf", "Q8_0"},            {"stories260K.gguf", "F16"},
+  };
+  int compared = 0;
+  for (const Case& c : cases) {
+    const std::string source = ModelsDir() + "/" + c.source;
+    std::string stem = c.source;
+    stem = stem.substr(stem.rfind('/') + 1);
+    stem = stem.substr(0, stem.find(stem.find("tiny-k") == 0 ? "-F32" : ".gguf"));
+    const std::string reference = ModelsDir() + "/quantized/" + stem + "-" + c.preset + ".gguf";
+    if (!FileExists(source) || !FileExists(reference)) {
+      ADD_FAILURE() << "test data missing: " << source << " or " << reference;
+      continue;
+    }
+    const std::string out = Path(std::string(c.preset) + ".gguf");
+    const QuantizeRun run = Quantize(Quoted(source) + " " + Quoted(out) + " " + c.preset);
+    ASSERT_EQ(run.exit_code, 0) << c.preset << ": " << run.err;
+    auto mine = Open(out);
+    auto theirs = Open(reference);
+    ASSERT_TRUE(mine && theirs);
+    ASSERT_EQ(mine->tensors().size(), theirs->tensors().size()) << reference;
+    for (const TensorInfo& t : theirs->tensors()) {
+      EXPECT_EQ(DTypeName(TypeOf(*mine, t.name)), DTypeName(t.dtype))
+          << c.preset << " from " << c.source << ": " << t.name;
+    }
+    ++compared;
+    fs::remove(out);
+  }
+  EXPECT_EQ(compared, (int)(sizeof(cases) / sizeof(cases[0])));
 }
 
 TEST_F(QuantizeCliTest, PureAndTensorTypeOverrides) {
@@ -356,7 +389,7 @@ TEST_F(QuantizeCliTest, ImatrixUseIsReportedPerTensorAndInTheSummary) {
     EXPECT_NE(line_of(t).find("no imatrix entry"), std::string::npos) << t << "\n" << run.err;
     no_entry += " " + t;
   }
-  EXPECT_NE(line_of("blk.0.attn_v.weight").find("Q6_K"), std::string::npos);
+  EXPECT_NE(line_of("blk.3.attn_v.weight").find("Q6_K"), std::string::npos);
   EXPECT_EQ(line_of("blk.0.attn_norm.weight").find("imatrix"), std::string::npos) << run.err;
   EXPECT_NE(run.out.find("imatrix " + Path("one.imatrix.gguf") + ": used for 1 of " +
                          std::to_string(takers.size()) + " tensors; no entry:" + no_entry + "\n"),

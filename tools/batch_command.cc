@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "base/file_checks.h"
 #include "base/progress.h"
 #include "engine/engine.h"
@@ -329,7 +330,15 @@ void Consume(RequestOutput& out, const BatchItem& item, ItemState& st, Engine& e
   }
 }
 
-json ResultJson(const BatchItem& item, const ItemState& st) {
+json SpecJson(const SpecSummary& s) {
+  return {{"drafts", s.drafts},
+          {"draft_tokens", s.draft_tokens},
+          {"accepted_tokens", s.accepted_tokens},
+          {"acceptance_rate", s.AcceptanceRate()},
+          {"mean_accepted_length", s.MeanAcceptedLength()}};
+}
+
+json ResultJson(const BatchItem& item, const ItemState& st, bool speculative) {
   json j;
   j["id"] = item.request.request_id;
   j["text"] = st.text;
@@ -348,6 +357,10 @@ json ResultJson(const BatchItem& item, const ItemState& st) {
     j["timings"]["itl_p50_ms"] = itl[itl.size() / 2] * 1e3;
     j["timings"]["itl_max_ms"] = itl.back() * 1e3;
   }
+  if (speculative) {
+    j["speculative"] = SpecJson({st.metrics.spec_num_drafts, st.metrics.spec_num_draft_tokens,
+                                 st.metrics.spec_num_accepted_tokens});
+  }
   return j;
 }
 
@@ -361,7 +374,8 @@ json PercentilesJson(const PercentileSummary& s) {
   return {{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}};
 }
 
-json Summary(const std::vector<ItemState>& states, const EngineStats& stats, double secs) {
+json Summary(const std::vector<ItemState>& states, const EngineStats& stats, double secs,
+             bool speculative) {
   std::vector<double> ttft, tpot, itl;
   uint64_t out_tokens = 0;
   for (const ItemState& st : states) {
@@ -386,6 +400,11 @@ json Summary(const std::vector<ItemState>& states, const EngineStats& stats, dou
       stats.prefix_cache_queries_total
           ? (double)stats.prefix_cache_hits_total / (double)stats.prefix_cache_queries_total
           : 0.0;
+  if (speculative) {
+    j["speculative"] = SpecJson({(int64_t)stats.spec_num_drafts_total,
+                                 (int64_t)stats.spec_num_draft_tokens_total,
+                                 (int64_t)stats.spec_num_accepted_tokens_total});
+  }
   return j;
 }
 
@@ -405,6 +424,12 @@ void PrintSummary(const json& s) {
                100 * s["peak_kv_usage"].get<double>(),
                (unsigned long long)s["num_preemptions"].get<uint64_t>(),
                100 * s["prefix_cache_hit_rate"].get<double>());
+  if (s.contains("speculative")) {
+    const json& x = s["speculative"];
+    std::fprintf(stderr, "  speculative: acceptance %.1f%% (%lld of %lld proposals), mean accepted length %.2f tokens/step\n",
+                 100 * x["acceptance_rate"].get<double>(), (long long)x["accepted_tokens"].get<int64_t>(),
+                 (long long)x["draft_tokens"].get<int64_t>(), x["mean_accepted_length"].get<double>());
+  }
 }
 
 int Fail(const std::string& msg) {
@@ -496,17 +521,21 @@ int RunBatch(int argc, char** argv) {
   if (!read.ok()) return Fail(read.status().message());
   std::vector<BatchItem>& items = *read;
 
+  const bool speculative = config->speculative_method != SpecMethod::kNone;
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create(*config);
   if (!created.ok()) return Fail(created.status().message());
   Engine& engine = **created;
   std::fprintf(stderr, "tern batch: %s\n", engine.KvSummary().c_str());
+  if (speculative) std::fprintf(stderr, "tern batch: %s\n", engine.SpeculativeSummary().c_str());
   const bool streaming = config->kv_eviction == KvEviction::kStreaming;
   if (Status st = Tokenize(items, input, engine.tokenizer(), streaming ? 0 : engine.max_model_len());
       !st.ok()) {
     return Fail(st.message());
   }
-  std::ofstream out(output);
-  if (!out) return Fail("cannot write output file " + output);
+  // Results go to a temp file beside the output, renamed into place when the
+  // run completes: a failed or killed run leaves no partial output.
+  AtomicFile out(output);
+  if (Status st = out.Create(); !st.ok()) return Fail("cannot write output file: " + st.message());
 
   const SteadyClock::time_point start = SteadyClock::now();
   std::vector<ItemState> states(items.size());
@@ -550,9 +579,10 @@ int RunBatch(int argc, char** argv) {
     while (next_write < items.size() && states[next_write].done) {
       // Text may hold invalid UTF-8 (byte tokens): written as U+FFFD; the
       // exact bytes are in token_ids.
-      out << ResultJson(items[next_write], states[next_write])
-                 .dump(-1, ' ', false, json::error_handler_t::replace)
-          << "\n";
+      const Status st = out.Write(ResultJson(items[next_write], states[next_write], speculative)
+                                      .dump(-1, ' ', false, json::error_handler_t::replace) +
+                                  "\n");
+      if (!st.ok()) return Fail(st.message());
       states[next_write].channel.reset();
       ++next_write;
     }
@@ -561,15 +591,14 @@ int RunBatch(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
   progress.Finish(TokensPerSecond(tokens, secs));
-  out.close();
-  if (!out) return Fail("error writing " + output);
+  if (Status st = out.Commit(); !st.ok()) return Fail(st.message());
 
-  const json summary = Summary(states, engine.GetStats(), secs);
+  const json summary = Summary(states, engine.GetStats(), secs, speculative);
   PrintSummary(summary);
   if (!summary_path.empty()) {
-    std::ofstream sj(summary_path);
-    sj << summary.dump(2) << "\n";
-    if (!sj) return Fail("cannot write summary file " + summary_path);
+    if (Status st = WriteFileAtomically(summary_path, summary.dump(2) + "\n"); !st.ok()) {
+      return Fail("cannot write summary file: " + st.message());
+    }
   }
   return 0;
 }

@@ -4,7 +4,10 @@
 // file), sends them as streaming /v1/completions (or /v1/chat/completions)
 // requests on a Poisson schedule (or all at once) under a concurrency cap,
 // times every streamed chunk, and reports throughput, TTFT/TPOT/ITL/E2EL and
-// goodput (tools/bench_serve_report.h).
+// goodput (tools/bench_serve_report.h). With --instance-metrics it reads the
+// /metrics of each instance behind a load balancer before and after the run
+// and reports their request spread and prefix-cache hit rate
+// (tools/bench_serve_instances.h).
 //
 // One thread per in-flight request, each with its own libcurl easy handle;
 // the launching thread sleeps until each request's arrival time, then waits
@@ -30,10 +33,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/status.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
+#include "tools/bench_serve_instances.h"
 #include "tools/bench_serve_report.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -75,8 +80,10 @@ struct BenchServeOptions {
   std::string label;
   double request_timeout_s = 0;
   bool skip_test_request = false;
+  std::string instance_metrics;  // URL,URL,...
 
   // Resolved.
+  std::vector<std::string> metrics_urls;
   double rate = std::numeric_limits<double>::infinity();
   GoodputSlo slo;
   bool chat = false;
@@ -117,6 +124,28 @@ Status ParseGoodput(const std::vector<std::string>& items, GoodputSlo* slo) {
       else return InvalidArgument("--goodput: unknown metric '" + key + "' (ttft, tpot, e2el)");
     }
   }
+  return Status::Ok();
+}
+
+// "URL,URL,...": each an instance's base URL or its /metrics URL.
+Status ParseInstanceUrls(const std::string& list, std::vector<std::string>* urls) {
+  std::string all = list;
+  std::replace(all.begin(), all.end(), ',', ' ');
+  std::istringstream in(all);
+  std::string url;
+  while (in >> url) {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return InvalidArgument("--instance-metrics: each URL must start with http:// or https://, got '" +
+                             url + "'");
+    }
+    while (url.back() == '/') url.pop_back();
+    const std::string suffix = "/metrics";
+    if (url.size() < suffix.size() || url.compare(url.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      url += suffix;
+    }
+    urls->push_back(url);
+  }
+  if (!list.empty() && urls->empty()) return InvalidArgument("--instance-metrics: no URL given");
   return Status::Ok();
 }
 
@@ -173,6 +202,7 @@ Status Resolve(BenchServeOptions& o, std::vector<std::string>& positional) {
   if (o.base_url.rfind("http://", 0) != 0 && o.base_url.rfind("https://", 0) != 0) {
     return InvalidArgument("--base-url must start with http:// or https://, got '" + o.base_url + "'");
   }
+  TERN_RETURN_IF_ERROR(ParseInstanceUrls(o.instance_metrics, &o.metrics_urls));
   o.chat = o.endpoint.find("chat") != std::string::npos;
   if (o.prompt_format == "auto") {
     o.send_ids = !o.chat;
@@ -578,10 +608,23 @@ std::vector<ServeRequestResult> RunLoad(const BenchServeOptions& o, const std::s
   return results;
 }
 
+// Every instance's counters now; fails naming the first that cannot be read.
+StatusOr<std::vector<InstanceCounters>> ReadInstances(const BenchServeOptions& o) {
+  std::vector<InstanceCounters> all;
+  for (const std::string& url : o.metrics_urls) {
+    TERN_ASSIGN_OR_RETURN(std::string text, HttpGet(url, o.api_key));
+    InstanceCounters c;
+    if (!ParseInstanceCounters(text, &c)) {
+      return InvalidArgument("--instance-metrics: " + url +
+                             " has no request_success / prefix_cache_* counters");
+    }
+    all.push_back(c);
+  }
+  return all;
+}
+
 bool WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  return (bool)out;
+  return WriteFileAtomically(path, text).ok();
 }
 
 int Fail(const std::string& message) {
@@ -642,6 +685,10 @@ void AddFlags(ArgParser& p, BenchServeOptions& o) {
   p.AddString("--label", "TEXT", &o.label, "name of this run in the result and plot (default: the URL)");
   p.AddDouble("--request-timeout", "S", &o.request_timeout_s,
               "fail a request after S seconds (default 0 = no limit)");
+  p.AddString("--instance-metrics", "URL,...", &o.instance_metrics,
+              "instances behind the load balancer at --base-url: read each one's /metrics before "
+              "and after the run, report every instance's requests and prefix-cache hit rate, the "
+              "busiest one over the mean, and the hit rate of all (default: none)");
   p.AddFlag("--skip-test-request", &o.skip_test_request,
             "do not send the first prompt once before the run to check the server (default: send it)");
 }
@@ -693,10 +740,19 @@ int RunBenchServe(int argc, char** argv) {
     if (!test.success) return Fail("test request failed: " + test.error);
   }
 
+  StatusOr<std::vector<InstanceCounters>> before = ReadInstances(o);
+  if (!before.ok()) return Fail(before.status().message());
+
   double duration_s = 0;
   std::vector<ServeRequestResult> results = RunLoad(o, model, *prompts, &duration_s);
   const ServeBenchSummary summary = SummarizeServeBench(results, duration_s, o.slo);
   std::fputs(FormatServeSummary(summary, o.slo).c_str(), stdout);
+  StatusOr<std::vector<InstanceCounters>> after = ReadInstances(o);
+  InstanceSpread spread;
+  if (!o.metrics_urls.empty() && after.ok()) {
+    spread = SummarizeInstances(o.metrics_urls, *before, *after);
+    std::fputs(FormatInstanceSpread(spread).c_str(), stdout);
+  }
   for (const ServeRequestResult& r : results) {
     if (!r.success) {
       std::fprintf(stderr, "tern bench serve: first failure: %s\n", r.error.c_str());
@@ -718,6 +774,7 @@ int RunBenchServe(int argc, char** argv) {
     j["ignore_eos"] = o.ignore_eos;
     j["seed"] = o.seed;
     j["goodput_slo_ms"] = {{"ttft", o.slo.ttft_ms}, {"tpot", o.slo.tpot_ms}, {"e2el", o.slo.e2el_ms}};
+    if (!o.metrics_urls.empty() && after.ok()) j.update(InstanceSpreadJson(spread));
     if (!WriteText(o.save_result, j.dump(2) + "\n")) return Fail("cannot write " + o.save_result);
     std::fprintf(stderr, "tern bench serve: wrote %s\n", o.save_result.c_str());
   }
@@ -732,6 +789,7 @@ int RunBenchServe(int argc, char** argv) {
     std::fprintf(stderr, "tern bench serve: wrote %s\n", o.plot.c_str());
   }
   curl_global_cleanup();
+  if (!after.ok()) return Fail("after the run: " + after.status().message());
   if (summary.failed > 0) {
     return Fail(std::to_string(summary.failed) + " of " + std::to_string(results.size()) +
                 " requests failed");

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "server/engine_backend.h"
@@ -113,9 +114,8 @@ class ChatSession {
   Status Save(const std::string& path) const {
     nlohmann::json list = nlohmann::json::array();
     for (const ApiMessage& m : messages_) list.push_back({{"role", m.role}, {"content", m.content}});
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f << nlohmann::json{{"messages", list}}.dump(2) << "\n";
-    if (!f) return InvalidArgument("/save: cannot write '" + path + "'");
+    Status st = WriteFileAtomically(path, nlohmann::json{{"messages", list}}.dump(2) + "\n");
+    if (!st.ok()) return InvalidArgument("/save: cannot write '" + path + "': " + st.message());
     return Status::Ok();
   }
 

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -141,9 +142,9 @@ std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigure
   std::snprintf(buf, sizeof buf,
                 "draft decodes %.1f tok/s vs the model's %.1f (cost ratio c = %.3f); with 4 drafts "
                 "per step the speed-up is %.2fx at 60%% acceptance, %.2fx at 80%%, break-even "
-                "needs acceptance where (1-a^5)/(1-a) > 1 + 4c. This build has no speculative "
-                "decoding, so acceptance cannot be measured here: turn it on only where the "
-                "server reports acceptance (tern:spec_decode_* on /metrics, the dashboard's tile)",
+                "needs acceptance where (1-a^5)/(1-a) > 1 + 4c. Acceptance depends on the workload: "
+                "serve with --speculative-model and keep it where the server reports it high "
+                "enough (tern:spec_decode_* on /metrics, the dashboard's tile)",
                 f.tg_tps, target.tg_tps, c, speedup(0.6, 4), speedup(0.8, 4));
   return buf;
 }
@@ -288,9 +289,9 @@ int RunDoctor(int argc, char** argv) {
     std::printf("%s", ReportText(report).c_str());
   }
   if (!a.html.empty()) {
-    std::ofstream out(a.html);
-    out << ReportHtml(report);
-    if (!out) return Fail("--html: cannot write " + a.html), 1;
+    if (Status st = WriteFileAtomically(a.html, ReportHtml(report)); !st.ok()) {
+      return Fail("--html: " + st.message()), 1;
+    }
     std::fprintf(stderr, "tern doctor: wrote %s\n", a.html.c_str());
   }
   for (const VerifyRun& v : report.verify) {

@@ -59,6 +59,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
   parser.AddInt("--kv-window", "W", &c.kv_window_tokens,
                 "with --kv-eviction streaming: recent tokens kept at an eviction (default: half "
                 "of --max-model-len)");
+  AddSpecFlags(parser, &f->spec);
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }
@@ -99,6 +100,7 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
     return InvalidArgument("--memory-utilization must be in (0, 1], got " +
                            std::to_string(c.memory_utilization));
   }
+  TERN_RETURN_IF_ERROR(spec.Apply(&c));
   c.kv_cache_dtype = kv_dtypes.k_dtype;
   if (kv_dtypes.v_dtype != kv_dtypes.k_dtype) c.kv_cache_dtype_v = kv_dtypes.v_dtype;
   return c;

@@ -15,6 +15,7 @@
 #include "sample/defaults.h"
 #include "tools/arg_parser.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/spec_flags.h"
 
 namespace tern {
 
@@ -28,6 +29,7 @@ struct EngineFlags {
   bool no_prefix_caching = false;   // --no-enable-prefix-caching
   std::string scheduling_policy = "goodput";
   std::string kv_eviction = "none";  // --kv-eviction
+  SpecFlags spec;                   // --speculative-*, --ngram-*
 
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;

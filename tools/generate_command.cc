@@ -37,7 +37,9 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "engine/engine.h"
 #include "tools/generation_flags.h"
+#include "tools/spec_flags.h"
 
 namespace tern {
 namespace {
@@ -62,6 +64,7 @@ struct GenerateArgs {
   std::string kv_eviction = "none";
   int64_t kv_sink_tokens = 4;
   int64_t kv_window = 0;
+  SpecFlags spec;  // speculative decoding: runs through the engine
 
   bool chat() const { return !gen.chat_template.empty() || !gen.system.empty(); }
 };
@@ -90,6 +93,7 @@ void AddFlags(ArgParser& p, GenerateArgs& a) {
   p.AddInt("--kv-window", "W", &a.kv_window,
            "with --kv-eviction streaming: recent tokens kept at an eviction (default: half the "
            "context)");
+  AddSpecFlags(p, &a.spec);
   p.AddCheck([&a]() -> Status {
     if (a.kv_eviction != "none" && a.kv_eviction != "streaming")
       return InvalidArgument("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
@@ -174,6 +178,82 @@ class TokenPrinter {
   StopMatcher stop_;
 };
 
+// With speculative decoding: one request through the engine (proposals,
+// verification and rollback live there), streamed like the plain path.
+int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
+                        const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                        double tokenizer_load_s) {
+  const Clock::time_point load_start = Clock::now();
+  config.model_path = a.model;
+  config.num_threads = (int)a.threads;
+  config.max_num_seqs = 1;
+  config.max_model_len = ctx;
+  config.kv_cache_dtype = a.gen.kv.k_dtype;
+  if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
+  config.enable_prefix_caching = false;
+  StatusOr<std::unique_ptr<Engine>> created = Engine::Create(config);
+  if (!created.ok()) return Fail(created.status().message());
+  Engine& engine = **created;
+  const double load_s = tokenizer_load_s + SecondsSince(load_start);
+
+  EngineRequest r;
+  r.request_id = "generate";
+  r.prompt_token_ids = prompt;
+  r.sampling = a.gen.ToSamplingParams();
+  if (!r.sampling.has_seed) {
+    r.sampling.seed = std::random_device{}();
+    r.sampling.has_seed = true;
+  }
+  const uint64_t seed = r.sampling.seed;
+  r.sampling.ignore_eos = a.ignore_eos;
+  const int64_t room = ctx - (int64_t)prompt.size();
+  r.sampling.max_tokens = (int32_t)(a.gen.max_tokens < 0 ? room : std::min<int64_t>(a.gen.max_tokens, room));
+  if (r.sampling.max_tokens < 1) return Fail("the prompt fills the context: nothing to generate (raise -c)");
+  auto channel = engine.AddRequest(r);
+  if (!channel.ok()) return Fail(channel.status().message());
+  TokenPrinter printer(tokenizer, a.ids, prompt, a.gen.stop);
+  RequestMetrics m;
+  size_t generated = 0;
+  bool stopped = false;
+  while (true) {
+    std::optional<RequestOutput> out = (*channel)->Pop(std::chrono::seconds(1));
+    if (!out) continue;
+    for (int32_t id : out->new_token_ids) {
+      if (stopped) break;
+      ++generated;
+      if (!printer.Print(id)) {
+        stopped = true;
+        engine.FinishWithStop(r.request_id);
+      }
+    }
+    if (out->finished) {
+      m = out->metrics;
+      break;
+    }
+  }
+  printer.Finish();
+  const SpecSummary spec{m.spec_num_drafts, m.spec_num_draft_tokens, m.spec_num_accepted_tokens};
+  const double decode_s = m.e2e_s - m.ttft_s;
+  const size_t decoded = m.generated_tokens > 1 ? m.generated_tokens - 1 : 0;
+  std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
+               a.model.c_str(), engine.model_config().arch.c_str(), engine.num_threads(),
+               kernels::ActiveIsa(), ctx, a.gen.kv.Name().c_str());
+  std::fprintf(stderr, "load: %.1f ms   seed: %llu\n", load_s * 1e3, (unsigned long long)seed);
+  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s prefill, TTFT %.1f ms\n", prompt.size(),
+               m.ttft_s > 0 ? prompt.size() / m.ttft_s : 0.0, m.ttft_s * 1e3);
+  std::fprintf(stderr, "generated: %zu tokens, %.1f tok/s decode, TPOT %.2f ms%s\n", generated,
+               decode_s > 0 ? decoded / decode_s : 0.0, decoded > 0 ? decode_s * 1e3 / decoded : 0.0,
+               printer.stopped() ? " (stopped: --stop string)" : "");
+  std::fprintf(stderr,
+               "speculative: %s, k %d%s: acceptance %.1f%% (%lld of %lld proposals), mean accepted "
+               "length %.2f tokens/step over %lld steps\n",
+               SpecMethodName(config.speculative_method), config.num_speculative_tokens,
+               config.speculative_adaptive ? " adaptive" : "", 100 * spec.AcceptanceRate(),
+               (long long)spec.accepted_tokens, (long long)spec.draft_tokens,
+               spec.MeanAcceptedLength(), (long long)spec.drafts);
+  return 0;
+}
+
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
@@ -196,6 +276,11 @@ int RunGenerate(int argc, char** argv) {
   }
   StatusOr<std::string> prompt_text = ReadPrompt(a);
   if (!prompt_text.ok()) return Fail(prompt_text.status().message());
+  EngineConfig speculative;
+  if (Status st = a.spec.Apply(&speculative); !st.ok()) return Fail(st.message());
+  if (speculative.speculative_method != SpecMethod::kNone && a.kv_eviction != "none") {
+    return Fail("--kv-eviction streaming cannot be combined with speculative decoding");
+  }
 
   const Clock::time_point load_start = Clock::now();
   auto model_or = Model::Load(a.model);
@@ -219,6 +304,10 @@ int RunGenerate(int argc, char** argv) {
     return Fail("the prompt is " + std::to_string(prompt.size()) +
                 " tokens, longer than the context of " + std::to_string(ctx) +
                 " tokens (raise -c)");
+  }
+  if (speculative.speculative_method != SpecMethod::kNone) {
+    model.reset();  // the engine loads its own
+    return GenerateSpeculative(a, speculative, ctx, *tokenizer, prompt, load_s);
   }
 
   SamplingParams params = a.gen.ToSamplingParams();

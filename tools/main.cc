@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/atomic_file.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 
@@ -49,6 +50,9 @@ void PrintUsage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past RLIMIT_FSIZE a write fails (EFBIG) and the atomic writers remove
+  // their temp files, instead of SIGXFSZ killing the process mid-write.
+  tern::IgnoreFileSizeSignal();
   if (argc < 2) {
     PrintUsage(stderr);
     return 1;

@@ -23,6 +23,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "spec/model_copy.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -426,24 +427,71 @@ int RunSynth(int argc, char** argv) {
   if (!type || !FileType(*type) || !quant::CanQuantize(*type)) {
     return fail("unsupported --type '" + o.type + "'");
   }
+  if (!o.vocab_from.empty() && SameFile(o.vocab_from, o.out)) {
+    return fail("-o " + o.out + " is the --vocab-from input; write the model elsewhere");
+  }
   if (Status st = CheckWritableFile(o.out, "-o"); !st.ok()) return fail(st.message());
   Status st = Synthesize(o, s, *type, !o.vocab_from.empty());
   if (!st.ok()) return fail(st.message());
   return 0;
 }
 
+// `tern model grow`: a target for speculative decoding benchmarks whose
+// acceptance against its source (the draft) is set by --noise
+// (spec/model_copy.h, docs/speculative.md).
+int RunGrow(int argc, char** argv) {
+  std::string in, out;
+  int64_t ffn_size = 0, extra_layers = 0, seed = 1;
+  double noise = 0;
+  ArgParser p("model grow -m SOURCE.gguf --ffn-size N [--extra-layers L] [--noise X] -o OUT.gguf",
+              "Grows a target from an all-F32 llama-family source (e.g. stories260K): every FFN "
+              "widened to --ffn-size hidden units and --extra-layers layers added, all new output "
+              "projections carrying noise x rms N(0,1). With noise 0 it computes the source's "
+              "function exactly at its own (bigger) cost per token; the noise sets how often it "
+              "disagrees with the source used as a draft.");
+  p.AddString("-m,--model", "FILE", &in, "source GGUF (all F32)");
+  p.AddInt("--ffn-size", "N", &ffn_size, "feed-forward width of the target (>= the source's)");
+  p.AddInt("--extra-layers", "L", &extra_layers, "layers added after the source's (default 0)");
+  p.AddDouble("--noise", "X", &noise, "noise scale of the new output projections (default 0)");
+  p.AddInt("--seed", "S", &seed, "random seed (default 1)");
+  p.AddString("-o,--output", "PATH", &out, "output GGUF (required)");
+  if (int rc = ParseOrExit(p, argc, argv, "model grow"); rc >= 0) return rc;
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "tern model grow: %s\n", msg.c_str());
+    return 1;
+  };
+  if (in.empty()) return fail("-m SOURCE.gguf is required");
+  if (out.empty()) return fail("-o OUT.gguf is required");
+  if (!(noise >= 0)) return fail("--noise must be >= 0");
+  if (extra_layers < 0 || extra_layers > 1000) return fail("--extra-layers must be in [0, 1000]");
+  if (Status st = CheckWritableFile(out, "-o"); !st.ok()) return fail(st.message());
+  auto src = gguf::GgufFile::Open(in);
+  if (!src.ok()) return fail(src.status().message());
+  GrowOptions o;
+  o.ffn_size = ffn_size;
+  o.extra_layers = (int32_t)extra_layers;
+  o.noise = noise;
+  o.seed = (uint64_t)seed;
+  if (Status st = GrowModel(**src, out, o); !st.ok()) return fail(st.message());
+  std::fprintf(stderr, "tern model grow: wrote %s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int RunModel(int argc, char** argv) {
-  if (argc < 1 || std::strcmp(argv[0], "synth") != 0) {
+  const bool synth = argc >= 1 && std::strcmp(argv[0], "synth") == 0;
+  const bool grow = argc >= 1 && std::strcmp(argv[0], "grow") == 0;
+  if (!synth && !grow) {
     if (argc >= 1 && (std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0)) {
-      std::printf("usage: tern model synth [options] -o OUT.gguf (see tern model synth --help)\n");
+      std::printf("usage: tern model synth [options] -o OUT.gguf (see tern model synth --help)\n"
+                  "       tern model grow -m SOURCE.gguf --ffn-size N [options] -o OUT.gguf\n");
       return 0;
     }
-    std::fprintf(stderr, "tern model: expected a subcommand: synth\n");
+    std::fprintf(stderr, "tern model: expected a subcommand: synth or grow\n");
     return 1;
   }
-  return RunSynth(argc - 1, argv + 1);
+  return synth ? RunSynth(argc - 1, argv + 1) : RunGrow(argc - 1, argv + 1);
 }
 
 }  // namespace tern

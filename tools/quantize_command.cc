@@ -4,8 +4,9 @@
 //
 // Which tensors change: 2-D tensors named *.weight. 1-D tensors (norms) are
 // written as F32; anything else is copied unchanged. A tensor already in its
-// target type is copied byte for byte. Mixed presets (_M) keep sensitive
-// tensors at Q6_K; --tensor-type overrides any choice; a row length that does
+// target type is copied byte for byte. Presets mix types per tensor by the
+// recipes GGUF users know under those names (PresetType); --tensor-type
+// overrides any choice; a row length that does
 // not fit the chosen format's block falls back (K-quant -> 32-block format ->
 // F16) and the summary lists it.
 //
@@ -45,7 +46,11 @@ using gguf::TensorInfo;
 
 // ---- Presets -------------------------------------------------------------------
 
-enum class Mix { kNone, kSmall, kMedium };
+// Which recipe of per-tensor types a preset follows. The names and recipes
+// are the ones GGUF users know from the common quantizer (same name, same
+// tensor-type mix on the same model), so comparisons between files of one
+// name compare like with like.
+enum class Mix { kNone, kQ2_K, kQ3_K_S, kQ3_K_M, kQ3_K_L, kQ4_K_S, kQ4_K_M, kQ5_K_S, kQ5_K_M, kLegacy };
 
 struct Preset {
   const char* name;
@@ -55,13 +60,15 @@ struct Preset {
 };
 
 constexpr Preset kPresets[] = {
-    {"F32", DType::kF32, 0, Mix::kNone},        {"F16", DType::kF16, 1, Mix::kNone},
-    {"BF16", DType::kBF16, 32, Mix::kNone},     {"Q8_0", DType::kQ8_0, 7, Mix::kNone},
-    {"Q4_0", DType::kQ4_0, 2, Mix::kSmall},     {"Q4_1", DType::kQ4_1, 3, Mix::kSmall},
-    {"Q5_0", DType::kQ5_0, 8, Mix::kSmall},     {"Q5_1", DType::kQ5_1, 9, Mix::kSmall},
-    {"Q4_K_S", DType::kQ4_K, 14, Mix::kSmall},  {"Q4_K_M", DType::kQ4_K, 15, Mix::kMedium},
-    {"Q5_K_S", DType::kQ5_K, 16, Mix::kSmall},  {"Q5_K_M", DType::kQ5_K, 17, Mix::kMedium},
-    {"Q6_K", DType::kQ6_K, 18, Mix::kNone},
+    {"F32", DType::kF32, 0, Mix::kNone},         {"F16", DType::kF16, 1, Mix::kNone},
+    {"BF16", DType::kBF16, 32, Mix::kNone},      {"Q8_0", DType::kQ8_0, 7, Mix::kLegacy},
+    {"Q4_0", DType::kQ4_0, 2, Mix::kLegacy},     {"Q4_1", DType::kQ4_1, 3, Mix::kLegacy},
+    {"Q5_0", DType::kQ5_0, 8, Mix::kLegacy},     {"Q5_1", DType::kQ5_1, 9, Mix::kLegacy},
+    {"Q2_K", DType::kQ2_K, 10, Mix::kQ2_K},      {"Q3_K_S", DType::kQ3_K, 11, Mix::kQ3_K_S},
+    {"Q3_K_M", DType::kQ3_K, 12, Mix::kQ3_K_M},  {"Q3_K_L", DType::kQ3_K, 13, Mix::kQ3_K_L},
+    {"Q4_K_S", DType::kQ4_K, 14, Mix::kQ4_K_S},  {"Q4_K_M", DType::kQ4_K, 15, Mix::kQ4_K_M},
+    {"Q5_K_S", DType::kQ5_K, 16, Mix::kQ5_K_S},  {"Q5_K_M", DType::kQ5_K, 17, Mix::kQ5_K_M},
+    {"Q6_K", DType::kQ6_K, 18, Mix::kLegacy},
 };
 
 std::string Upper(std::string s) {
@@ -71,6 +78,7 @@ std::string Upper(std::string s) {
 
 std::optional<Preset> FindPreset(const std::string& name) {
   std::string upper = Upper(name);
+  if (upper == "Q3_K") upper = "Q3_K_M";
   if (upper == "Q4_K") upper = "Q4_K_M";
   if (upper == "Q5_K") upper = "Q5_K_M";
   for (const Preset& p : kPresets) {
@@ -122,27 +130,102 @@ int LayerIndex(const std::string& name) {
   return layer;
 }
 
-// The common _M recipe: the first and last layers, the first and last eighth
-// of the layers, and every third layer in between get more bits.
+// Layers that get more bits in the _M recipes: the first and last eighth of
+// the layers and every third layer in between.
 bool UseMoreBits(int layer, int num_layers) {
-  return layer == 0 || layer >= num_layers - 1 || layer < num_layers / 8 ||
-         layer >= 7 * num_layers / 8 || (layer - num_layers / 8) % 3 == 2;
+  return layer < num_layers / 8 || layer >= 7 * num_layers / 8 ||
+         (layer - num_layers / 8) % 3 == 2;
 }
 
 bool IsQuantizable(const TensorInfo& t) {
   return t.shape.size() == 2 && EndsWith(t.name, ".weight");
 }
 
-DType PresetType(const Preset& preset, const std::string& name, int num_layers) {
-  if (preset.mix == Mix::kNone) return preset.base;
-  if (name == "output.weight") return DType::kQ6_K;
-  if (preset.mix == Mix::kSmall) return preset.base;
-  if (name == "token_embd.weight") return DType::kQ6_K;
-  const int layer = LayerIndex(name);
-  if ((EndsWith(name, ".attn_v.weight") || EndsWith(name, ".ffn_down.weight")) && layer >= 0 &&
-      UseMoreBits(layer, num_layers)) {
-    return DType::kQ6_K;
+// What the recipe needs to know of the model.
+struct MixModel {
+  int num_layers = 0;
+  int gqa = 1;                  // query heads per KV head
+  bool tied_embeddings = false;  // no output.weight: token_embd is also the output
+  bool large_llama = false;     // 80 layers: attn_v is 8x smaller than attn_q
+  bool has_imatrix = false;
+};
+
+bool IsQuantizedType(DType t) { return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16; }
+
+// The output projection (and a tied token_embd): 6 bits unless the preset
+// is 8-bit already or its rows do not fit the preset's blocks (then Q8_0).
+DType OutputType(const Preset& preset, int64_t row_length) {
+  if (row_length % BlockSize(preset.base) != 0) return DType::kQ8_0;
+  return preset.base == DType::kQ8_0 ? DType::kQ8_0 : DType::kQ6_K;
+}
+
+DType AttnVType(Mix mix, int layer, const MixModel& m, DType t) {
+  switch (mix) {
+    case Mix::kQ2_K: t = m.gqa >= 4 ? DType::kQ4_K : DType::kQ3_K; break;
+    case Mix::kQ3_K_M: t = layer < 2 ? DType::kQ5_K : DType::kQ4_K; break;
+    case Mix::kQ3_K_L: t = DType::kQ5_K; break;
+    case Mix::kQ4_K_M: case Mix::kQ5_K_M:
+      if (UseMoreBits(layer, m.num_layers)) t = DType::kQ6_K;
+      break;
+    case Mix::kQ4_K_S:
+      if (layer < 4) t = DType::kQ5_K;
+      break;
+    default: break;
   }
+  if (m.large_llama && (t == DType::kQ3_K || t == DType::kQ4_K)) t = DType::kQ5_K;
+  return t;
+}
+
+DType FfnDownType(Mix mix, DType base, int layer, const MixModel& m, DType t) {
+  const int n = m.num_layers;
+  switch (mix) {
+    case Mix::kQ2_K: return DType::kQ3_K;
+    case Mix::kQ3_K_M: return layer < n / 16 ? DType::kQ5_K : DType::kQ4_K;
+    case Mix::kQ3_K_L: return DType::kQ5_K;
+    case Mix::kQ4_K_M: case Mix::kQ5_K_M: return UseMoreBits(layer, n) ? DType::kQ6_K : t;
+    case Mix::kQ4_K_S: return layer < n / 8 ? DType::kQ5_K : t;
+    case Mix::kLegacy:
+      // With an imatrix the first eighth of Q4_0/Q5_0 ffn_down keeps a min.
+      if (m.has_imatrix && layer < n / 8 && base == DType::kQ4_0) return DType::kQ4_1;
+      if (m.has_imatrix && layer < n / 8 && base == DType::kQ5_0) return DType::kQ5_1;
+      return t;
+    default: return t;
+  }
+}
+
+DType AttnOutputType(Mix mix, DType t) {
+  switch (mix) {
+    case Mix::kQ2_K: return DType::kQ3_K;
+    case Mix::kQ3_K_M: return DType::kQ4_K;
+    case Mix::kQ3_K_L: return DType::kQ5_K;
+    default: return t;
+  }
+}
+
+DType AttnQkvType(Mix mix, DType t) {
+  switch (mix) {
+    case Mix::kQ3_K_M: case Mix::kQ3_K_L: return DType::kQ4_K;
+    case Mix::kQ4_K_M: return DType::kQ5_K;
+    case Mix::kQ5_K_M: return DType::kQ6_K;
+    default: return t;
+  }
+}
+
+// The preset's type for one weight matrix, before the row-length fallback.
+DType PresetType(const Preset& preset, const TensorInfo& t, const MixModel& m) {
+  if (preset.mix == Mix::kNone || !IsQuantizedType(preset.base)) return preset.base;
+  const std::string& name = t.name;
+  if (name == "output.weight" || (m.tied_embeddings && name == "token_embd.weight")) {
+    return OutputType(preset, t.RowLength());
+  }
+  const int layer = LayerIndex(name);
+  if (layer < 0) return preset.base;
+  if (EndsWith(name, ".attn_v.weight")) return AttnVType(preset.mix, layer, m, preset.base);
+  if (EndsWith(name, ".ffn_down.weight")) {
+    return FfnDownType(preset.mix, preset.base, layer, m, preset.base);
+  }
+  if (EndsWith(name, ".attn_output.weight")) return AttnOutputType(preset.mix, preset.base);
+  if (EndsWith(name, ".attn_qkv.weight")) return AttnQkvType(preset.mix, preset.base);
   return preset.base;
 }
 
@@ -168,14 +251,14 @@ struct Plan {
 };
 
 Plan PlanTensor(const TensorInfo& t, const Preset& preset, bool pure,
-                const std::vector<Override>& overrides, int num_layers) {
+                const std::vector<Override>& overrides, const MixModel& model) {
   Plan plan;
   if (!IsQuantizable(t)) {
     plan.copy = !(t.shape.size() == 1 && quant::CanDequantize(t.dtype));
     plan.wanted = plan.dtype = plan.copy ? t.dtype : DType::kF32;
     return plan;
   }
-  plan.wanted = pure ? preset.base : PresetType(preset, t.name, num_layers);
+  plan.wanted = pure ? preset.base : PresetType(preset, t, model);
   for (const Override& o : overrides) {
     if (PatternMatches(o.pattern, t.name)) {
       plan.wanted = o.dtype;
@@ -276,13 +359,25 @@ struct Options {
   int num_threads = 0;  // 0: physical cores
 };
 
-int NumLayers(const GgufFile& file) {
-  if (auto arch = file.GetString("general.architecture")) {
-    if (auto n = file.GetInt(*arch + ".block_count")) return (int)*n;
-  }
+MixModel DescribeForMix(const GgufFile& file, bool has_imatrix) {
+  MixModel m;
+  m.has_imatrix = has_imatrix;
   int max_layer = -1;
-  for (const TensorInfo& t : file.tensors()) max_layer = std::max(max_layer, LayerIndex(t.name));
-  return max_layer + 1;
+  bool has_output = false;
+  for (const TensorInfo& t : file.tensors()) {
+    max_layer = std::max(max_layer, LayerIndex(t.name));
+    has_output |= t.name == "output.weight";
+  }
+  m.num_layers = max_layer + 1;
+  m.tied_embeddings = !has_output;
+  if (auto arch = file.GetString("general.architecture")) {
+    if (auto n = file.GetInt(*arch + ".block_count")) m.num_layers = (int)*n;
+    auto heads = file.GetInt(*arch + ".attention.head_count");
+    auto kv_heads = file.GetInt(*arch + ".attention.head_count_kv");
+    if (heads && kv_heads && *kv_heads > 0) m.gqa = (int)(*heads / *kv_heads);
+    m.large_llama = *arch == "llama" && m.num_layers == 80;
+  }
+  return m;
 }
 
 // Everything known before the first tensor is converted.
@@ -331,9 +426,9 @@ StatusOr<Job> Prepare(const Options& opt) {
     TERN_ASSIGN_OR_RETURN(job.imatrix, quant::LoadImatrix(opt.imatrix_path));
     TERN_RETURN_IF_ERROR(quant::CheckImatrixFitsModel(*job.imatrix, *job.in, opt.in_path));
   }
-  const int num_layers = NumLayers(*job.in);
+  const MixModel model = DescribeForMix(*job.in, job.imatrix.has_value());
   for (const TensorInfo& t : job.in->tensors()) {
-    job.plans.push_back(PlanTensor(t, opt.preset, opt.pure, opt.overrides, num_layers));
+    job.plans.push_back(PlanTensor(t, opt.preset, opt.pure, opt.overrides, model));
   }
   TERN_RETURN_IF_ERROR(CheckRequantize(opt, job));
   TERN_RETURN_IF_ERROR(CheckWritableFile(opt.out_path, "output"));
@@ -463,8 +558,10 @@ int RunQuantize(int argc, char** argv) {
       "quantize IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=TYPE ...] [--pure] "
       "[--allow-requantize]",
       "Writes IN.gguf with its weight matrices in TYPE, one of " + PresetNames() +
-          ". _M presets keep token_embd, output and some attn_v/ffn_down layers at Q6_K; "
-          "_S and the 32-block types keep output at Q6_K. Rows that do not fit a format's "
+          ". Each preset mixes types per tensor as files of the same name usually do: output "
+          "(and a tied token_embd) at Q6_K, _M presets give attn_v/ffn_down of the first and last "
+          "eighth and every third layer Q6_K, _S/_L and Q2_K/Q3_K raise attn_v, ffn_down and "
+          "attn_output by their own rules (docs/quantization.md). Rows that do not fit a format's "
           "blocks fall back to a format that fits. OUT must not be IN (never in place); it is "
           "written to a temp file beside it and renamed, so a failure leaves no partial file.");
   std::vector<std::string> positional;

@@ -47,6 +47,7 @@ struct ServeArgs {
   std::string max_body_bytes = "8MiB";
   int max_connections = 1024;
   int max_pending_requests = 4096;
+  bool protect_metrics = false;
 };
 
 int Fail(const std::string& message) {
@@ -62,6 +63,8 @@ void AddFlags(ArgParser& p, ServeArgs& a) {
               "require 'Authorization: Bearer KEY' (default: $TERN_API_KEY when set, else no key)");
   p.AddString("--api-key-file", "FILE", &a.api_key_file,
               "read the API key from FILE's first line (default: none; wins over $TERN_API_KEY)");
+  p.AddFlag("--protect-metrics", &a.protect_metrics,
+            "with an API key, /metrics and /stats need it too (default: open, like /health)");
   p.AddString("--served-model-name", "NAME", &a.served_model_name,
               "model name in the API (default: the model file name without .gguf)");
   p.AddString("--chat-template", "FILE|NAME", &a.chat_template,
@@ -167,6 +170,9 @@ void LogLoaded(const Engine& engine, const ServeArgs& a, double load_s) {
   TERN_LOG_INFO("tern serve: context: max_model_len %d tokens (model context %d)",
                 engine.max_model_len(), mc.n_ctx_train);
   TERN_LOG_INFO("tern serve: %s", engine.KvSummary().c_str());
+  if (const std::string spec = engine.SpeculativeSummary(); !spec.empty()) {
+    TERN_LOG_INFO("tern serve: %s", spec.c_str());
+  }
 }
 
 }  // namespace
@@ -187,6 +193,9 @@ int RunServe(int argc, char** argv) {
   if (a.max_connections < 1) return Fail("--max-connections must be >= 1");
   if (a.max_pending_requests < 1) return Fail("--max-pending-requests must be >= 1");
   if (Status st = ResolveApiKey(a, std::getenv(kApiKeyEnv)); !st.ok()) return Fail(st.message());
+  if (a.protect_metrics && a.api_key.empty()) {
+    return Fail("--protect-metrics needs an API key (--api-key, --api-key-file or $TERN_API_KEY)");
+  }
   StatusOr<int64_t> max_body = ParseByteSize(a.max_body_bytes);
   if (!max_body.ok() || *max_body <= 0)
     return Fail("--max-body-bytes: not a positive size: '" + a.max_body_bytes + "'");
@@ -210,6 +219,7 @@ int RunServe(int argc, char** argv) {
   ApiServerOptions api_options;
   api_options.served_model_name = a.served_model_name;
   api_options.api_key = a.api_key;
+  api_options.protect_metrics = a.protect_metrics;
   api_options.max_pending_requests = a.max_pending_requests;
   if (config->verbose) {
     api_options.access_log = [](const AccessLogEntry& e) {

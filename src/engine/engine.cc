@@ -15,6 +15,8 @@
 #include "kv/kv_config.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "spec/draft_model_proposer.h"
+#include "spec/ngram_proposer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -95,6 +97,25 @@ Status ValidateConfig(const EngineConfig& c) {
     if (c.kv_window_tokens < 0) {
       return InvalidArgument("--kv-window must be >= 0, got " + std::to_string(c.kv_window_tokens));
     }
+    if (c.speculative_method != SpecMethod::kNone) {
+      return InvalidArgument(
+          "--kv-eviction streaming cannot be combined with --speculative-method (not built yet)");
+    }
+  }
+  if (c.speculative_method != SpecMethod::kNone) {
+    if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens) {
+      return InvalidArgument("--num-speculative-tokens must be in [1, " +
+                             std::to_string(kMaxSpeculativeTokens) + "], got " +
+                             std::to_string(c.num_speculative_tokens));
+    }
+  }
+  if (c.speculative_method == SpecMethod::kNgram &&
+      (c.ngram_min < 1 || c.ngram_max < c.ngram_min || c.ngram_max > 1024)) {
+    return InvalidArgument("--ngram-min/--ngram-max must satisfy 1 <= min <= max <= 1024, got min " +
+                           std::to_string(c.ngram_min) + ", max " + std::to_string(c.ngram_max));
+  }
+  if (c.speculative_method == SpecMethod::kDraft && c.speculative_model.empty()) {
+    return InvalidArgument("--speculative-method draft needs --speculative-model DRAFT.gguf");
   }
   for (DType t : {c.kv_cache_dtype, c.kv_cache_dtype_v.value_or(c.kv_cache_dtype)}) {
     if (!kernels::IsKvDtype(t)) {
@@ -234,10 +255,24 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (config.kv_eviction == KvEviction::kStreaming) {
     TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
   }
+  std::unique_ptr<Proposer> proposer;
+  if (config.speculative_method == SpecMethod::kNgram) {
+    proposer = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
+  } else if (config.speculative_method == SpecMethod::kDraft) {
+    // The draft's KV holds as many tokens as the target's.
+    TERN_ASSIGN_OR_RETURN(proposer, DraftModelProposer::Create(config.speculative_model,
+                                                               impl->model->file(), kv.block_size,
+                                                               kv.num_blocks, impl->pool.get()));
+  }
+  if (proposer) {
+    sc.num_spec_tokens = config.num_speculative_tokens;
+    sc.spec_adaptive = config.speculative_adaptive;
+  }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
-  impl->core = std::make_unique<EngineCore>(std::move(scheduler), std::move(runner));
+  impl->core = std::make_unique<EngineCore>(std::move(scheduler), std::move(runner),
+                                            std::move(proposer));
 
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   Impl* raw = engine->impl_.get();
@@ -330,6 +365,20 @@ std::string Engine::KvSummary() const {
        FormatBytes((double)windowed) + " windowed; " +
        (mc.NumWindowedLayers() == mc.n_layer ? "blocks outside the window are released"
                                              : "all blocks kept (global layers)");
+  return s;
+}
+
+std::string Engine::SpeculativeSummary() const {
+  const EngineConfig& c = impl_->config;
+  if (c.speculative_method == SpecMethod::kNone) return "";
+  std::string s = std::string("speculative decoding: ") + SpecMethodName(c.speculative_method);
+  if (c.speculative_method == SpecMethod::kNgram) {
+    s += " (n-grams " + std::to_string(c.ngram_max) + ".." + std::to_string(c.ngram_min) + ")";
+  } else {
+    s += " (draft " + c.speculative_model + ")";
+  }
+  s += ", k " + std::to_string(c.num_speculative_tokens) +
+       (c.speculative_adaptive ? ", adaptive" : ", fixed k");
   return s;
 }
 
@@ -434,6 +483,10 @@ void Engine::Impl::PublishStats() {
   stats.num_steps_total = ss.num_steps_total;
   stats.kv_evicted_tokens_total = sched.kv().num_evicted_tokens();
   stats.request_success_total = ss.request_success_total;
+  stats.spec_num_drafts_total = ss.spec_num_drafts_total;
+  stats.spec_num_draft_tokens_total = ss.spec_num_draft_tokens_total;
+  stats.spec_num_accepted_tokens_total = ss.spec_num_accepted_tokens_total;
+  stats.spec_accepted_per_position = ss.spec_accepted_per_position;
   stats.last_step_batch_size = core->last_step().batch_size;
   stats.last_step_num_tokens = core->last_step().num_scheduled_tokens;
   stats.num_kv_blocks = kv_config.num_blocks;

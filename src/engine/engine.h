@@ -25,6 +25,7 @@
 #include "metrics/step_stats.h"
 #include "model/model_config.h"
 #include "sample/sampling_params.h"
+#include "spec/proposer.h"
 #include "tensor/dtype.h"
 
 namespace tern {
@@ -54,6 +55,12 @@ struct RequestMetrics {
   // Tokens dropped from the request's KV by streaming eviction (its earlier
   // context the last tokens no longer saw); 0 without eviction.
   int32_t evicted_tokens = 0;
+  // Speculative decoding: verification steps with proposals, proposals
+  // verified, proposals accepted. Acceptance rate = accepted / draft tokens;
+  // mean accepted length = (accepted + drafts) / drafts tokens per step.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -105,6 +112,8 @@ const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-pro
 //     re-rotated to their new positions. Requests never fail for length;
 //     RequestMetrics::evicted_tokens says how much context was dropped.
 enum class KvEviction { kNone, kStreaming };
+// The most proposals a step may verify per sequence (--num-speculative-tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 64;
 
 // The automatic ITL target: this many times the predicted decode-only step.
 inline constexpr double kAutoTargetItlFactor = 2.5;
@@ -131,6 +140,20 @@ struct EngineConfig {
   KvEviction kv_eviction = KvEviction::kNone;
   int32_t kv_sink_tokens = 4;    // streaming: first tokens always kept
   int32_t kv_window_tokens = 0;  // streaming: recent tokens kept; 0 = max_model_len / 2
+  // Speculative decoding (docs/speculative.md): kNone = off; kNgram = prompt
+  // lookup with n-grams of ngram_max down to ngram_min tokens; kDraft =
+  // proposals from speculative_model (same vocabulary). num_speculative_tokens
+  // = k, proposals verified per decode step (1..kMaxSpeculativeTokens).
+  SpecMethod speculative_method = SpecMethod::kNone;
+  std::string speculative_model;
+  int32_t num_speculative_tokens = 0;
+  int32_t ngram_max = 4;
+  int32_t ngram_min = 1;
+  // On: each request's k follows its measured acceptance (down to 0) and
+  // speculation pauses while the running batch is compute-bound (the
+  // thresholds come from the step-cost model's fit, docs/speculative.md).
+  // Off: every decode step proposes num_speculative_tokens.
+  bool speculative_adaptive = true;
   bool verbose = false;                 // one status line every few seconds
 };
 
@@ -150,6 +173,12 @@ struct EngineStats {
   uint64_t num_steps_total = 0;
   uint64_t kv_evicted_tokens_total = 0;  // dropped by streaming eviction
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
+  // Speculative decoding (all 0 when off): verification steps with
+  // proposals, proposals, accepted proposals, accepted by position.
+  uint64_t spec_num_drafts_total = 0;
+  uint64_t spec_num_draft_tokens_total = 0;
+  uint64_t spec_num_accepted_tokens_total = 0;
+  std::vector<uint64_t> spec_accepted_per_position;
   // Last step: requests in the batch and tokens scheduled.
   int32_t last_step_batch_size = 0;
   int32_t last_step_num_tokens = 0;
@@ -211,6 +240,8 @@ class Engine {
   bool streaming_kv_eviction() const;
   // "KV cache: N blocks = T tokens (X GiB); max concurrency at max_model_len L = C"
   std::string KvSummary() const;
+  // "speculative decoding: ngram (n-grams 4..1), k 4, adaptive" or "" when off.
+  std::string SpeculativeSummary() const;
 
   // Stops the loop; requests still running finish with "abort". Idempotent.
   void Shutdown();

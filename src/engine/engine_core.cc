@@ -5,8 +5,9 @@
 
 namespace tern {
 
-EngineCore::EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner)
-    : scheduler_(std::move(scheduler)), runner_(std::move(runner)) {
+EngineCore::EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner,
+                       std::unique_ptr<Proposer> proposer)
+    : scheduler_(std::move(scheduler)), runner_(std::move(runner)), proposer_(std::move(proposer)) {
   if (const char* path = std::getenv("TERN_STEP_LOG"); path != nullptr && *path != 0) {
     step_log_ = std::fopen(path, "a");
     if (step_log_ == nullptr) std::fprintf(stderr, "TERN_STEP_LOG: cannot open %s\n", path);
@@ -22,10 +23,25 @@ std::vector<RequestDelta> EngineCore::Step() {
   SchedulerOutput scheduled = scheduler_->Schedule(start);
   // Usage peaks right after scheduling, before finished requests free blocks.
   peak_kv_cache_usage_ = std::max(peak_kv_cache_usage_, scheduler_->kv().Usage());
+  double propose_s = 0;
+  if (proposer_) {
+    for (const std::string& id : scheduled.preempted_ids) proposer_->Release(id);
+    const Clock::time_point t0 = Clock::now();
+    const int64_t proposals = Propose(scheduled);
+    propose_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    scheduler_->ObserveProposeTime(proposals, propose_s);
+  }
   ModelRunnerOutput result = runner_->Execute(scheduled);
   const Clock::time_point end = Clock::now();
-  scheduler_->ObserveStepTime(scheduled, std::chrono::duration<double>(end - start).count());
+  // The target's step alone: the proposer's time is costed per proposal.
+  scheduler_->ObserveStepTime(scheduled,
+                              std::chrono::duration<double>(end - start).count() - propose_s);
   std::vector<RequestDelta> deltas = scheduler_->UpdateFromOutput(scheduled, result, end);
+  if (proposer_) {
+    for (const RequestDelta& d : deltas) {
+      if (d.output.finished) proposer_->Release(d.request_id);
+    }
+  }
 
   last_step_ = StepStats{};
   last_step_.batch_size = (int32_t)scheduled.sequences.size();
@@ -36,7 +52,7 @@ std::vector<RequestDelta> EngineCore::Step() {
   last_step_.duration_s = std::chrono::duration<double>(end - start).count();
   last_step_.start_s = std::chrono::duration<double>(start - created_).count();
   for (const auto& s : scheduled.sequences) {
-    if (s.token_ids.size() > 1) last_step_.num_prefill_tokens += (int32_t)s.token_ids.size();
+    if (s.token_ids.size() > 1 && s.max_spec_tokens == 0) last_step_.num_prefill_tokens += (int32_t)s.token_ids.size();
   }
   if (step_log_ != nullptr) {
     const int32_t prefill_tokens = last_step_.num_prefill_tokens;
@@ -52,6 +68,42 @@ std::vector<RequestDelta> EngineCore::Step() {
                  scheduled.predicted_step_s * 1e3, scheduled.target_step_s * 1e3);
   }
   return deltas;
+}
+
+int64_t EngineCore::Propose(SchedulerOutput& scheduled) {
+  std::vector<ProposalRequest> asks;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < scheduled.sequences.size(); ++i) {
+    const ScheduledSequence& s = scheduled.sequences[i];
+    if (s.max_spec_tokens <= 0) continue;
+    ProposalRequest p;
+    p.request_id = s.request_id;
+    p.tokens = s.context;
+    p.num_prompt_tokens = s.num_prompt_tokens;
+    p.max_proposals = s.max_spec_tokens;
+    p.sampling = s.sampling;
+    p.rng = s.draft_rng;
+    asks.push_back(std::move(p));
+    index.push_back(i);
+  }
+  if (asks.empty()) return 0;
+  proposer_->Propose(asks);
+  int64_t total = 0;
+  for (size_t j = 0; j < asks.size(); ++j) {
+    ScheduledSequence& s = scheduled.sequences[index[j]];
+    ProposalRequest& p = asks[j];
+    const int32_t n = std::min<int32_t>((int32_t)p.proposals.size(), s.max_spec_tokens);
+    s.spec_input->resize(1);
+    s.spec_input->insert(s.spec_input->end(), p.proposals.begin(), p.proposals.begin() + n);
+    if (!p.q.empty()) p.q.resize(n);
+    *s.spec_q = std::move(p.q);
+    s.token_ids = *s.spec_input;
+    s.num_spec_tokens = n;
+    // The reserved room that went unused leaves the step.
+    scheduled.num_scheduled_tokens -= s.max_spec_tokens - n;
+    total += n;
+  }
+  return total;
 }
 
 }  // namespace tern

@@ -20,12 +20,16 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "metrics/step_stats.h"
+#include "spec/proposer.h"
 
 namespace tern {
 
 class EngineCore {
  public:
-  EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner);
+  // proposer: speculative decoding's (null: off); it fills the proposals of
+  // the decodes the scheduler reserved room for, before the runner runs.
+  EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner,
+             std::unique_ptr<Proposer> proposer = nullptr);
   ~EngineCore();
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -34,6 +38,7 @@ class EngineCore {
     scheduler_->AddRequest(std::move(request));
   }
   std::optional<RequestDelta> Finish(const std::string& id, FinishReason reason) {
+    if (proposer_) proposer_->Release(id);
     return scheduler_->FinishRequest(id, reason, Clock::now());
   }
   bool HasWork() const { return scheduler_->HasWork(); }
@@ -45,11 +50,17 @@ class EngineCore {
   Scheduler& scheduler() { return *scheduler_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const StepStats& last_step() const { return last_step_; }
+  const Proposer* proposer() const { return proposer_.get(); }
   double peak_kv_cache_usage() const { return peak_kv_cache_usage_; }
 
  private:
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Proposer> proposer_;
+  // Asks the proposer for the proposals of every speculating decode and
+  // points its token_ids at [last token, proposals...].
+  // Returns the proposals made.
+  int64_t Propose(SchedulerOutput& scheduled);
   StepStats last_step_;
   double peak_kv_cache_usage_ = 0;
   std::FILE* step_log_ = nullptr;  // TERN_STEP_LOG

@@ -507,5 +507,38 @@ TEST_F(EngineModelTest, ForcedTokensStopAtMaxTokens) {
   EXPECT_EQ(o.reason, FinishReason::kLength);
 }
 
+// A request with a constraint never speculates (its mask depends on every
+// token before); unconstrained requests beside it do.
+TEST_F(EngineModelTest, ConstrainedRequestsDoNotSpeculate) {
+  auto script = std::make_shared<ScriptedConstraint>();
+  script->force_after[2] = {300, 301, 302};
+  script->complete_after = 20;
+  EngineRequest constrained = Greedy({1, 403, 407}, 40);
+  constrained.sampling.constraint = script;
+  auto plain = Engine::Create(BaseConfig());
+  ASSERT_TRUE(plain.ok());
+  auto ch = (*plain)->AddRequest(constrained);
+  ASSERT_TRUE(ch.ok());
+  const Outcome reference = Drain(**ch);
+  plain->reset();
+
+  EngineConfig c = BaseConfig();
+  c.speculative_method = SpecMethod::kNgram;
+  c.num_speculative_tokens = 4;
+  c.speculative_adaptive = false;
+  auto spec = Engine::Create(c);
+  ASSERT_TRUE(spec.ok());
+  ch = (*spec)->AddRequest(constrained);
+  ASSERT_TRUE(ch.ok());
+  const Outcome o = Drain(**ch);
+  EXPECT_EQ(o.tokens, reference.tokens);
+  EXPECT_EQ(o.metrics.spec_num_drafts, 0);
+  EXPECT_EQ((*spec)->GetStats().spec_num_drafts_total, 0u);
+  // An unconstrained request on the same engine does speculate.
+  ch = (*spec)->AddRequest(Greedy({1}, 60));
+  ASSERT_TRUE(ch.ok());
+  EXPECT_GT(Drain(**ch).metrics.spec_num_drafts, 0);
+}
+
 }  // namespace
 }  // namespace tern

@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "sample/sampler.h"
+#include "spec/verify.h"
 
 namespace tern {
 
@@ -27,7 +28,12 @@ ForwardBatch BuildForwardBatch(const SchedulerOutput& scheduled, int32_t block_s
       batch.slots.push_back((int64_t)s.block_table[pos / block_size] * block_size +
                             pos % block_size);
     }
-    if (s.sample) batch.logits_rows.push_back(batch.num_tokens() - 1);
+    if (s.sample) {
+      // A speculating sequence: one row for its last token and one per proposal.
+      for (int32_t i = s.num_spec_tokens; i >= 0; --i) {
+        batch.logits_rows.push_back(batch.num_tokens() - 1 - i);
+      }
+    }
     batch.sequences.push_back(std::move(seq));
   }
   return batch;
@@ -67,9 +73,35 @@ ModelRunnerOutput ForwardModelRunner::Execute(const SchedulerOutput& scheduled) 
   for (size_t k = 0; k < scheduled.sequences.size(); ++k) {
     const ScheduledSequence& s = scheduled.sequences[k];
     if (!s.sample) continue;
+    const SamplingParams& params = *s.sampling;
+    if (s.max_spec_tokens > 0) {
+      // Verification of the proposals (spec/verify.h); never with a constraint.
+      CHECK(s.constraint == nullptr);
+      const int32_t n = s.num_spec_tokens;
+      std::span<const float> rows(logits_.data() + row * n_vocab, (size_t)(n + 1) * n_vocab);
+      row += n + 1;
+      const VerifyResult v = VerifyProposals(rows, n_vocab, s.token_ids.subspan(1, n),
+                                             *s.spec_q, params, s.history, *s.rng);
+      SampledOutput& o = out.sampled[k];
+      o.token_id = v.tokens[0];
+      o.spec_token_ids.assign(v.tokens.begin() + 1, v.tokens.end());
+      o.num_accepted = v.num_accepted;
+      if (params.logprobs >= 0) {
+        for (size_t i = 0; i < v.tokens.size(); ++i) {
+          SampledToken t;
+          ComputeLogprobs(rows.subspan(i * n_vocab, n_vocab), v.tokens[i], params.logprobs, &t);
+          TokenLogprob lp;
+          lp.token_id = v.tokens[i];
+          lp.logprob = t.logprob;
+          for (const TokenAlternative& a : t.top) lp.top.emplace_back(a.token_id, a.logprob);
+          if (i == 0) o.logprob = std::move(lp);
+          else o.spec_logprobs.push_back(std::move(lp));
+        }
+      }
+      continue;
+    }
     std::span<const float> logits(logits_.data() + row * n_vocab, n_vocab);
     ++row;
-    const SamplingParams& params = *s.sampling;
     // One draw per sampled token, greedy or not, so a request's random
     // stream does not depend on anything but its own tokens.
     const double u = s.rng->Uniform();

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "kv/block_hash.h"
 #include "sample/rng.h"
+#include "sample/sampler.h"
 #include "sample/sampling_params.h"
 
 namespace tern {
@@ -43,6 +44,7 @@ class Request {
         sampling_(std::move(sampling)),
         cache_salt_(std::move(cache_salt)),
         rng_(sampling_.seed),
+        draft_rng_(sampling_.seed ^ 0x5bd1e9955bd1e995ull),
         arrival_(arrival) {
     if (sampling_.constraint) constraint_ = sampling_.constraint->NewState();
   }
@@ -51,6 +53,9 @@ class Request {
   const SamplingParams& sampling() const { return sampling_; }
   const std::string& cache_salt() const { return cache_salt_; }
   Rng& rng() { return rng_; }
+  // The proposer's own draws (a draft model sampling its proposals),
+  // independent of the acceptance draws from rng().
+  Rng& draft_rng() { return draft_rng_; }
   // The structured-output state (null: unconstrained); advanced by the runner.
   TokenConstraintState* constraint() { return constraint_.get(); }
 
@@ -80,6 +85,19 @@ class Request {
   int32_t num_forced_tokens = 0;  // appended by jump-forward, not sampled
   int32_t num_evicted_tokens = 0;  // dropped from its KV by streaming eviction (set at finish)
 
+  // Speculative decoding (docs/speculative.md). spec_k: proposals asked for
+  // per step (adaptive: follows the measured acceptance; 0 = paused).
+  int32_t spec_k = 0;
+  std::vector<int32_t> spec_input;  // this step's rows: [last token, proposals...]
+  std::vector<std::vector<TokenProb>> spec_q;  // the proposals' q (empty: point masses)
+  int64_t spec_num_drafts = 0;         // steps that verified proposals
+  int64_t spec_num_draft_tokens = 0;   // proposals verified
+  int64_t spec_num_accepted_tokens = 0;
+  // Adaptive k: accepted proposals and rejections (0 or 1 a step),
+  // exponentially weighted (kSpecAcceptanceDecay per verification step).
+  double spec_accepted_w = 0;
+  double spec_rejected_w = 0;
+
   // Timings (steady clock).
   Clock::time_point arrival() const { return arrival_; }
   Clock::time_point first_scheduled{};
@@ -100,6 +118,7 @@ class Request {
   SamplingParams sampling_;
   std::string cache_salt_;
   Rng rng_;
+  Rng draft_rng_;
   Clock::time_point arrival_;
   std::vector<BlockHash> block_hashes_;
   std::unique_ptr<TokenConstraintState> constraint_;

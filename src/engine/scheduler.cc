@@ -31,6 +31,7 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
   CHECK(!request->id().empty());
   CHECK(requests_.count(request->id()) == 0);
   Request* r = request.get();
+  r->spec_k = config_.num_spec_tokens;
   requests_.emplace(r->id(), std::move(request));
   waiting_.push_back(r);
 }
@@ -42,6 +43,7 @@ SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
 }
 
 SchedulerOutput Scheduler::SchedulePolicy(Clock::time_point now) {
+  PlanSpeculation();
   if (config_.policy == SchedulingPolicy::kGoodput && config_.enable_chunked_prefill) {
     return ScheduleGoodput(now);
   }
@@ -141,18 +143,99 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
 }
 
 void Scheduler::ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutput& out) {
+  int32_t decodes_left = 0;
+  for (const Request* r : running_) decodes_left += r->num_tokens() - r->num_computed_tokens == 1;
   for (size_t i = 0; i < running_.size() && step.budget > 0; ++i) {
     Request& r = *running_[i];
     if (r.num_tokens() - r.num_computed_tokens != 1) continue;
-    if (!AllocateOrPreempt(r, 1, out)) {
+    --decodes_left;
+    // Proposals take what the budget has beyond one token per decode.
+    const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+    int32_t n = 0;
+    if (!ScheduleDecode(r, k, out, &n)) {
       step.preempted = true;
       break;  // r itself was preempted: it was the newest
     }
     if (!out.preempted_ids.empty()) step.preempted = true;
-    shape += StepShape::Chunk(r.num_computed_tokens, 1, true);
-    --step.budget;
-    BuildOutput(r, 1, out);
+    shape += StepShape::Chunk(r.num_computed_tokens, n, true);
+    step.budget -= n;
   }
+}
+
+int32_t Scheduler::NumSpecTokens(const Request& r) const {
+  if (config_.num_spec_tokens <= 0 || r.sampling().constraint) return 0;
+  // Emitted tokens (k + 1 at most) stay within max_tokens; positions within
+  // max_model_len.
+  const int32_t k = std::min({r.spec_k, r.sampling().max_tokens - r.num_output_tokens() - 1,
+                              config_.max_model_len - r.num_tokens()});
+  return std::max(k, 0);
+}
+
+int32_t Scheduler::BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+                                  double verify_s, double propose_s) {
+  int32_t best = 0;
+  double best_rate = (double)batch / step_s;
+  double expected = 1;  // E(k): tokens a step emits with k proposals
+  double term = 1;
+  for (int32_t k = 1; k <= max_k; ++k) {
+    term *= alpha;
+    expected += term;
+    const double rate = (batch - 1 + expected) / (step_s + k * (verify_s + propose_s));
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
+}
+
+double Scheduler::SpecAcceptance(const Request& r) const {
+  const uint64_t acc = stats_.spec_num_accepted_tokens_total;
+  const uint64_t rej = stats_.spec_num_rejections_total;
+  // Engine-wide per-proposal acceptance; before any, 1 (speculate to measure).
+  const double prior = acc + rej > 0 ? (double)acc / (double)(acc + rej) : 1.0;
+  return (r.spec_accepted_w + kSpecPriorSteps * prior) /
+         (r.spec_accepted_w + r.spec_rejected_w + kSpecPriorSteps);
+}
+
+void Scheduler::ObserveProposeTime(int64_t num_proposals, double seconds) {
+  if (num_proposals <= 0) return;
+  const double per = seconds / (double)num_proposals;
+  propose_s_per_token_ = propose_s_per_token_ == 0 ? per : 0.9 * propose_s_per_token_ + 0.1 * per;
+}
+
+void Scheduler::PlanSpeculation() {
+  if (config_.num_spec_tokens <= 0 || !config_.spec_adaptive) return;
+  StepShape decodes;
+  int32_t batch = 0;
+  int64_t positions = 0;
+  for (const Request* r : running_) {
+    if (r->num_tokens() - r->num_computed_tokens != 1) continue;
+    decodes += StepShape::Chunk(r->num_computed_tokens, 1, true);
+    positions += r->num_computed_tokens;
+    ++batch;
+  }
+  if (batch == 0) return;
+  // The decode step as this machine runs it, and what one more verified
+  // token (a token and its logits row, at the batch's mean depth) adds.
+  const double step_s = cost_model_.Predict(decodes);
+  StepShape more = decodes;
+  more += StepShape::Chunk((int32_t)(positions / batch), 1, true);
+  const double verify_s = cost_model_.Predict(more) - step_s;
+  for (Request* r : running_) {
+    if (r->num_tokens() - r->num_computed_tokens != 1) continue;
+    r->spec_k = BestSpecTokens(SpecAcceptance(*r), config_.num_spec_tokens, batch, step_s,
+                               verify_s, propose_s_per_token_);
+  }
+}
+
+bool Scheduler::ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out,
+                               int32_t* num_tokens) {
+  if (k > 0 && !kv_->AllocateSlots(r.id(), r.num_computed_tokens, 1 + k)) k = 0;
+  if (k == 0 && !AllocateOrPreempt(r, 1, out)) return false;
+  *num_tokens = 1 + k;
+  BuildOutput(r, 1, out, k);
+  return true;
 }
 
 std::vector<Scheduler::PrefillCandidate> Scheduler::PrefillCandidates(
@@ -223,6 +306,7 @@ void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds
   bool decode_only = true;
   for (const ScheduledSequence& s : scheduled.sequences) {
     shape += StepShape::Chunk(s.start_position, (int32_t)s.token_ids.size(), s.sample);
+    shape.num_sampled += s.num_spec_tokens;  // a logits row per proposal
     decode_only = decode_only && s.token_ids.size() == 1;
   }
   cost_model_.Observe(shape, seconds);
@@ -285,6 +369,17 @@ void Scheduler::ScheduleRunning(StepState& step, SchedulerOutput& out) {
     if (is_decode) --decodes_left;
     const int32_t num_new = RunningChunk(r, step, decodes_left);
     if (num_new == 0) continue;
+    if (is_decode) {
+      const int32_t k = std::min(NumSpecTokens(r), step.budget - 1 - decodes_left);
+      int32_t n = 0;
+      if (!ScheduleDecode(r, k, out, &n)) {
+        step.preempted = true;
+        break;
+      }
+      if (!out.preempted_ids.empty()) step.preempted = true;
+      step.budget -= n;
+      continue;
+    }
     if (!AllocateOrPreempt(r, num_new, out)) {
       step.preempted = true;
       break;  // r itself was preempted: it was the newest
@@ -371,7 +466,8 @@ void Scheduler::Admit(Request& r, const PrefixHit& hit, Clock::time_point now) {
   running_.push_back(&r);
 }
 
-void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const {
+void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out,
+                            int32_t max_spec_tokens) const {
   ScheduledSequence s;
   s.request_id = r.id();
   s.token_ids = r.token_ids().subspan(r.num_computed_tokens, num_new_tokens);
@@ -383,6 +479,17 @@ void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput&
     s.rng = &r.rng();
     s.history = r.output_token_ids();
     s.constraint = r.constraint();
+  }
+  if (max_spec_tokens > 0) {
+    CHECK(s.sample && num_new_tokens == 1);
+    s.max_spec_tokens = max_spec_tokens;
+    s.context = r.token_ids();
+    s.num_prompt_tokens = r.num_prompt_tokens();
+    r.spec_input.assign(s.token_ids.begin(), s.token_ids.end());
+    r.spec_q.clear();
+    s.spec_input = &r.spec_input;
+    s.spec_q = &r.spec_q;
+    s.draft_rng = &r.draft_rng();
   }
   out.sequences.push_back(std::move(s));
 }
@@ -398,6 +505,13 @@ std::vector<RequestDelta> Scheduler::UpdateFromOutput(const SchedulerOutput& sch
     auto it = requests_.find(s.request_id);
     CHECK(it != requests_.end());
     Request& r = *it->second;
+    if (s.max_spec_tokens > 0) {
+      const FinishReason reason = ApplySpeculative(r, s, result.sampled[k], now);
+      if (reason != FinishReason::kNone) Finish(r, reason);
+      deltas.push_back(TakeDelta(r, now));
+      if (reason != FinishReason::kNone) requests_.erase(it);
+      continue;
+    }
     r.num_computed_tokens += (int32_t)s.token_ids.size();
     if (kv_->prefix_caching()) {
       kv_->CommitFullBlocks(r.id(), r.BlockHashes(kv_->block_size()), r.token_ids(),
@@ -406,15 +520,7 @@ std::vector<RequestDelta> Scheduler::UpdateFromOutput(const SchedulerOutput& sch
     if (!s.sample) continue;
     const SampledOutput& sampled = result.sampled[k];
     CHECK_GE(sampled.token_id, 0);
-    r.AppendToken(sampled.token_id);
-    ++stats_.generation_tokens_total;
-    if (r.num_output_tokens() == 1) {
-      r.first_token = now;
-    } else {
-      r.itl_s.push_back(std::chrono::duration<double>(now - r.last_token).count());
-    }
-    r.last_token = now;
-    if (r.sampling().logprobs >= 0) r.pending_logprobs.push_back(sampled.logprob);
+    AppendSampled(r, sampled.token_id, &sampled.logprob, now, false);
     FinishReason reason = CheckStop(r, sampled.token_id);
     if (reason == FinishReason::kNone) reason = AppendForced(r, sampled.forced_token_ids);
     // A structured output that completed on its last allowed token stopped, not ran out.
@@ -426,6 +532,65 @@ std::vector<RequestDelta> Scheduler::UpdateFromOutput(const SchedulerOutput& sch
     if (reason != FinishReason::kNone) requests_.erase(it);
   }
   return deltas;
+}
+
+void Scheduler::AppendSampled(Request& r, int32_t token, const TokenLogprob* logprob,
+                              Clock::time_point now, bool same_step) {
+  r.AppendToken(token);
+  ++stats_.generation_tokens_total;
+  if (r.num_output_tokens() == 1) {
+    r.first_token = now;
+  } else {
+    // A token verified in the same step as the one before arrives with it.
+    r.itl_s.push_back(same_step ? 0.0 : std::chrono::duration<double>(now - r.last_token).count());
+  }
+  r.last_token = now;
+  if (r.sampling().logprobs >= 0) r.pending_logprobs.push_back(logprob ? *logprob : TokenLogprob{});
+}
+
+FinishReason Scheduler::ApplySpeculative(Request& r, const ScheduledSequence& s,
+                                         const SampledOutput& sampled, Clock::time_point now) {
+  CHECK_GE(sampled.token_id, 0);
+  const int32_t k = s.num_spec_tokens;
+  const int32_t a = sampled.num_accepted;
+  CHECK_LE(a, k);
+  CHECK_EQ((int32_t)sampled.spec_token_ids.size(), a);
+  // KV is exact for the last token and the accepted proposals.
+  r.num_computed_tokens += 1 + a;
+  if (k > 0) {
+    ++r.spec_num_drafts;
+    r.spec_num_draft_tokens += k;
+    r.spec_num_accepted_tokens += a;
+    ++stats_.spec_num_drafts_total;
+    stats_.spec_num_draft_tokens_total += k;
+    stats_.spec_num_accepted_tokens_total += a;
+    if ((int32_t)stats_.spec_accepted_per_position.size() < k) {
+      stats_.spec_accepted_per_position.resize(k, 0);
+    }
+    for (int32_t i = 0; i < a; ++i) ++stats_.spec_accepted_per_position[i];
+    // A step is a run of acceptances ended by at most one rejection.
+    const bool rejected = a < k;
+    stats_.spec_num_rejections_total += rejected;
+    r.spec_accepted_w = kSpecAcceptanceDecay * r.spec_accepted_w + a;
+    r.spec_rejected_w = kSpecAcceptanceDecay * r.spec_rejected_w + (rejected ? 1 : 0);
+  }
+  FinishReason reason = FinishReason::kNone;
+  for (int32_t i = 0; i <= a && reason == FinishReason::kNone; ++i) {
+    const int32_t token = i == 0 ? sampled.token_id : sampled.spec_token_ids[i - 1];
+    const TokenLogprob* lp = nullptr;
+    if (r.sampling().logprobs >= 0) lp = i == 0 ? &sampled.logprob : &sampled.spec_logprobs[i - 1];
+    AppendSampled(r, token, lp, now, i > 0);
+    reason = CheckStop(r, token);
+  }
+  // Rejected positions: their slots go back; only computed, accepted blocks
+  // enter the prefix cache.
+  r.num_computed_tokens = std::min(r.num_computed_tokens, r.num_tokens());
+  stats_.spec_rollback_blocks_total += kv_->TruncateTo(r.id(), r.num_computed_tokens);
+  if (kv_->prefix_caching()) {
+    kv_->CommitFullBlocks(r.id(), r.BlockHashes(kv_->block_size()), r.token_ids(),
+                          r.num_computed_tokens, r.cache_salt());
+  }
+  return reason;
 }
 
 // Jump-forward tokens follow the sampled one; each is checked like it.

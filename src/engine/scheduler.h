@@ -133,6 +133,13 @@ inline constexpr int32_t kAutoPrefillTokensPerDecode = 1;
 inline constexpr int32_t kAutoPrefillDecodeFloor = 8;
 inline constexpr int32_t kAutoAttentionCostContextTokens = 512;
 
+// Adaptive speculation (docs/speculative.md): a request's acceptance is
+// estimated from its last ~10 verification steps (weights decay by this
+// factor a step), pulled toward the engine-wide acceptance with the weight
+// of kSpecPriorSteps steps.
+inline constexpr double kSpecAcceptanceDecay = 0.9;
+inline constexpr double kSpecPriorSteps = 2;
+
 struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
@@ -156,6 +163,16 @@ struct SchedulerConfig {
   double target_itl_factor = kAutoTargetItlFactor;
   // Fixed step-cost coefficients (tests); unset = fitted online.
   std::optional<StepCostCoefficients> fixed_step_cost;
+  // Speculative decoding: proposals per decode step (k; 0 = off). Each
+  // speculating decode takes 1 + k tokens of the budget and KV slots for
+  // them; when those do not fit it decodes plainly (never preempts for
+  // proposals).
+  int32_t num_spec_tokens = 0;
+  // Adaptive: each step, each decode's k is the one that maximises the
+  // predicted tokens per second of the whole batch (its acceptance estimate,
+  // the step-cost model's marginal cost of a verified token, the measured
+  // proposer cost per proposal); 0 pauses it. Off: always num_spec_tokens.
+  bool spec_adaptive = false;
 };
 
 // Counters since start.
@@ -168,6 +185,15 @@ struct SchedulerStats {
   uint64_t num_preemptions_total = 0;
   uint64_t num_steps_total = 0;
   std::map<std::string, uint64_t> request_success_total;  // by finish reason
+  // Speculative decoding (vLLM's names): verification steps with proposals,
+  // proposals verified, proposals accepted, and accepted by position
+  // (index i: the (i+1)-th proposal of a step was accepted).
+  uint64_t spec_num_drafts_total = 0;
+  uint64_t spec_num_draft_tokens_total = 0;
+  uint64_t spec_num_accepted_tokens_total = 0;
+  std::vector<uint64_t> spec_accepted_per_position;
+  uint64_t spec_rollback_blocks_total = 0;  // blocks returned by rollbacks
+  uint64_t spec_num_rejections_total = 0;   // verification steps that rejected a proposal
 };
 
 // New output of one request in one step.
@@ -205,6 +231,22 @@ class Scheduler {
   const KvCacheManager& kv() const { return *kv_; }
   const SchedulerStats& stats() const { return stats_; }
 
+  // Proposals r may verify this step: 0 with speculation off, for a request
+  // with a structured-output constraint (its mask depends on every token
+  // before), and when its output or max_model_len has no room.
+  int32_t NumSpecTokens(const Request& r) const;
+  // Feeds the proposer's measured time for num_proposals proposals (the
+  // adaptive choice's cost per proposal; call before UpdateFromOutput).
+  void ObserveProposeTime(int64_t num_proposals, double seconds);
+  // Adaptive speculation: the k that maximises predicted batch throughput
+  //   (B - 1 + E(k)) / (T + k (c_verify + c_propose)),  E(k) = sum_{i<=k} alpha^i
+  // for one of B decodes in a step predicted to take T seconds. Exposed for tests.
+  static int32_t BestSpecTokens(double alpha, int32_t max_k, int32_t batch, double step_s,
+                                double verify_s, double propose_s);
+  // The acceptance estimate of r (per proposal, its recent steps pulled
+  // toward the engine-wide rate).
+  double SpecAcceptance(const Request& r) const;
+
   // CHECKs the KV manager's invariants and that only running requests hold
   // blocks, each covering its computed tokens.
   void CheckInvariants() const;
@@ -235,6 +277,9 @@ class Scheduler {
   // the tokens streaming eviction dropped from its KV.
   int32_t KvPosition(const Request& r) const;
   SchedulerOutput ScheduleGoodput(Clock::time_point now);
+  // Adaptive speculation: sets spec_k of every decoding request.
+  void PlanSpeculation();
+  double propose_s_per_token_ = 0;  // EWMA; 0 until measured
   void ScheduleDecodes(StepState& step, StepShape& shape, SchedulerOutput& out);
   std::vector<PrefillCandidate> PrefillCandidates(const StepState& step,
                                                   Clock::time_point now) const;
@@ -262,7 +307,17 @@ class Scheduler {
   int32_t RunningChunk(const Request& r, const StepState& step, int32_t reserved) const;
   bool AllocateOrPreempt(Request& r, int32_t num_new_tokens, SchedulerOutput& out);
   void Preempt(Request& r, SchedulerOutput& out);
-  void BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out) const;
+  void BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput& out,
+                   int32_t max_spec_tokens = 0) const;
+  // A decode of r with up to k proposals (k reduced to 0 when its slots do
+  // not fit); false when r itself was preempted. Returns the tokens taken.
+  bool ScheduleDecode(Request& r, int32_t k, SchedulerOutput& out, int32_t* num_tokens);
+  // Applies a verification's result: accepted tokens appended (each checked
+  // for stop), KV of rejected positions rolled back.
+  FinishReason ApplySpeculative(Request& r, const ScheduledSequence& s,
+                                const SampledOutput& sampled, Clock::time_point now);
+  void AppendSampled(Request& r, int32_t token, const TokenLogprob* logprob, Clock::time_point now,
+                     bool same_step);
 
   FinishReason CheckStop(const Request& r, int32_t token) const;
   FinishReason AppendForced(Request& r, std::span<const int32_t> forced);

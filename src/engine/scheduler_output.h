@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/rng.h"
+#include "sample/sampler.h"
 #include "sample/sampling_params.h"
 
 namespace tern {
@@ -30,6 +31,19 @@ struct ScheduledSequence {
   Rng* rng = nullptr;                        // set when sample
   std::span<const int32_t> history;          // output so far (penalties)
   TokenConstraintState* constraint = nullptr;  // structured output (may be null)
+
+  // Speculative decoding (a decode only): max_spec_tokens slots and budget
+  // were reserved for proposals; the proposer (EngineCore) writes
+  // [last token, proposals...] into spec_input, points token_ids at it and
+  // sets num_spec_tokens (<= max_spec_tokens): the last num_spec_tokens of
+  // token_ids are proposals, each with its own logits row.
+  int32_t max_spec_tokens = 0;
+  int32_t num_spec_tokens = 0;
+  std::span<const int32_t> context;  // prompt + output (the proposer's input)
+  int32_t num_prompt_tokens = 0;
+  std::vector<int32_t>* spec_input = nullptr;
+  std::vector<std::vector<TokenProb>>* spec_q = nullptr;  // empty: point masses
+  Rng* draft_rng = nullptr;
 };
 
 struct SchedulerOutput {
@@ -49,6 +63,12 @@ struct SampledOutput {
   int32_t token_id = -1;  // -1: nothing sampled (partial prefill)
   TokenLogprob logprob;   // when the request asked for logprobs
   std::vector<int32_t> forced_token_ids;  // jump-forward: follow token_id unsampled
+  // Speculative decoding: emitted tokens are token_id, then spec_token_ids;
+  // the first num_accepted of them are accepted proposals, the last one is
+  // the target's own (a correction or the bonus token).
+  std::vector<int32_t> spec_token_ids;
+  std::vector<TokenLogprob> spec_logprobs;  // parallel, when logprobs were asked
+  int32_t num_accepted = 0;  // proposals accepted (emitted tokens - 1)
 };
 
 struct ModelRunnerOutput {

@@ -734,5 +734,25 @@ TEST(SchedulerGoodputTest, EveryOutputEqualsItsSoloRun) {
   EXPECT_GT(h->scheduler->cost_model().num_observations(), 0);
 }
 
+// Adaptive speculation's choice of k: batch throughput
+// (B - 1 + E(k)) / (T + k (verify + propose)).
+TEST(SpecAdaptiveTest, BestSpecTokensFollowsAcceptanceAndBatchCost) {
+  // Batch 1, memory-bound step (10 ms) where a verified token costs 0.2 ms:
+  // high acceptance speculates deep, none does not at all.
+  EXPECT_EQ(Scheduler::BestSpecTokens(0.9, 8, 1, 10e-3, 0.2e-3, 0), 8);
+  EXPECT_EQ(Scheduler::BestSpecTokens(0.0, 8, 1, 10e-3, 0.2e-3, 0), 0);
+  const int32_t mid = Scheduler::BestSpecTokens(0.5, 8, 1, 10e-3, 0.2e-3, 0);
+  EXPECT_GT(mid, 0);
+  EXPECT_LT(mid, 8);
+  // A compute-bound batch of 32 (every token costs as much as the step's
+  // share of it): proposals only slow the others down.
+  EXPECT_EQ(Scheduler::BestSpecTokens(0.9, 8, 32, 32 * 0.3e-3, 0.3e-3, 0), 0);
+  // A costly proposer (as slow as the target per token) needs more acceptance.
+  EXPECT_EQ(Scheduler::BestSpecTokens(0.3, 8, 1, 1e-3, 0.05e-3, 1e-3), 0);
+  EXPECT_GT(Scheduler::BestSpecTokens(0.95, 8, 1, 1e-3, 0.05e-3, 0.05e-3), 0);
+  // Never above the configured k.
+  EXPECT_LE(Scheduler::BestSpecTokens(1.0, 3, 1, 1, 0, 0), 3);
+}
+
 }  // namespace
 }  // namespace tern

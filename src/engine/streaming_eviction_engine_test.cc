@@ -212,6 +212,14 @@ TEST_F(StreamingEvictionEngineTest, SinksAndWindowMustFitMaxModelLen) {
   c = StreamingConfig();
   c.enable_chunked_prefill = false;
   EXPECT_FALSE(Engine::Create(c).ok());
+  // Speculative decoding with streaming eviction is not built.
+  c = StreamingConfig();
+  c.speculative_method = SpecMethod::kNgram;
+  c.num_speculative_tokens = 4;
+  engine = Engine::Create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--speculative-method"), std::string::npos)
+      << engine.status().message();
 }
 
 }  // namespace

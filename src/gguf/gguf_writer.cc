@@ -1,5 +1,7 @@
 #include "gguf/gguf_writer.h"
 
+#include "base/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,64 +81,6 @@ class Encoder {
 };
 
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// Writes to a temp file beside the target and renames it into place, so a
-// reader never sees a half-written file.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp-XXXXXX") {}
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_ && fd_ != -2) ::unlink(tmp_.c_str());
-  }
-
-  Status Create() {
-    fd_ = ::mkstemp(tmp_.data());
-    if (fd_ < 0) {
-      fd_ = -2;  // nothing to unlink
-      return Error("cannot create temporary file " + tmp_);
-    }
-    ::fchmod(fd_, 0644);
-    return Status::Ok();
-  }
-
-  Status Write(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return Error("write failed");
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return Status::Ok();
-  }
-
-  Status Commit() {
-    if (::fsync(fd_) != 0) return Error("fsync failed");
-    // Drop the written (now clean) pages from the page cache: pages cached by
-    // write() stay in small folios, while the first mmap read of the file
-    // brings it back in 2 MiB folios that the loader then maps with huge
-    // page entries (decode read F16 weights ~20% faster that way here).
-    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return Error("close failed");
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) return Error("rename failed");
-    committed_ = true;
-    return Status::Ok();
-  }
-
- private:
-  Status Error(const std::string& what) const {
-    return Unavailable(path_ + ": " + what + ": " + std::strerror(errno));
-  }
-
-  std::string path_;
-  std::string tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace
 

@@ -122,6 +122,9 @@ StatusOr<std::optional<Value>> DictMethod(const Value& d, const std::string& nam
   }
   if (name == "update") {
     const Value* other = args.Get(0, "other");
+    bool cycle = other != nullptr && other->Reaches(d);
+    for (const auto& [k, v] : args.keyword) cycle = cycle || v.Reaches(d);
+    if (cycle) return InvalidArgument("method 'update': a dict cannot contain itself");
     if (other != nullptr && other->is_dict()) {
       for (const auto& [k, v] : other->dict()) d.Set(k, v);
     }
@@ -139,6 +142,9 @@ StatusOr<std::optional<Value>> ListMethod(const Value& l, const std::string& nam
     if (item == nullptr) return InvalidArgument("method '" + name + "': missing argument");
     if ((items.size() + 1) * sizeof(Value) > options.max_output_bytes) {
       return ResourceExhausted("method '" + name + "': list too large");
+    }
+    if (item->Reaches(l)) {
+      return InvalidArgument("method '" + name + "': a list cannot contain itself");
     }
     if (name == "append") {
       items.push_back(*item);

@@ -25,6 +25,7 @@ StatusOr<std::string> Renderer::Render(const StmtList& body, const Value& contex
   iterations_ = 0;
   call_depth_ = 0;
   exec_depth_ = 0;
+  work_bytes_ = 0;
   error_located_ = false;
   std::string out;
   Flow flow = Flow::kNormal;
@@ -228,6 +229,11 @@ Status Renderer::ExecSet(const Stmt& stmt, Frame* frame) {
                                   "': not a namespace"),
                   stmt.line, stmt.column);
   }
+  if (value.Reaches(*target)) {
+    return Locate(InvalidArgument("cannot assign '" + stmt.name + "." + stmt.attr + "': a namespace "
+                                  "cannot contain itself"),
+                  stmt.line, stmt.column);
+  }
   target->Set(stmt.attr, std::move(value));
   return Status::Ok();
 }
@@ -284,6 +290,19 @@ StatusOr<Value> Renderer::CallMacro(const Stmt& stmt, const CallArgs& args) {
 StatusOr<Value> Renderer::Eval(const Expr& expr, Frame* frame) {
   StatusOr<Value> result = EvalInner(expr, frame);
   if (!result.ok()) return Locate(result.status(), expr.line, expr.column);
+  // Values built here (not just looked up) count as work.
+  if (expr.kind != Expr::Kind::kName && expr.kind != Expr::Kind::kGetAttr &&
+      expr.kind != Expr::Kind::kGetItem && expr.kind != Expr::Kind::kLiteral) {
+    const Value& v = *result;
+    if (v.is_string()) work_bytes_ += (int64_t)v.string_value().size();
+    if (v.is_list()) work_bytes_ += (int64_t)(v.list().size() * sizeof(Value));
+    if (work_bytes_ > options_.max_work_bytes) {
+      return Locate(ResourceExhausted("template work over the limit of " +
+                                      std::to_string(options_.max_work_bytes) +
+                                      " bytes built in one render"),
+                    expr.line, expr.column);
+    }
+  }
   return result;
 }
 

@@ -54,6 +54,7 @@ class Renderer {
   TemplateOptions options_;
   Frame* template_frame_ = nullptr;
   int64_t iterations_ = 0;
+  int64_t work_bytes_ = 0;  // see TemplateOptions::max_work_bytes
   int call_depth_ = 0;
   int exec_depth_ = 0;
   bool error_located_ = false;

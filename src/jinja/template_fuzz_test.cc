@@ -116,5 +116,54 @@ TEST(TemplateFuzzTest, PathologicalInputsAreRejectedOrBounded) {
   EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted);
 }
 
+// A container cannot be made to hold itself (repr, tojson and equality of a
+// cycle would recurse without end): every mutator refuses, and the render
+// fails with a message instead of overflowing the stack.
+TEST(TemplateFuzzTest, ContainersCannotHoldThemselves) {
+  const char* cycles[] = {
+      "{% set x = [1] %}{% set _ = x.append(x) %}{{ x|tojson }}",
+      "{% set x = [1] %}{% set y = [[x]] %}{% set _ = x.append(y) %}{{ x }}",
+      "{% set x = [1] %}{% set _ = x.extend([x]) %}{{ x }}",
+      "{% set d = {} %}{% set _ = d.update({'a': d}) %}{{ d|tojson }}",
+      "{% set d = {} %}{% set _ = d.update(a=[d]) %}{{ d == d }}",
+      "{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns.me|tojson }}",
+  };
+  for (const char* source : cycles) {
+    StatusOr<Template> t = Template::Parse(source, ChatTemplateOptions());
+    ASSERT_TRUE(t.ok()) << source;
+    StatusOr<std::string> out = t->Render(Value::Dict());
+    ASSERT_FALSE(out.ok()) << source;
+    EXPECT_NE(out.status().message().find("cannot contain itself"), std::string::npos)
+        << out.status().message();
+  }
+  // Sharing without a cycle is fine.
+  StatusOr<Template> shared = Template::Parse(
+      "{% set x = [1] %}{% set y = [x, x] %}{% set _ = y.append(x) %}{{ y|tojson }}",
+      ChatTemplateOptions());
+  ASSERT_TRUE(shared.ok());
+  StatusOr<std::string> out = shared->Render(Value::Dict());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(*out, "[[1], [1], [1]]");
+}
+
+// A loop that rebuilds a big string each turn keeps every value and the
+// output small, yet would run for minutes: the work budget stops it.
+TEST(TemplateFuzzTest, WorkBudgetStopsRepeatedLargeBuilds) {
+  TemplateOptions o = ChatTemplateOptions();
+  o.max_work_bytes = 16 << 20;
+  StatusOr<Template> t = Template::Parse(
+      "{% for i in range(100000) %}{% set x = 'a' * 100000 %}{% endfor %}done", o);
+  ASSERT_TRUE(t.ok());
+  StatusOr<std::string> out = t->Render(Value::Dict());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(out.status().message().find("work over the limit"), std::string::npos);
+  // The same loop with a small build stays within the budget.
+  StatusOr<Template> small = Template::Parse(
+      "{% for i in range(1000) %}{% set x = 'a' * 100 %}{% endfor %}done", o);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->Render(Value::Dict()).value(), "done");
+}
+
 }  // namespace
 }  // namespace tern

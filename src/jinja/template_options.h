@@ -21,6 +21,11 @@ struct TemplateOptions {
   int64_t max_loop_iterations = 1'000'000;     // all loop iterations of one render
   int max_call_depth = 64;                     // nested macro calls
   int max_nesting_depth = 128;                 // nested statements/expressions when parsing
+  // Work of one render: bytes of the strings (and list slots) that
+  // operators, filters, calls and literals build, summed over the render. A
+  // loop that rebuilds a large string each turn stops here even though no
+  // single value or the output passes its limit.
+  int64_t max_work_bytes = int64_t{256} << 20;
 };
 
 }  // namespace tern

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 namespace tern {
 
@@ -351,6 +352,29 @@ bool Value::Equals(const Value& other) const {
     default:
       return false;
   }
+}
+
+bool Value::Reaches(const Value& container) const {
+  const void* target = container.kind_ == Kind::kList   ? (const void*)container.list_.get()
+                       : container.kind_ == Kind::kDict ? (const void*)container.dict_.get()
+                                                        : nullptr;
+  if (target == nullptr) return false;
+  std::vector<const Value*> stack = {this};
+  std::unordered_set<const void*> seen;  // shared sub-containers are walked once
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (v->kind_ == Kind::kList) {
+      if (v->list_.get() == target) return true;
+      if (!seen.insert(v->list_.get()).second) continue;
+      for (const Value& item : *v->list_) stack.push_back(&item);
+    } else if (v->kind_ == Kind::kDict) {
+      if (v->dict_.get() == target) return true;
+      if (!seen.insert(v->dict_.get()).second) continue;
+      for (const auto& [k, item] : *v->dict_) stack.push_back(&item);
+    }
+  }
+  return false;
 }
 
 Value Value::DeepCopy() const {

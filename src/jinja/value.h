@@ -113,6 +113,11 @@ class Value {
 
   // Python ==, with 1 == 1.0 == True and deep list/dict comparison.
   bool Equals(const Value& other) const;
+  // True when this value is `container` (the very same list or dict) or
+  // holds it at any depth. Mutators refuse a value that reaches its target,
+  // so values never form cycles (which would make repr, tojson and equality
+  // recurse forever).
+  bool Reaches(const Value& container) const;
 
   // A copy that shares no list/dict storage with this value.
   Value DeepCopy() const;

@@ -238,6 +238,22 @@ void KvCacheManager::Free(const std::string& request_id) {
                 [&](const PendingMove& m) { return m.request_id == request_id; });
 }
 
+int32_t KvCacheManager::TruncateTo(const std::string& request_id, int32_t num_tokens) {
+  auto it = tables_.find(request_id);
+  if (it == tables_.end()) return 0;
+  Table& table = it->second;
+  const size_t keep = (size_t)(std::max(0, num_tokens) + block_size_ - 1) / block_size_;
+  if (table.block_ids.size() <= keep) return 0;
+  CHECK_LE(table.content_ids.size(), keep);
+  std::vector<int32_t> reversed;
+  for (size_t i = table.block_ids.size(); i > keep; --i) {
+    if (table.block_ids[i - 1] != kFreedBlock) reversed.push_back(table.block_ids[i - 1]);
+  }
+  table.block_ids.resize(keep);
+  pool_.Free(reversed);
+  return (int32_t)reversed.size();
+}
+
 std::span<const int32_t> KvCacheManager::BlockTable(const std::string& request_id) const {
   auto it = tables_.find(request_id);
   if (it == tables_.end()) return {};

@@ -148,6 +148,13 @@ class KvCacheManager {
   // Releases the request's blocks (last block first). Unknown ids: no-op.
   void Free(const std::string& request_id);
 
+  // Shrinks the request's block table to the blocks covering its first
+  // num_tokens tokens and returns the rest to the pool (last first): the
+  // rollback of rejected speculative tokens. Blocks already indexed in the
+  // prefix cache are never dropped (they cover computed, accepted tokens, so
+  // num_tokens never reaches below them). Returns the blocks released.
+  int32_t TruncateTo(const std::string& request_id, int32_t num_tokens);
+
   // The request's block table (empty for unknown ids).
   std::span<const int32_t> BlockTable(const std::string& request_id) const;
   int32_t num_requests() const { return (int32_t)tables_.size(); }

@@ -84,6 +84,30 @@ TEST(KvCacheManagerTest, FreeReturnsBlocksTailFirst) {
   m.CheckInvariants();
 }
 
+TEST(KvCacheManagerTest, TruncateToReturnsBlocksBeyondTheKeptTokens) {
+  KvCacheManager m(6, 4, true);
+  const Ids tokens = Range(7, 6);
+  const auto hashes = Hashes(tokens, 4);
+  // 6 accepted tokens + 8 speculative slots: blocks 0 1 2 3.
+  ASSERT_TRUE(m.AllocateSlots("a", 0, 14).has_value());
+  EXPECT_EQ(Table(m, "a"), (Ids{0, 1, 2, 3}));
+  m.CommitFullBlocks("a", hashes, tokens, 6, "");
+  // Two proposals accepted: 8 computed tokens keep blocks 0 1.
+  EXPECT_EQ(m.TruncateTo("a", 8), 2);
+  m.CheckInvariants();
+  EXPECT_EQ(Table(m, "a"), (Ids{0, 1}));
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  EXPECT_TRUE(m.pool().is_cached(0));
+  EXPECT_FALSE(m.pool().is_cached(1));  // never committed: it held rejected KV
+  // Nothing to return: no-op; unknown ids too.
+  EXPECT_EQ(m.TruncateTo("a", 8), 0);
+  EXPECT_EQ(m.TruncateTo("b", 0), 0);
+  // Growing again after a truncation reuses the pool.
+  ASSERT_TRUE(m.AllocateSlots("a", 8, 9).has_value());
+  EXPECT_EQ(Table(m, "a").size(), 5u);
+  m.CheckInvariants();
+}
+
 TEST(KvCacheManagerTest, PrefixHitSharesComputedFullBlocks) {
   KvCacheManager m(8, 4, true);
   const Ids prompt = Range(100, 10);  // 2 full blocks + 2

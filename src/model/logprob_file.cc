@@ -6,6 +6,8 @@
 #include <cstring>
 #include <memory>
 
+#include "base/atomic_file.h"
+
 namespace tern {
 namespace {
 
@@ -27,19 +29,17 @@ int32_t ArgmaxRow(const float* row, int32_t n) {
 }  // namespace
 
 Status WriteLogprobFile(const std::string& path, const LogprobFile& file) {
-  FilePtr f(std::fopen(path.c_str(), "wb"));
-  if (!f) return NotFound(path + ": cannot open for writing: " + std::strerror(errno));
+  AtomicFile f(path);
+  TERN_RETURN_IF_ERROR(f.Create());
   const uint32_t n_vocab = file.n_vocab, ctx = file.ctx;
   const uint64_t n = file.token_ids.size();
-  bool ok = std::fwrite(kMagic, 1, 8, f.get()) == 8 &&
-            std::fwrite(&n_vocab, 4, 1, f.get()) == 1 && std::fwrite(&ctx, 4, 1, f.get()) == 1 &&
-            std::fwrite(&n, 8, 1, f.get()) == 1 &&
-            std::fwrite(file.token_ids.data(), 4, n, f.get()) == n &&
-            std::fwrite(file.logprobs.data(), 4, file.logprobs.size(), f.get()) ==
-                file.logprobs.size();
-  ok = (std::fclose(f.release()) == 0) && ok;
-  if (!ok) return Internal(path + ": write failed: " + std::strerror(errno));
-  return Status::Ok();
+  TERN_RETURN_IF_ERROR(f.Write(kMagic, 8));
+  TERN_RETURN_IF_ERROR(f.Write(&n_vocab, 4));
+  TERN_RETURN_IF_ERROR(f.Write(&ctx, 4));
+  TERN_RETURN_IF_ERROR(f.Write(&n, 8));
+  TERN_RETURN_IF_ERROR(f.Write(file.token_ids.data(), 4 * n));
+  TERN_RETURN_IF_ERROR(f.Write(file.logprobs.data(), 4 * file.logprobs.size()));
+  return f.Commit();
 }
 
 StatusOr<LogprobFile> ReadLogprobFile(const std::string& path) {

@@ -9,15 +9,22 @@
 #include "server/stats_json.h"
 
 namespace tern {
-namespace {
 
-// Compares without an early exit, so the key's prefix cannot be timed.
-bool SameSecret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size() || b.empty()) return false;
-  unsigned diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+// Constant time in the candidate: always walks the whole key and never exits
+// early, so neither a matching prefix nor the key's length can be timed
+// (the work depends only on the key's length, fixed for the server's life).
+bool SameSecret(std::string_view candidate, std::string_view key) {
+  if (key.empty()) return false;
+  volatile unsigned char diff = candidate.size() == key.size() ? 0 : 1;
+  const size_t n = candidate.size();
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char c = n == 0 ? 0 : (unsigned char)candidate[i < n ? i : i % n];
+    diff = diff | (unsigned char)(c ^ (unsigned char)key[i]);
+  }
   return diff == 0;
 }
+
+namespace {
 
 struct Route {
   const char* path;
@@ -179,6 +186,12 @@ void ApiServer::Dispatch(const HttpRequest& request, HttpExchange& exchange,
       RespondError(exchange, NotReadyError());
     return;
   }
+  const bool metrics_route = request.path == "/metrics" || request.path == "/stats";
+  if (metrics_route && options_.protect_metrics && !Authorized(request)) {
+    RespondError(exchange, ApiError::Unauthorized(
+                               "missing or wrong API key; send 'Authorization: Bearer <key>'"));
+    return;
+  }
   if (request.path == "/metrics") {
     EngineStats stats;
     if (backend) stats = backend->GetStats();
@@ -303,7 +316,7 @@ void ApiServer::HandleTokenize(const HttpRequest& request, HttpExchange& exchang
     }
     ids = std::move(r).value();
   } else {
-    ids = backend->Encode(parsed.prompt, parsed.add_special_tokens, /*parse_special=*/true);
+    ids = backend->Encode(parsed.prompt, parsed.add_special_tokens, parsed.parse_special);
   }
   exchange.Respond(200, "application/json", TokenizeJson(ids, backend->max_model_len()));
 }

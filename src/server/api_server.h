@@ -6,8 +6,9 @@
 //   GET  /metrics  Prometheus text
 //   GET  /, /dashboard  the live dashboard page (HTML); GET /stats  its JSON
 // With an API key set, every route but /health, /metrics, /stats and the
-// dashboard page needs
-// "Authorization: Bearer KEY" (401 otherwise). Unknown route 404, wrong
+// dashboard page needs "Authorization: Bearer KEY" (401 otherwise; compared
+// in constant time); protect_metrics puts /metrics and /stats behind the key
+// too. /health stays open always. Unknown route 404, wrong
 // method 405, unknown model 404 (code model_not_found), more than
 // max_pending_requests engine requests in flight 429.
 //
@@ -30,6 +31,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "server/access_log.h"
 #include "server/http_exchange.h"
@@ -40,9 +42,14 @@
 
 namespace tern {
 
+// True when candidate equals key (non-empty), in time that depends only on
+// key's length: no early exit on a mismatching byte or length.
+bool SameSecret(std::string_view candidate, std::string_view key);
+
 struct ApiServerOptions {
   std::string served_model_name = "model";
   std::string api_key;  // "" = no authentication
+  bool protect_metrics = false;  // with a key: /metrics and /stats need it
   RequestLimits limits;
   int32_t max_pending_requests = 4096;
   // Called once per request, on its connection thread; empty = no access log.

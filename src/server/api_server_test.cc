@@ -67,10 +67,19 @@ class FakeBackend : public ServingBackend {
   int32_t max_model_len() const override { return context; }
   bool streaming_kv_eviction() const override { return streaming; }
   int32_t vocab_size() const override { return 259; }
-  std::vector<int32_t> Encode(std::string_view text, bool add_special, bool) const override {
+  // Bytes + 3; "</s>" is the special token 2 only when parse_special.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                              bool parse_special) const override {
     std::vector<int32_t> ids;
     if (add_special) ids.push_back(1);
-    for (unsigned char b : text) ids.push_back(b + 3);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (parse_special && text.substr(i).starts_with("</s>")) {
+        ids.push_back(2);
+        i += 3;
+        continue;
+      }
+      ids.push_back((unsigned char)text[i] + 3);
+    }
     return ids;
   }
   std::string Decode(std::span<const int32_t> ids) const override {
@@ -512,6 +521,42 @@ TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
   EXPECT_EQ(m.status, 200);
 }
 
+TEST(ApiServerAuthTest, ProtectMetricsPutsMetricsAndStatsBehindTheKey) {
+  ApiServerOptions o;
+  o.api_key = "sekret";
+  o.protect_metrics = true;
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  for (const char* path : {"/metrics", "/stats"}) {
+    FakeExchange open;
+    server.Handle(Get(path), open);
+    EXPECT_EQ(open.status, 401) << path;
+    HttpRequest r = Get(path);
+    r.headers.emplace_back("authorization", "Bearer sekret");
+    FakeExchange keyed;
+    server.Handle(r, keyed);
+    EXPECT_EQ(keyed.status, 200) << path;
+  }
+  FakeExchange h;
+  server.Handle(Get("/health"), h);
+  EXPECT_EQ(h.status, 200);  // always open
+}
+
+// The comparison is right for every length relation and never matches an
+// empty key; its timing independence is by construction (no early exit).
+TEST(ApiServerAuthTest, SameSecretComparesWholeKeys) {
+  EXPECT_TRUE(SameSecret("sekret", "sekret"));
+  EXPECT_FALSE(SameSecret("sekreT", "sekret"));
+  EXPECT_FALSE(SameSecret("Sekret", "sekret"));
+  EXPECT_FALSE(SameSecret("sekre", "sekret"));
+  EXPECT_FALSE(SameSecret("sekrets", "sekret"));
+  EXPECT_FALSE(SameSecret("seksek", "sek"));  // the key repeated: lengths differ
+  EXPECT_FALSE(SameSecret("", "sekret"));
+  EXPECT_FALSE(SameSecret("", ""));
+  EXPECT_FALSE(SameSecret("x", ""));
+}
+
 TEST(ApiServerAuthTest, DashboardAndStatsAreOpenLikeMetrics) {
   ApiServerOptions o;
   o.api_key = "sekret";
@@ -562,6 +607,13 @@ TEST_F(ApiServerTest, TokenizeDetokenizeAndModels) {
   EXPECT_EQ(t["max_model_len"], 64);
   json t2 = Call(Post("/tokenize", R"({"prompt": "ab", "add_special_tokens": false})")).Json();
   EXPECT_EQ(t2["count"], 2);
+  // Special-token text is plain text unless the request asks to parse it.
+  json t3 = Call(Post("/tokenize", R"({"prompt": "a</s>", "add_special_tokens": false})")).Json();
+  EXPECT_EQ(t3["tokens"], json({'a' + 3, '<' + 3, '/' + 3, 's' + 3, '>' + 3}));
+  json t4 = Call(Post("/tokenize",
+                      R"({"prompt": "a</s>", "add_special_tokens": false, "parse_special": true})"))
+                .Json();
+  EXPECT_EQ(t4["tokens"], json({'a' + 3, 2}));
   json d = Call(Post("/detokenize", R"({"tokens": [100, 101]})")).Json();
   EXPECT_EQ(d["prompt"], "ab");
   json m = Call(Get("/v1/models")).Json();

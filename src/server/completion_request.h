@@ -83,6 +83,9 @@ struct TokenizeRequest {
   std::string prompt;
   std::vector<ApiMessage> messages;
   bool add_special_tokens = true;
+  // The prompt's special-token texts ("</s>", "<|im_end|>") become special
+  // tokens only when asked; by default they are plain text.
+  bool parse_special = false;
 };
 
 struct DetokenizeRequest {

@@ -116,8 +116,78 @@ HttpParser::Result HttpParser::ParseHead(std::string_view head, HttpRequest* out
   return Result::kRequest;
 }
 
+HttpParser::Result HttpParser::ParseChunks() {
+  // chunk = size-hex [; ext] CRLF data CRLF; last-chunk = "0" [; ext] CRLF;
+  // then trailer lines and a blank line.
+  constexpr size_t kMaxSizeLine = 1024;  // size + extensions
+  for (;;) {
+    const size_t eol = buffer_.find("\r\n", chunk_pos_);
+    if (eol == std::string::npos) {
+      if (buffer_.size() - chunk_pos_ > kMaxSizeLine) return Fail(400, "chunk size line too long");
+      return Result::kNeedMore;
+    }
+    if (eol - chunk_pos_ > kMaxSizeLine) return Fail(400, "chunk size line too long");
+    std::string_view line = std::string_view(buffer_).substr(chunk_pos_, eol - chunk_pos_);
+    line = Trim(line.substr(0, line.find(';')));
+    if (line.empty() || line.size() > 15) return Fail(400, "malformed chunk size");
+    uint64_t size = 0;
+    for (char c : line) {
+      const int d = std::isdigit((unsigned char)c) ? c - '0'
+                    : (c >= 'a' && c <= 'f')      ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F')      ? c - 'A' + 10
+                                                  : -1;
+      if (d < 0) return Fail(400, "malformed chunk size");
+      size = size * 16 + (uint64_t)d;
+    }
+    if (size > limits_.max_body_bytes - chunked_body_.size()) {
+      return Fail(413, "chunked request body exceeds the limit of " +
+                           std::to_string(limits_.max_body_bytes) + " bytes");
+    }
+    if (size == 0) {
+      // Trailers: header lines up to a blank line, within the header limit.
+      const size_t trailers = eol + 2;
+      size_t end = buffer_.compare(trailers, 2, "\r\n") == 0 ? trailers
+                                                              : buffer_.find("\r\n\r\n", trailers);
+      if (end == std::string::npos) {
+        if (buffer_.size() - trailers > limits_.max_header_bytes) {
+          return Fail(431, "request trailers exceed " + std::to_string(limits_.max_header_bytes) +
+                               " bytes");
+        }
+        return Result::kNeedMore;
+      }
+      if (end != trailers) end += 2;  // the last trailer line's CRLF
+      if (end - trailers > limits_.max_header_bytes) {
+        return Fail(431, "request trailers exceed " + std::to_string(limits_.max_header_bytes) +
+                             " bytes");
+      }
+      chunk_pos_ = end + 2;
+      return Result::kRequest;
+    }
+    const size_t data = eol + 2;
+    if (buffer_.size() < data + size + 2) return Result::kNeedMore;
+    if (buffer_.compare(data + size, 2, "\r\n") != 0) return Fail(400, "chunk not followed by CRLF");
+    chunked_body_.append(buffer_, data, size);
+    chunk_pos_ = data + size + 2;
+  }
+}
+
 HttpParser::Result HttpParser::Next(HttpRequest* out) {
   if (error_status_ != 0) return Result::kError;
+  if (chunked_) {
+    const Result r = ParseChunks();
+    if (r != Result::kRequest) return r;
+    chunked_request_.body = std::move(chunked_body_);
+    buffer_.erase(0, chunk_pos_);
+    *out = std::move(chunked_request_);
+    chunked_ = false;
+    chunked_request_ = HttpRequest{};
+    chunked_body_.clear();
+    chunk_pos_ = 0;
+    head_complete_ = false;
+    wants_continue_ = false;
+    continue_sent_ = false;
+    return Result::kRequest;
+  }
   // Tolerate blank lines between pipelined requests (RFC 9112 section 2.2).
   size_t skip = 0;
   while (skip + 1 < buffer_.size() && buffer_[skip] == '\r' && buffer_[skip + 1] == '\n') skip += 2;
@@ -139,10 +209,24 @@ HttpParser::Result HttpParser::Next(HttpRequest* out) {
   if (ParseHead(std::string_view(buffer_).substr(0, head_end), &req) == Result::kError) {
     return Result::kError;
   }
+  head_complete_ = true;
+  const size_t body_start = head_end + 4;
   if (req.HasHeader("transfer-encoding")) {
-    return Fail(411,
-                "chunked (Transfer-Encoding) request bodies are not supported; "
-                "send the body with a Content-Length header");
+    if (req.HasHeader("content-length")) {
+      return Fail(400, "a request may not carry both Content-Length and Transfer-Encoding");
+    }
+    std::string coding = Lower(Trim(req.Header("transfer-encoding")));
+    int num_te = 0;
+    for (const auto& h : req.headers) num_te += h.first == "transfer-encoding";
+    if (num_te != 1 || coding != "chunked") {
+      return Fail(501, "unsupported Transfer-Encoding '" + std::string(req.Header("transfer-encoding")) +
+                           "'; only chunked is accepted");
+    }
+    wants_continue_ = HasToken(req.Header("expect"), "100-continue");
+    chunked_ = true;
+    chunked_request_ = std::move(req);
+    chunk_pos_ = body_start;
+    return Next(out);
   }
   uint64_t length = 0;
   int num_lengths = 0;
@@ -157,13 +241,13 @@ HttpParser::Result HttpParser::Next(HttpRequest* out) {
     return Fail(413, "request body of " + std::to_string(length) + " bytes exceeds the limit of " +
                          std::to_string(limits_.max_body_bytes) + " bytes");
   }
-  size_t body_start = head_end + 4;
   if (buffer_.size() - body_start < length) {
     wants_continue_ = HasToken(req.Header("expect"), "100-continue");
     return Result::kNeedMore;
   }
   req.body = buffer_.substr(body_start, length);
   buffer_.erase(0, body_start + length);
+  head_complete_ = false;
   wants_continue_ = false;
   continue_sent_ = false;
   *out = std::move(req);

@@ -4,10 +4,13 @@
 // the bytes that follow it for the next call.
 //
 // Accepted: request line "METHOD TARGET HTTP/1.x", headers, and a body framed
-// by Content-Length. Rejected with an HTTP status (never a crash):
-//   400 malformed request line / header / Content-Length
-//   411 Transfer-Encoding (chunked) request bodies: send Content-Length
+// by Content-Length or by "Transfer-Encoding: chunked" (decoded; chunk
+// extensions and trailers are read and dropped; the decoded body counts
+// against max_body_bytes). Rejected with an HTTP status (never a crash):
+//   400 malformed request line / header / Content-Length / chunk framing,
+//       or both Content-Length and Transfer-Encoding (request smuggling)
 //   413 body over max_body_bytes       431 header block over max_header_bytes
+//   501 a transfer coding other than chunked
 //   505 a version other than HTTP/1.0 or HTTP/1.1
 // After an error the parser stays in the error state (the connection closes).
 //
@@ -62,6 +65,10 @@ class HttpParser {
   bool WantsContinue() const { return wants_continue_ && !continue_sent_; }
   void MarkContinueSent() { continue_sent_ = true; }
 
+  // True once the pending request's header block is complete (its body may
+  // still be arriving); false between requests and while headers arrive.
+  bool head_complete() const { return head_complete_; }
+
   // Bytes buffered but not yet returned as a request.
   size_t buffered_bytes() const { return buffer_.size(); }
   int error_status() const { return error_status_; }
@@ -70,9 +77,19 @@ class HttpParser {
  private:
   Result Fail(int status, std::string message);
   Result ParseHead(std::string_view head, HttpRequest* out);
+  // Decodes chunks from chunk_pos_; kRequest once the last chunk and the
+  // trailers are in (then the request's bytes end at chunk_pos_).
+  Result ParseChunks();
 
   HttpLimits limits_;
   std::string buffer_;
+  bool head_complete_ = false;
+  // A chunked body being decoded: the parsed head, the decoded bytes so far
+  // and where the next chunk-size line starts in buffer_.
+  bool chunked_ = false;
+  HttpRequest chunked_request_;
+  std::string chunked_body_;
+  size_t chunk_pos_ = 0;
   bool wants_continue_ = false;
   bool continue_sent_ = false;
   int error_status_ = 0;

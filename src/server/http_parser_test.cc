@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace tern {
 namespace {
 
@@ -70,7 +73,7 @@ TEST(HttpParserTest, ConnectionCloseAndHttp10DisableKeepAlive) {
 }
 
 struct BadCase {
-  const char* raw;
+  std::string raw;
   int status;
 };
 
@@ -88,7 +91,17 @@ TEST(HttpParserTest, RejectsBadRequestsWithTheRightStatus) {
       {"POST / HTTP/1.1\r\nContent-Length: 12abc\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
-      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string(2000, '1'), 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1001\r\n", 413},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + std::string(2048, 'a') +
+           "\r\n801\r\n", 413},
       {"POST / HTTP/1.1\r\nContent-Length: 9000\r\n\r\n", 413},
   };
   for (const BadCase& c : cases) {
@@ -100,6 +113,59 @@ TEST(HttpParserTest, RejectsBadRequestsWithTheRightStatus) {
     EXPECT_FALSE(p.error_message().empty());
     EXPECT_EQ(p.Next(&r), HttpParser::Result::kError) << "stays failed";
   }
+}
+
+// Transfer-Encoding: chunked bodies are decoded (extensions and trailers
+// dropped), byte by byte or whole, and pipelined requests after them parse.
+TEST(HttpParserTest, DecodesChunkedBodies) {
+  const std::string raw =
+      "POST /c HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"
+      "5;name=x\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n"
+      "POST /d HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+      "GET /e HTTP/1.1\r\n\r\n";
+  for (size_t step : {raw.size(), (size_t)1, (size_t)7}) {
+    HttpParser p;
+    std::vector<HttpRequest> got;
+    for (size_t i = 0; i < raw.size(); i += step) {
+      p.Append(raw.substr(i, step));
+      HttpRequest r;
+      HttpParser::Result res;
+      while ((res = p.Next(&r)) == HttpParser::Result::kRequest) got.push_back(r);
+      ASSERT_EQ(res, HttpParser::Result::kNeedMore) << p.error_message();
+    }
+    ASSERT_EQ(got.size(), 3u) << "step " << step;
+    EXPECT_EQ(got[0].path, "/c");
+    EXPECT_EQ(got[0].body, "hello 0123456789");
+    EXPECT_EQ(got[1].path, "/d");
+    EXPECT_EQ(got[1].body, "");
+    EXPECT_EQ(got[2].path, "/e");
+    EXPECT_EQ(p.buffered_bytes(), 0u);
+    EXPECT_FALSE(p.head_complete());
+  }
+}
+
+TEST(HttpParserTest, ChunkedBodyExactlyAtTheLimitIsAccepted) {
+  HttpParser p(HttpLimits{.max_header_bytes = 1024, .max_body_bytes = 4096});
+  p.Append("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" +
+           std::string(2048, 'a') + "\r\n800\r\n" + std::string(2048, 'b') + "\r\n0\r\n\r\n");
+  HttpRequest r;
+  ASSERT_EQ(p.Next(&r), HttpParser::Result::kRequest) << p.error_message();
+  EXPECT_EQ(r.body.size(), 4096u);
+}
+
+TEST(HttpParserTest, HeadCompleteTracksTheHeaderPhase) {
+  HttpParser p;
+  HttpRequest r;
+  EXPECT_FALSE(p.head_complete());
+  p.Append("POST / HTTP/1.1\r\nContent-Length: 3\r\n");
+  EXPECT_EQ(p.Next(&r), HttpParser::Result::kNeedMore);
+  EXPECT_FALSE(p.head_complete());
+  p.Append("\r\nab");
+  EXPECT_EQ(p.Next(&r), HttpParser::Result::kNeedMore);
+  EXPECT_TRUE(p.head_complete());
+  p.Append("c");
+  EXPECT_EQ(p.Next(&r), HttpParser::Result::kRequest);
+  EXPECT_FALSE(p.head_complete());
 }
 
 TEST(HttpParserTest, RejectsHugeHeadersBeforeTheyEnd) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -69,10 +70,16 @@ void SetTimeout(int fd, int option, int ms) {
   ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
 }
 
-// HttpExchange over one connected socket.
+// HttpExchange over one connected socket. Plain responses are sent blocking
+// (bounded by SO_SNDTIMEO). Event streams never block the handler: each event
+// is sent with MSG_DONTWAIT and what the socket does not take waits in
+// pending_, flushed before the next event and on ClientGone(); a client whose
+// backlog passes stream_buffer_bytes stops reading, so the stream breaks and
+// the handler aborts its request.
 class SocketExchange : public HttpExchange {
  public:
-  explicit SocketExchange(int fd) : fd_(fd) {}
+  SocketExchange(int fd, size_t stream_buffer_bytes, int send_timeout_ms)
+      : fd_(fd), stream_buffer_bytes_(stream_buffer_bytes), send_timeout_ms_(send_timeout_ms) {}
 
   void Reset(const HttpRequest& request, bool keep_alive) {
     keep_alive_ = keep_alive;
@@ -80,6 +87,7 @@ class SocketExchange : public HttpExchange {
     http10_ = request.version == "HTTP/1.0";
     answered_ = false;
     streaming_ = false;
+    pending_.clear();
   }
   bool answered() const { return answered_; }
   // The connection cannot carry another request.
@@ -117,17 +125,40 @@ class SocketExchange : public HttpExchange {
       std::snprintf(size, sizeof(size), "%zx\r\n", payload.size());
       payload = size + payload + "\r\n";
     }
-    if (!SendAll(fd_, payload)) broken_ = true;
+    pending_ += payload;
+    FlushPending();
+    if (!broken_ && pending_.size() > stream_buffer_bytes_) {
+      TERN_LOG_WARN("http: client stopped reading its event stream (%zu bytes pending); "
+                    "aborting the request", pending_.size());
+      broken_ = true;
+    }
     return !broken_;
   }
 
   void EndEventStream() override {
     if (broken_ || !streaming_) return;
     streaming_ = false;
-    if (!http10_ && !SendAll(fd_, "0\r\n\r\n")) broken_ = true;
+    if (!http10_) pending_ += "0\r\n\r\n";
+    // The tail waits for the client (bounded by the send timeout).
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(send_timeout_ms_);
+    while (!broken_ && !pending_.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLOUT, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, (int)std::min<int64_t>(left.count(), kPollSliceMs)) < 0) {
+        if (errno == EINTR && left.count() > 0) continue;
+        broken_ = true;
+        break;
+      }
+      FlushPending();
+    }
+    pending_.clear();
   }
 
   bool ClientGone() override {
+    if (broken_) return true;
+    if (!pending_.empty()) FlushPending();
     if (broken_) return true;
     pollfd p{fd_, POLLRDHUP, 0};
     if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
@@ -137,7 +168,28 @@ class SocketExchange : public HttpExchange {
   }
 
  private:
+  // Sends what the socket takes now; a hard error breaks the connection.
+  void FlushPending() {
+    size_t sent = 0;
+    while (sent < pending_.size()) {
+      const ssize_t n = ::send(fd_, pending_.data() + sent, pending_.size() - sent,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += (size_t)n;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      broken_ = true;
+      break;
+    }
+    pending_.erase(0, sent);
+  }
+
   int fd_;
+  size_t stream_buffer_bytes_;
+  int send_timeout_ms_;
+  std::string pending_;  // stream bytes the socket has not taken yet
   bool keep_alive_ = true;
   bool head_only_ = false;
   bool http10_ = false;
@@ -174,6 +226,8 @@ const char* HttpReason(int status) {
       return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     case 505:
@@ -234,6 +288,29 @@ void HttpServer::RejectBusy(int fd) {
   ::close(fd);
 }
 
+// Marks fd's connection as reading a request head (or waiting for one) since
+// now, or as past its head (busy); only the former may be evicted.
+void HttpServer::SetReadingHead(int fd, bool reading_head) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  it->second.reading_head = reading_head;
+  it->second.since = std::chrono::steady_clock::now();
+}
+
+bool HttpServer::EvictSlowestHeadLocked() {
+  auto victim = conns_.end();
+  for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+    if (!it->second.reading_head || it->second.evicted) continue;
+    if (victim == conns_.end() || it->second.since < victim->second.since) victim = it;
+  }
+  if (victim == conns_.end()) return false;
+  victim->second.evicted = true;
+  ::shutdown(victim->first, SHUT_RDWR);  // its thread sees EOF and closes it
+  ++num_evicted_;
+  return true;
+}
+
 void HttpServer::AcceptLoop() {
   while (!stopping_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
@@ -248,12 +325,17 @@ void HttpServer::AcceptLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_.load() || (int)open_fds_.size() >= options_.max_connections) {
+      int live = 0;  // connections not already on their way out
+      for (const auto& [cfd, c] : conns_) live += !c.evicted;
+      // At the limit, the connection that has spent longest sending a
+      // request head (or idling between requests) makes room: slow or idle
+      // clients cannot lock out a client that sends its request promptly.
+      if (stopping_.load() || (live >= options_.max_connections && !EvictSlowestHeadLocked())) {
         RejectBusy(fd);
         continue;
       }
-      open_fds_.insert(fd);
-      num_connections_.store((int)open_fds_.size());
+      conns_[fd] = Conn{true, false, std::chrono::steady_clock::now()};
+      num_connections_.store((int)conns_.size());
     }
     try {
       std::thread([this, fd, remote = AddressText(peer)] { ServeConnection(fd, remote); })
@@ -261,8 +343,8 @@ void HttpServer::AcceptLoop() {
     } catch (const std::system_error& e) {  // out of threads: answer 503
       TERN_LOG_WARN("http: cannot start a connection thread: %s", e.what());
       std::lock_guard<std::mutex> lock(mu_);
-      open_fds_.erase(fd);
-      num_connections_.store((int)open_fds_.size());
+      conns_.erase(fd);
+      num_connections_.store((int)conns_.size());
       RejectBusy(fd);
     }
   }
@@ -273,11 +355,25 @@ void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   SetTimeout(fd, SO_SNDTIMEO, options_.send_timeout_ms);
   HttpParser parser(options_.limits);
-  SocketExchange exchange(fd);
+  SocketExchange exchange(fd, options_.stream_buffer_bytes, options_.send_timeout_ms);
   char buf[16384];
-  auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
-  bool waiting_for_start = true;  // no byte of the next request yet
+  using Clock = std::chrono::steady_clock;
+  auto after = [](int ms) { return Clock::now() + std::chrono::milliseconds(ms); };
+  // Phases of a request and their deadlines: waiting for its first byte
+  // (idle_timeout_ms, then close quietly), its head (header_timeout_ms from
+  // the first byte), its body (body_timeout_ms from the end of the head);
+  // a missed head or body deadline answers 408.
+  enum class Phase { kIdle, kHead, kBody };
+  Phase phase = Phase::kIdle;
+  auto deadline = after(options_.idle_timeout_ms);
+  auto enter = [&](Phase next) {
+    if (next == phase) return;
+    SetReadingHead(fd, next != Phase::kBody);
+    phase = next;
+    deadline = after(next == Phase::kIdle   ? options_.idle_timeout_ms
+                     : next == Phase::kHead ? options_.header_timeout_ms
+                                            : options_.body_timeout_ms);
+  };
   for (;;) {
     HttpRequest request;
     HttpParser::Result result = parser.Next(&request);
@@ -287,6 +383,7 @@ void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
       break;
     }
     if (result == HttpParser::Result::kRequest) {
+      SetReadingHead(fd, false);
       request.remote_addr = remote_addr;
       exchange.Reset(request, request.keep_alive && !stopping_.load());
       try {
@@ -301,20 +398,21 @@ void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
         exchange.Respond(500, "application/json", ErrorBody(500, "the handler sent no response"));
       }
       if (exchange.must_close() || stopping_.load()) break;
-      waiting_for_start = parser.buffered_bytes() == 0;
-      deadline = std::chrono::steady_clock::now() +
-                 std::chrono::milliseconds(waiting_for_start ? options_.idle_timeout_ms
-                                                             : options_.read_timeout_ms);
+      phase = Phase::kBody;  // forces enter() to reset the deadline
+      enter(parser.buffered_bytes() == 0 ? Phase::kIdle : Phase::kHead);
       continue;
     }
+    if (parser.head_complete()) enter(Phase::kBody);
     if (parser.WantsContinue()) {
       if (!SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) break;
       parser.MarkContinueSent();
     }
-    if (waiting_for_start && stopping_.load()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      if (!waiting_for_start) {
-        std::string body = ErrorBody(408, "the request did not arrive in time");
+    if (phase == Phase::kIdle && stopping_.load()) break;
+    if (Clock::now() > deadline) {
+      if (phase != Phase::kIdle) {
+        std::string body = ErrorBody(408, phase == Phase::kHead
+                                              ? "the request headers did not arrive in time"
+                                              : "the request body did not arrive in time");
         SendAll(fd, Head(408, "application/json", body.size(), false) + body);
       }
       break;
@@ -327,16 +425,12 @@ void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
     parser.Append(std::string_view(buf, (size_t)n));
-    if (waiting_for_start) {
-      waiting_for_start = false;
-      deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
-    }
+    if (phase == Phase::kIdle) enter(Phase::kHead);
   }
   std::lock_guard<std::mutex> lock(mu_);
   ::close(fd);
-  open_fds_.erase(fd);
-  num_connections_.store((int)open_fds_.size());
+  conns_.erase(fd);
+  num_connections_.store((int)conns_.size());
   all_closed_.notify_all();
 }
 
@@ -348,11 +442,11 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
     listen_fd_ = -1;
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (!all_closed_.wait_for(lock, grace, [&] { return open_fds_.empty(); })) {
+  if (!all_closed_.wait_for(lock, grace, [&] { return conns_.empty(); })) {
     TERN_LOG_WARN("http: %zu connection(s) still busy after %lld ms; closing them",
-                  open_fds_.size(), (long long)grace.count());
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
-    all_closed_.wait(lock, [&] { return open_fds_.empty(); });
+                  conns_.size(), (long long)grace.count());
+    for (const auto& [fd, c] : conns_) ::shutdown(fd, SHUT_RDWR);
+    all_closed_.wait(lock, [&] { return conns_.empty(); });
   }
 }
 

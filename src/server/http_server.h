@@ -1,12 +1,20 @@
 // HttpServer: a small HTTP/1.1 server over POSIX sockets. One listening
 // socket (SO_REUSEADDR, backlog 4096), one accept thread, and one thread per
-// connection up to max_connections (beyond it: 503 and close). Connections
-// are keep-alive; requests are parsed by HttpParser (limits -> 4xx and close);
-// a request that stalls past read_timeout_ms gets 408, an idle keep-alive
-// connection closes after idle_timeout_ms. Handlers answer through
-// HttpExchange (Content-Length responses or chunked SSE streams); sends use
-// MSG_NOSIGNAL and a send timeout, so a vanished client shows up as a failed
-// send or as POLLRDHUP in ClientGone().
+// connection up to max_connections. Connections are keep-alive; requests are
+// parsed by HttpParser (limits -> 4xx and close).
+//
+// Slow and hostile clients: a request's head must arrive within
+// header_timeout_ms of its first byte and its body within body_timeout_ms of
+// the head (else 408 and close); an idle keep-alive connection closes after
+// idle_timeout_ms. At max_connections a new connection evicts the one that
+// has spent longest reading a request head or idling (slowloris clients
+// cannot lock out prompt ones); only when every connection is busy with a
+// request is the newcomer answered 503. Handlers answer through HttpExchange
+// (Content-Length responses or chunked SSE streams); plain responses use a
+// send timeout, event streams never block the handler: a client that stops
+// reading breaks its stream once stream_buffer_bytes are queued for it, so
+// the handler aborts the request. Sends use MSG_NOSIGNAL; a vanished client
+// shows up as a failed send or as POLLRDHUP in ClientGone().
 //
 // Thread rules: Listen/Start/Stop from one controlling thread. The handler is
 // called concurrently from connection threads.
@@ -17,7 +25,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -33,9 +41,13 @@ struct HttpServerOptions {
   int backlog = 4096;
   int max_connections = 1024;
   HttpLimits limits;
-  int read_timeout_ms = 30000;  // a started request must arrive within this
-  int idle_timeout_ms = 60000;  // keep-alive connection without a request
-  int send_timeout_ms = 30000;  // a client not reading is dropped after this
+  int header_timeout_ms = 10000;  // first byte of a request -> end of its head
+  int body_timeout_ms = 30000;    // end of the head -> end of the body
+  int idle_timeout_ms = 60000;    // keep-alive connection without a request
+  int send_timeout_ms = 30000;    // a plain response's client not reading
+  // An event stream's bytes queued beyond what the socket took; past this
+  // the client counts as gone (its request is aborted).
+  size_t stream_buffer_bytes = 1 << 20;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpExchange&)>;
@@ -58,11 +70,21 @@ class HttpServer {
 
   int port() const { return port_; }
   int num_connections() const { return num_connections_.load(); }
+  // Connections closed to make room for a new one (see above).
+  int64_t num_evicted() const { return num_evicted_.load(); }
 
  private:
   void AcceptLoop();
   void ServeConnection(int fd, const std::string& remote_addr);
   void RejectBusy(int fd);
+  void SetReadingHead(int fd, bool reading_head);
+  bool EvictSlowestHeadLocked();  // mu_ held
+
+  struct Conn {
+    bool reading_head;  // waiting for or reading a request head: evictable
+    bool evicted;
+    std::chrono::steady_clock::time_point since;
+  };
 
   const HttpServerOptions options_;
   HttpHandler handler_;
@@ -71,9 +93,10 @@ class HttpServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> num_connections_{0};
+  std::atomic<int64_t> num_evicted_{0};
   std::mutex mu_;
   std::condition_variable all_closed_;
-  std::set<int> open_fds_;  // guarded by mu_
+  std::map<int, Conn> conns_;  // by fd; guarded by mu_
 };
 
 // "OK", "Not Found", ... for the statuses the server sends.

@@ -9,7 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace tern {
 namespace {
@@ -69,6 +74,25 @@ class HttpServerTest : public ::testing::Test {
       }
       gone_seen_ = ex.ClientGone();
       ex.EndEventStream();
+    } else if (r.path == "/flood") {
+      // 4 KiB events as fast as the exchange takes them, until it refuses.
+      ex.BeginEventStream();
+      const std::string event(4096, 'x');
+      int64_t sent = 0;
+      bool refused = false;
+      for (int i = 0; i < 200000; ++i) {
+        if (!ex.SendEvent(event)) {
+          refused = true;
+          break;
+        }
+        sent += (int64_t)event.size();
+      }
+      ex.EndEventStream();
+      std::lock_guard<std::mutex> lock(mu_);
+      flood_bytes_ = sent;
+      flood_refused_ = refused;
+      flood_done_ = true;
+      cv_.notify_all();
     } else if (r.path == "/peer") {
       ex.Respond(200, "text/plain", r.remote_addr);
     } else if (r.path == "/slow") {
@@ -84,7 +108,46 @@ class HttpServerTest : public ::testing::Test {
 
   std::unique_ptr<HttpServer> server_;
   std::atomic<bool> gone_seen_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool flood_done_ = false;  // guarded by mu_
+  bool flood_refused_ = false;
+  int64_t flood_bytes_ = 0;
 };
+
+// Connections that send a request head one byte at a time, round-robin,
+// from a background thread, until destroyed.
+class Tricklers {
+ public:
+  Tricklers(int port, int n) {
+    for (int i = 0; i < n; ++i) fds_.push_back(Connect(port));
+    thread_ = std::thread([this] {
+      const std::string head = "GET /slow-loris HTTP/1.1\r\nX-Pad: " + std::string(4000, 'a');
+      for (size_t pos = 0; !stop_.load(); pos = (pos + 1) % head.size()) {
+        for (int fd : fds_) ::send(fd, head.data() + pos, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // pacing, not ordering
+      }
+    });
+  }
+  ~Tricklers() {
+    stop_.store(true);
+    thread_.join();
+    for (int fd : fds_) ::close(fd);
+  }
+
+ private:
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Waits (polling a condition, up to 60 s) until the server holds n connections.
+bool WaitForConnections(const HttpServer& server, int n) {
+  for (int i = 0; i < 6000 && server.num_connections() < n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return server.num_connections() >= n;
+}
 
 TEST_F(HttpServerTest, ServesKeepAliveAndPipelinedRequests) {
   StartServer();
@@ -129,7 +192,8 @@ TEST_F(HttpServerTest, AnswersParseErrorsWithStatusAndCloses) {
   };
   const Case cases[] = {
       {"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n", "HTTP/1.1 413 "},
-      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 411 "},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 "},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", "HTTP/1.1 413 "},
       {"BROKEN\r\n\r\n", "HTTP/1.1 400 "},
       {"GET / HTTP/1.1\r\nX: " + std::string(1000, 'a') + "\r\n\r\n", "HTTP/1.1 431 "},
   };
@@ -188,12 +252,117 @@ TEST_F(HttpServerTest, RejectsConnectionsBeyondTheLimitWith503) {
 
 TEST_F(HttpServerTest, StalledRequestGets408) {
   HttpServerOptions o;
-  o.read_timeout_ms = 300;
+  o.body_timeout_ms = 300;
   StartServer(o);
   int fd = Connect(server_->port());
   Send(fd, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
   std::string resp = ReadAll(fd);
   EXPECT_EQ(resp.rfind("HTTP/1.1 408 ", 0), 0u) << resp;
+  ::close(fd);
+}
+
+TEST_F(HttpServerTest, TricklingHeadGets408) {
+  HttpServerOptions o;
+  o.header_timeout_ms = 300;
+  StartServer(o);
+  int fd = Connect(server_->port());
+  Send(fd, "GET / HTTP/1.1\r\nX-Slow: ");
+  // One byte at a time, never finishing the head: the head deadline runs
+  // from the first byte, not from the last.
+  std::string resp;
+  for (int i = 0; i < 100; ++i) {
+    if (::send(fd, "a", 1, MSG_NOSIGNAL) != 1) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      resp = ReadAll(fd);
+      break;
+    }
+  }
+  EXPECT_EQ(resp.rfind("HTTP/1.1 408 ", 0), 0u) << resp;
+  EXPECT_NE(resp.find("headers did not arrive in time"), std::string::npos) << resp;
+  ::close(fd);
+}
+
+TEST_F(HttpServerTest, AcceptsChunkedRequestBodiesWithinTheLimit) {
+  HttpServerOptions o;
+  o.limits.max_body_bytes = 16;
+  StartServer(o);
+  int fd = Connect(server_->port());
+  Send(fd, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+  Send(fd, "6\r\n world\r\n0\r\n\r\n");
+  EXPECT_NE(ReadUntil(fd, "hello world").find("POST /echo hello world"), std::string::npos);
+  Send(fd, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n11\r\n");  // 17 > 16
+  std::string resp = ReadAll(fd);
+  EXPECT_NE(resp.find("HTTP/1.1 413 "), std::string::npos) << resp;
+  ::close(fd);
+}
+
+// 1,000 connections trickling their heads do not keep a prompt client from
+// being served (each connection has its own thread and deadline).
+TEST_F(HttpServerTest, ThousandTricklingConnectionsDoNotBlockAPromptClient) {
+  StartServer();
+  Tricklers slow(server_->port(), 1000);
+  ASSERT_TRUE(WaitForConnections(*server_, 1000));
+  const auto t0 = std::chrono::steady_clock::now();
+  int fd = Connect(server_->port());
+  Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const std::string resp = ReadAll(fd);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
+  EXPECT_NE(resp.find("GET /prompt"), std::string::npos);
+  std::printf("prompt client answered in %.1f ms beside 1000 trickling connections\n", ms);
+  ::close(fd);
+}
+
+// At max_connections, a new client evicts the connection that has spent the
+// longest on its head instead of being refused.
+TEST_F(HttpServerTest, FullServerEvictsTheSlowestHeadForANewClient) {
+  HttpServerOptions o;
+  o.max_connections = 32;
+  StartServer(o);
+  Tricklers slow(server_->port(), 32);
+  ASSERT_TRUE(WaitForConnections(*server_, 32));
+  for (int i = 0; i < 3; ++i) {
+    int fd = Connect(server_->port());
+    Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
+    const std::string resp = ReadAll(fd);
+    EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
+    ::close(fd);
+  }
+  EXPECT_GE(server_->num_evicted(), 1);
+}
+
+// A client that stops reading its event stream: once stream_buffer_bytes are
+// queued for it the exchange refuses further events (the handler would abort
+// its request) without ever blocking in send (the send timeout is far away).
+TEST_F(HttpServerTest, StalledStreamReaderIsCutAtItsBufferLimit) {
+  HttpServerOptions o;
+  o.stream_buffer_bytes = 256 * 1024;
+  o.send_timeout_ms = 600000;
+  StartServer(o);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(server_->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, (sockaddr*)&a, sizeof(a)), 0);
+  Send(fd, "GET /flood HTTP/1.1\r\n\r\n");  // and never read
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(60), [&] { return flood_done_; }));
+    EXPECT_TRUE(flood_refused_);
+    EXPECT_GE(flood_bytes_, (int64_t)o.stream_buffer_bytes);
+    EXPECT_LT(flood_bytes_, 200000LL * 4096);
+    std::printf("stalled reader cut after %lld bytes\n", (long long)flood_bytes_);
+  }
+  // Meanwhile the server serves others as usual.
+  int other = Connect(server_->port());
+  Send(other, "GET /other HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(ReadAll(other).find("GET /other"), std::string::npos);
+  ::close(other);
   ::close(fd);
 }
 

@@ -190,9 +190,16 @@ MaybeError ParseMessages(const json& obj, std::vector<ApiMessage>* out) {
       if (!calls->is_array()) return WrongType(key + ".tool_calls", "an array", *calls);
       if (!calls->empty()) msg.tool_calls_json = calls->dump();
     }
-    // A tool-call turn without text shows the template None, as clients send
-    // it; elsewhere a missing content stays "".
-    msg.content_null = !msg.tool_calls_json.empty() && !Field(m, "content");
+    // Every message but an assistant turn needs 'content' (a string or an
+    // array of text parts, possibly empty). A tool-call turn without text
+    // shows the template None, as clients send it; an assistant turn's
+    // missing content otherwise stays "".
+    const bool has_content = Field(m, "content") != nullptr;
+    if (!has_content && msg.role != "assistant") {
+      return ApiError::Invalid(key + " (role '" + msg.role + "') needs 'content'",
+                               key + ".content");
+    }
+    msg.content_null = !msg.tool_calls_json.empty() && !has_content;
     if (auto e = GetString(m, "tool_call_id", &msg.tool_call_id)) return e;
     if (auto e = GetString(m, "name", &msg.name)) return e;
     out->push_back(std::move(msg));
@@ -346,6 +353,7 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequ
   *out = TokenizeRequest{};
   if (auto e = GetString(obj, "model", &out->model)) return e;
   if (auto e = GetBool(obj, "add_special_tokens", &out->add_special_tokens)) return e;
+  if (auto e = GetBool(obj, "parse_special", &out->parse_special)) return e;
   if (Field(obj, "messages")) {
     out->has_messages = true;
     return ParseMessages(obj, &out->messages);

@@ -72,6 +72,13 @@ TEST(RequestParserTest, RejectsTableOfBadRequestsWith400) {
        "messages[0].content"},
       {kChat, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
        "messages[0].content"},
+      // A user/system/tool message without content names its index.
+      {kChat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {kChat, R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": null}]})",
+       "messages[1].content"},
+      {kChat, R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+          {"role": "system"}]})", "messages[2].content"},
+      {kChat, R"({"messages": [{"role": "tool", "tool_call_id": "c1"}]})", "messages[0].content"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
        "top_logprobs"},
@@ -191,6 +198,10 @@ TEST(RequestParserTest, ParsesTokenizeAndDetokenize) {
   EXPECT_FALSE(t.has_messages);
   EXPECT_EQ(t.prompt, "hi");
   EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_FALSE(t.parse_special);
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"prompt": "</s>", "parse_special": true})", &t));
+  EXPECT_TRUE(t.parse_special);
+  ASSERT_TRUE(ParseTokenizeRequest(R"({"prompt": "</s>", "parse_special": 1})", &t));
   ASSERT_FALSE(ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "x"}]})", &t));
   EXPECT_TRUE(t.has_messages);
   EXPECT_TRUE(t.add_special_tokens);

@@ -144,6 +144,20 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
     uint64_t v = it == s.request_success_total.end() ? 0 : it->second;
     w.Sample("request_success_total", (double)v, std::string("finished_reason=\"") + reason + "\"");
   }
+  // Speculative decoding (vLLM's names; 0 while it is off).
+  w.Header("spec_decode_num_drafts_total", "counter",
+           "Decode steps that verified speculative proposals.");
+  w.Sample("spec_decode_num_drafts_total", (double)s.spec_num_drafts_total);
+  w.Header("spec_decode_num_draft_tokens_total", "counter", "Speculative tokens proposed and verified.");
+  w.Sample("spec_decode_num_draft_tokens_total", (double)s.spec_num_draft_tokens_total);
+  w.Header("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.");
+  w.Sample("spec_decode_num_accepted_tokens_total", (double)s.spec_num_accepted_tokens_total);
+  w.Header("spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Speculative tokens accepted at each proposal position (0 = first).");
+  for (size_t i = 0; i < s.spec_accepted_per_position.size(); ++i) {
+    w.Sample("spec_decode_num_accepted_tokens_per_pos_total", (double)s.spec_accepted_per_position[i],
+             "position=\"" + std::to_string(i) + "\"");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   w.WriteHistogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                    ttft_);

@@ -68,5 +68,27 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
       text, "tern:request_success_total{finished_reason=\"abort\",model_name=\"a\\\"b\"} 0\n"));
 }
 
+TEST(ServerMetricsTest, RendersSpeculativeDecodingCounters) {
+  ServerMetrics m;
+  EngineStats s;
+  std::string text = m.Render("m", &s);
+  // Off: the counters are there at 0 (the dashboard then shows n/a).
+  EXPECT_TRUE(Contains(text, "# TYPE tern:spec_decode_num_drafts_total counter\n"));
+  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 0\n"));
+  EXPECT_FALSE(Contains(text, "tern:spec_decode_num_accepted_tokens_per_pos_total{"));
+  s.spec_num_drafts_total = 10;
+  s.spec_num_draft_tokens_total = 40;
+  s.spec_num_accepted_tokens_total = 25;
+  s.spec_accepted_per_position = {9, 8, 5, 3};
+  text = m.Render("m", &s);
+  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_drafts_total{model_name=\"m\"} 10\n"));
+  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n"));
+  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 25\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"m\"} 9\n"));
+  EXPECT_TRUE(Contains(
+      text, "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"3\",model_name=\"m\"} 3\n"));
+}
+
 }  // namespace
 }  // namespace tern

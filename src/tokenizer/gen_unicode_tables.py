@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes unicode_tables.cc: codepoint category flags, lowercase mapping and
-the base character of each codepoint's canonical decomposition (NFD), taken
-from Python's unicodedata. Run: python3 gen_unicode_tables.py > unicode_tables.cc
+"""Writes unicode_tables.cc: codepoint category flags, lowercase mapping,
+each codepoint's canonical decomposition (NFD) without its nonspacing marks
+and the nonspacing-mark (Mn) ranges, taken from Python's unicodedata.
+Run: python3 gen_unicode_tables.py > unicode_tables.cc
 """
 import sys
 import unicodedata
@@ -53,22 +54,46 @@ def main():
         out.write("  " + " ".join(f"{{0x{a:X}, 0x{b:X}}}," for a, b in lower[i:i + 6]) + "\n")
     out.write("};\n\n")
 
+    # Canonical decomposition (NFD) with the nonspacing marks (category Mn)
+    # removed: what BERT's accent stripping leaves of each codepoint. Hangul
+    # syllables decompose algorithmically (unicode.cc) and are left out.
     nfd = []
     for c in range(MAX):
-        if 0xD800 <= c <= 0xDFFF:
+        if 0xD800 <= c <= 0xDFFF or 0xAC00 <= c <= 0xD7A3:
             continue
-        base = ord(unicodedata.normalize("NFD", chr(c))[0])
-        if base == c:
+        if unicodedata.category(chr(c)) == "Mn":
+            continue  # dropped whole: kMnRanges
+        d = unicodedata.normalize("NFD", chr(c))
+        if d == chr(c):
             continue
-        if nfd and nfd[-1][1] == c - 1 and nfd[-1][2] == base:
+        kept = [ord(x) for x in d if unicodedata.category(x) != "Mn"]
+        assert len(kept) <= 3, hex(c)
+        kept += [0] * (3 - len(kept))
+        if nfd and nfd[-1][1] == c - 1 and nfd[-1][2:] == kept:
             nfd[-1][1] = c
         else:
-            nfd.append([c, c, base])
-    out.write(f"extern const uint32_t kNumNfdRanges = {len(nfd)};\n")
-    out.write("// (first, last, base): every codepoint in [first, last] decomposes to base + marks.\n")
-    out.write("extern const uint32_t kNfdRanges[][3] = {\n")
-    for i in range(0, len(nfd), 4):
-        out.write("  " + " ".join(f"{{0x{a:X}, 0x{b:X}, 0x{c:X}}}," for a, b, c in nfd[i:i + 4]) + "\n")
+            nfd.append([c, c] + kept)
+    out.write(f"extern const uint32_t kNumStrippedNfdRanges = {len(nfd)};\n")
+    out.write("// (first, last, c0, c1, c2): every codepoint in [first, last] decomposes\n"
+              "// (NFD) to c0 c1 c2 (0 = none) plus nonspacing marks.\n")
+    out.write("extern const uint32_t kStrippedNfdRanges[][5] = {\n")
+    for i in range(0, len(nfd), 3):
+        out.write("  " + " ".join("{" + ", ".join(f"0x{v:X}" for v in e) + "},"
+                                  for e in nfd[i:i + 3]) + "\n")
+    out.write("};\n\n")
+
+    mn = []
+    for c in range(MAX):
+        if unicodedata.category(chr(c)) == "Mn":
+            if mn and mn[-1][1] == c - 1:
+                mn[-1][1] = c
+            else:
+                mn.append([c, c])
+    out.write(f"extern const uint32_t kNumMnRanges = {len(mn)};\n")
+    out.write("// (first, last): nonspacing marks (general category Mn).\n")
+    out.write("extern const uint32_t kMnRanges[][2] = {\n")
+    for i in range(0, len(mn), 6):
+        out.write("  " + " ".join(f"{{0x{a:X}, 0x{b:X}}}," for a, b in mn[i:i + 6]) + "\n")
     out.write("};\n\n}  // namespace tern::unicode_tables\n")
 
 

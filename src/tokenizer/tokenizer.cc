@@ -52,6 +52,19 @@ int HexDigit(char c) {
 
 bool IsAsciiSpace(char c) { return std::isspace((unsigned char)c) != 0; }
 
+// "<s>", "</s>", "<|endoftext|>", "[SEP]", "<start_of_turn>": a bracketed
+// word without spaces, the shape of special-token texts across families.
+bool LooksLikeSpecialToken(std::string_view text) {
+  if (text.size() < 3) return false;
+  const bool angle = text.front() == '<' && text.back() == '>';
+  const bool square = text.front() == '[' && text.back() == ']';
+  if (!angle && !square) return false;
+  for (char c : text.substr(1, text.size() - 2)) {
+    if (IsAsciiSpace(c) || c == '<' || c == '>' || c == '[' || c == ']') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
@@ -142,6 +155,22 @@ void Tokenizer::BuildSpecialTokenList() {
   std::stable_sort(special_tokens_.begin(), special_tokens_.end(), [&](int32_t a, int32_t b) {
     return vocab_.tokens[a].size() > vocab_.tokens[b].size();
   });
+  // Text that only looks like a special token stays plain text unless the
+  // caller asks to parse specials, whatever type the vocabulary gives it:
+  // some vocabularies mark "</s>" or "<pad>" user-defined, which would
+  // otherwise be matched in any input.
+  parse_special_only_.assign(n, 0);
+  for (int32_t id : special_tokens_) {
+    const TokenType t = vocab_.token_types[id];
+    if (t == TokenType::kControl || t == TokenType::kUnknown ||
+        LooksLikeSpecialToken(vocab_.tokens[id])) {
+      parse_special_only_[id] = 1;
+    }
+  }
+  for (int32_t id : {vocab_.bos_id, vocab_.eos_id, vocab_.unk_id, vocab_.sep_id, vocab_.pad_id,
+                     vocab_.eot_id, vocab_.eom_id, vocab_.mask_id}) {
+    if (id >= 0 && id < n) parse_special_only_[id] = 1;
+  }
   strip_flags_.assign(n, 0);
   // Phi-3 models strip whitespace after their special tokens.
   const std::string& name = vocab_.general_name;
@@ -159,8 +188,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecial(std::string_view text,
   std::vector<Fragment> fragments = {{-1, 0, text.size()}};
   std::vector<Fragment> next;
   for (int32_t id : special_tokens_) {
-    const TokenType type = vocab_.token_types[id];
-    if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
+    if (!parse_special && parse_special_only_[id]) continue;
     const std::string& special = vocab_.tokens[id];
     next.clear();
     bool changed = false;

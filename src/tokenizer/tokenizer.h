@@ -2,8 +2,10 @@
 // implementation token for token (SentencePiece-style "llama", byte-level BPE
 // "gpt2" with the pre-tokenizer named by tokenizer.ggml.pre, WordPiece "bert").
 //
-// Special tokens: control (type 3) and unknown (type 2) token texts are
-// recognised in the input only when parse_special is true; user-defined
+// Special tokens: control (type 3) and unknown (type 2) token texts, the
+// role tokens (BOS, EOS, SEP, PAD, ...) and user-defined tokens shaped like a
+// special token ("</s>", "<pad>", "[MASK]") are recognised in the input only
+// when parse_special is true, for every vocabulary type; other user-defined
 // tokens (type 4) are always recognised, as the reference does. Longer
 // special texts are matched first, splitting the text into fragments.
 //
@@ -87,6 +89,10 @@ class Tokenizer {
   Vocab vocab_;
   TokenIndex index_;
   std::vector<uint8_t> strip_flags_;       // per token: 1 lstrip, 2 rstrip
+  // Per token: matched in the input only when parse_special (control,
+  // unknown, a role token such as BOS/EOS/SEP/PAD, or a user-defined token
+  // shaped like a special one: "<...>", "[...]").
+  std::vector<uint8_t> parse_special_only_;
   std::vector<int32_t> special_tokens_;    // longest text first
   std::vector<int32_t> eog_ids_;           // sorted
   std::unique_ptr<SpmEncoder> spm_;

@@ -141,6 +141,77 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
   if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
 }
 
+// For every vocabulary (SPM, BPE, WPM): the text of each special-looking
+// token (control, unknown, role tokens, "<...>"/"[...]" user-defined ones) is
+// plain text unless parse_special, and is that one token when it is.
+TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
+  int num_checked = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(VocabDir(), ec)) {
+    const std::string path = entry.path().string();
+    if (!path.ends_with(".gguf")) continue;
+    auto tokenizer = LoadTokenizer(path);
+    ASSERT_TRUE(tokenizer.ok()) << path << ": " << tokenizer.status().message();
+    const Tokenizer& tok = **tokenizer;
+    const Vocab& v = tok.vocab();
+    int specials = 0;
+    for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+      const std::string& text = v.tokens[id];
+      const TokenType t = v.token_types[id];
+      const bool bracketed = text.size() >= 3 && ((text.front() == '<' && text.back() == '>') ||
+                                                  (text.front() == '[' && text.back() == ']'));
+      const bool role = id == v.bos_id || id == v.eos_id || id == v.sep_id || id == v.pad_id ||
+                        id == v.eot_id || id == v.unk_id;
+      if (!(t == TokenType::kControl || t == TokenType::kUnknown ||
+            (t == TokenType::kUserDefined && bracketed) || role)) {
+        continue;
+      }
+      if (tok.FindTokenId(text) != id) continue;  // a duplicate text: the later id wins
+      ++specials;
+      const std::vector<int32_t> plain = tok.Encode("x " + text + " y", false, false);
+      EXPECT_EQ(std::count(plain.begin(), plain.end(), id), 0)
+          << entry.path().filename() << " id " << id << " " << Escape(text);
+      const std::vector<int32_t> parsed = tok.Encode(text, false, true);
+      EXPECT_EQ(parsed, std::vector<int32_t>{id})
+          << entry.path().filename() << " id " << id << " " << Escape(text);
+    }
+    EXPECT_GT(specials, 0) << path;
+    ++num_checked;
+  }
+  if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
+}
+
+// BERT's basic tokenizer strips accents in every script (NFD, then drop the
+// nonspacing marks), so accented and bare spellings tokenize alike.
+TEST(TokenizerTest, WpmStripsAccentsInEveryScript) {
+  const std::string path = VocabDir() + "/ggml-vocab-bert-bge.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
+  auto tokenizer = LoadTokenizer(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  const Tokenizer& tok = **tokenizer;
+  const std::pair<const char*, const char*> pairs[] = {
+      {"Caf\u00e9 na\u00efve", "cafe naive"},
+      {"\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac", "\u03b5\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03b1"},
+      {"\u0419\u043e\u0433\u0443\u0440\u0442 \u0451\u0436", "\u0438\u043e\u0433\u0443\u0440\u0442 \u0435\u0436"},
+      {"\u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd", "\u05e9\u05dc\u05d5\u05dd"},          // Hebrew niqqud
+      {"\u0643\u064e\u062a\u064e\u0628\u064e", "\u0643\u062a\u0628"},                  // Arabic harakat
+      {"\u0915\u093c\u092e", "\u0915\u092e"},                                          // Devanagari nukta
+      {"\u304c\u3063\u3053\u3046", "\u304b\u3063\u3053\u3046"},                        // kana dakuten
+      {"Ti\u1ebfng Vi\u1ec7t", "tieng viet"},
+  };
+  const int32_t unk = tok.vocab().unk_id;
+  for (const auto& [accented, bare] : pairs) {
+    const std::vector<int32_t> ids = tok.Encode(bare, true, false);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), unk), 0) << bare;  // a real comparison
+    EXPECT_EQ(tok.Encode(accented, true, false), ids) << accented;
+  }
+  // Hangul syllables become their jamo, as NFD gives them.
+  EXPECT_EQ(tok.Encode("\ud55c", false, false),
+            tok.Encode("\u1112\u1161\u11ab", false, false));
+  // A spacing vowel sign (Mc) is not an accent: it stays.
+  EXPECT_NE(tok.Encode("\u0915\u093e", false, false), tok.Encode("\u0915", false, false));
+}
+
 TEST(TokenizerTest, SpmAddsBosAndRoundTripsWithSpecials) {
   const std::string path = VocabDir() + "/ggml-vocab-llama-spm.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";

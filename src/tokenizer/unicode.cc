@@ -10,8 +10,10 @@ extern const uint32_t kNumFlagRanges;
 extern const uint32_t kFlagRanges[][2];
 extern const uint32_t kNumLowerPairs;
 extern const uint32_t kLowerPairs[][2];
-extern const uint32_t kNumNfdRanges;
-extern const uint32_t kNfdRanges[][3];
+extern const uint32_t kNumStrippedNfdRanges;
+extern const uint32_t kStrippedNfdRanges[][5];
+extern const uint32_t kNumMnRanges;
+extern const uint32_t kMnRanges[][2];
 }  // namespace unicode_tables
 
 namespace {
@@ -160,16 +162,47 @@ uint32_t ToLowerCodepoint(uint32_t cpt) {
   return cpt;
 }
 
-uint32_t NfdBaseCodepoint(uint32_t cpt) {
-  using unicode_tables::kNfdRanges;
-  if (cpt < 0xC0) return cpt;
-  size_t lo = 0, hi = unicode_tables::kNumNfdRanges;
+bool IsNonspacingMark(uint32_t cpt) {
+  using unicode_tables::kMnRanges;
+  if (cpt < 0x300) return false;
+  size_t lo = 0, hi = unicode_tables::kNumMnRanges;
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (kNfdRanges[mid][1] < cpt) lo = mid + 1; else hi = mid;
+    if (kMnRanges[mid][1] < cpt) lo = mid + 1; else hi = mid;
   }
-  if (lo < unicode_tables::kNumNfdRanges && kNfdRanges[lo][0] <= cpt) return kNfdRanges[lo][2];
-  return cpt;
+  return lo < unicode_tables::kNumMnRanges && kMnRanges[lo][0] <= cpt;
+}
+
+void AppendWithoutAccents(uint32_t cpt, std::vector<uint32_t>* out) {
+  using unicode_tables::kStrippedNfdRanges;
+  if (cpt < 0xC0) {
+    out->push_back(cpt);
+    return;
+  }
+  // Hangul syllables decompose algorithmically into two or three jamo
+  // (Unicode chapter 3.12); jamo are letters, not marks, so all stay.
+  constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
+  constexpr uint32_t kVCount = 21, kTCount = 28, kSCount = 19 * kVCount * kTCount;
+  if (cpt >= kSBase && cpt < kSBase + kSCount) {
+    const uint32_t s = cpt - kSBase;
+    out->push_back(kLBase + s / (kVCount * kTCount));
+    out->push_back(kVBase + (s % (kVCount * kTCount)) / kTCount);
+    if (s % kTCount != 0) out->push_back(kTBase + s % kTCount);
+    return;
+  }
+  if (IsNonspacingMark(cpt)) return;
+  size_t lo = 0, hi = unicode_tables::kNumStrippedNfdRanges;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (kStrippedNfdRanges[mid][1] < cpt) lo = mid + 1; else hi = mid;
+  }
+  if (lo < unicode_tables::kNumStrippedNfdRanges && kStrippedNfdRanges[lo][0] <= cpt) {
+    for (int i = 2; i < 5 && kStrippedNfdRanges[lo][i] != 0; ++i) {
+      out->push_back(kStrippedNfdRanges[lo][i]);
+    }
+    return;
+  }
+  out->push_back(cpt);
 }
 
 std::string ByteLevelEncode(std::string_view bytes) {

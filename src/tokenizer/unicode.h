@@ -1,7 +1,7 @@
 // Unicode helpers for the tokenizers: lenient UTF-8 decoding (invalid bytes
 // become U+FFFD, as the reference tokenizer does), codepoint category flags,
-// lowercase and NFD base-character lookup (tables generated from Unicode data
-// by gen_unicode_tables.py), and the GPT-2 byte-level alphabet (each byte
+// lowercase and accent stripping (NFD without nonspacing marks; tables
+// generated from Unicode data by gen_unicode_tables.py), and the GPT-2 byte-level alphabet (each byte
 // 0..255 maps to one printable codepoint and back).
 //
 // All functions are pure and thread-safe.
@@ -51,9 +51,13 @@ CodepointFlags GetCodepointFlags(uint32_t cpt);
 // The White_Space property.
 bool IsUnicodeWhitespace(uint32_t cpt);
 uint32_t ToLowerCodepoint(uint32_t cpt);
-// First codepoint of the canonical decomposition (the base letter without its
-// accents); cpt itself when it does not decompose.
-uint32_t NfdBaseCodepoint(uint32_t cpt);
+// General category Mn (nonspacing mark: accents, vowel points, nukta, ...).
+bool IsNonspacingMark(uint32_t cpt);
+// Appends cpt's canonical decomposition (NFD) without its nonspacing marks,
+// as BERT's accent stripping does for every script: "\u00e9" gives "e", a
+// lone combining mark gives nothing, a Hangul syllable its jamo, and cpt
+// itself when it neither decomposes nor is a mark.
+void AppendWithoutAccents(uint32_t cpt, std::vector<uint32_t>* out);
 
 // GPT-2 byte-level alphabet.
 std::string ByteLevelEncode(std::string_view bytes);

@@ -23,25 +23,36 @@ WpmEncoder::WpmEncoder(const Vocab& vocab, const TokenIndex& index)
   max_token_length_ = index_.max_length();
 }
 
+// BERT's basic tokenizer: drop control characters, split on whitespace,
+// lowercase, strip accents (NFD, then drop nonspacing marks, in every
+// script), then split punctuation, ASCII symbols and CJK ideographs off as
+// words of their own.
 std::vector<std::string> WpmEncoder::SplitWords(std::string_view text) {
   std::vector<std::string> words(1);
+  std::vector<uint32_t> pieces;
   for (uint32_t cpt : DecodeUtf8Lenient(text)) {
-    cpt = NfdBaseCodepoint(cpt);
     if (IsUnicodeWhitespace(cpt)) {
       if (!words.back().empty()) words.emplace_back();
       continue;
     }
-    const CodepointFlags flags = GetCodepointFlags(cpt);
-    if (cpt == 0 || cpt == kReplacementChar || flags.Has(CodepointFlags::kControl)) continue;
-    std::string s;
-    AppendUtf8(ToLowerCodepoint(cpt), &s);
-    if (flags.Has(CodepointFlags::kPunctuation) ||
-        (cpt < 0x7F && flags.Has(CodepointFlags::kSymbol)) || IsCjkIdeograph(cpt)) {
-      if (!words.back().empty()) words.emplace_back();
-      words.back() = std::move(s);
-      words.emplace_back();
-    } else {
-      words.back() += s;
+    if (cpt == 0 || cpt == kReplacementChar ||
+        GetCodepointFlags(cpt).Has(CodepointFlags::kControl)) {
+      continue;
+    }
+    pieces.clear();
+    AppendWithoutAccents(ToLowerCodepoint(cpt), &pieces);
+    for (uint32_t piece : pieces) {
+      const CodepointFlags flags = GetCodepointFlags(piece);
+      std::string s;
+      AppendUtf8(ToLowerCodepoint(piece), &s);
+      if (flags.Has(CodepointFlags::kPunctuation) ||
+          (piece < 0x7F && flags.Has(CodepointFlags::kSymbol)) || IsCjkIdeograph(piece)) {
+        if (!words.back().empty()) words.emplace_back();
+        words.back() = std::move(s);
+        words.emplace_back();
+      } else {
+        words.back() += s;
+      }
     }
   }
   if (words.back().empty()) words.pop_back();

@@ -56,7 +56,7 @@ test("the page loads from / and /dashboard and polls /stats without errors", asy
   await waitFor(async () => (await polls()) >= 2, "two polls");
   assert.equal(await page.textContent("#status"), "ready");
   assert.equal(await page.textContent("#model"), "model: stories260K");
-  assert.equal(await page.textContent("#t-spec"), "n/a");  // no speculative counters yet
+  assert.equal(await page.textContent("#t-spec"), "n/a");  // speculation off: counters stay 0
   const root = await fetch(base + "/");
   assert.equal(root.status, 200);
   assert.equal(await root.text(), await (await fetch(base + "/dashboard")).text());

@@ -20,6 +20,10 @@ models="${TERN_MODELS_DIR:-$repo/../shared/models}"
 model="$models/stories260K.gguf"
 
 if [[ ! -f "$model" ]]; then
+  if [[ "${TERN_REQUIRE_TEST_DATA:-0}" == 1 ]]; then
+    echo "dashboard: FAILED: model $model not found and TERN_REQUIRE_TEST_DATA=1" >&2
+    exit 1
+  fi
   echo "dashboard: SKIPPED: model $model not found (set TERN_MODELS_DIR)"
   exit 0
 fi
@@ -41,9 +45,9 @@ artifacts="${TERN_ARTIFACTS_DIR:-$(dirname "$binary")/dashboard}"
 mkdir -p "$artifacts"
 
 if [[ ! -d "$here/node_modules/playwright-core" ]]; then
-  echo "dashboard: installing the test dependencies (npm install playwright-core; no browser download)"
-  (cd "$here" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --no-package-lock --silent) || {
-    echo "dashboard: FAILED: npm install did not succeed" >&2
+  echo "dashboard: installing the pinned test dependencies (npm ci: playwright-core; no browser download)"
+  (cd "$here" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent) || {
+    echo "dashboard: FAILED: npm ci did not succeed" >&2
     exit 1
   }
 fi

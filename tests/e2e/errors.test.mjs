@@ -75,13 +75,24 @@ test('bad requests: status and error shape', async () => {
   assertErrorShape(await get.json(), 'GET /v1/completions');
 });
 
-test('transport errors: 413, 411, 400, 431 and the server stays up', async () => {
+test('transport errors: 413, 501, 400, 431, chunked bodies, and the server stays up', async () => {
   const big = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
                         `Content-Length: ${9 * 1024 * 1024}\r\n\r\n`);
   assert.match(big, /^HTTP\/1\.1 413 /);
   assertErrorShape(JSON.parse(big.slice(big.indexOf('\r\n\r\n') + 4)), '413');
-  const chunked = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
-  assert.match(chunked, /^HTTP\/1\.1 411 /);
+  // A chunked request body is decoded (here in two chunks); a transfer
+  // coding other than chunked is 501.
+  const json = JSON.stringify({ prompt: 'Once', max_tokens: 2 });
+  const half = Math.floor(json.length / 2);
+  const hex = (n) => n.toString(16);
+  const chunked = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
+                            'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n' +
+                            `${hex(half)}\r\n${json.slice(0, half)}\r\n` +
+                            `${hex(json.length - half)}\r\n${json.slice(half)}\r\n0\r\n\r\n`);
+  assert.match(chunked, /^HTTP\/1\.1 200 /);
+  assert.equal(JSON.parse(chunked.slice(chunked.indexOf('\r\n\r\n') + 4)).object, 'text_completion');
+  const gzip = await raw('POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n');
+  assert.match(gzip, /^HTTP\/1\.1 501 /);
   const garbage = await raw('NOT HTTP AT ALL\r\n\r\n');
   assert.match(garbage, /^HTTP\/1\.1 400 /);
   const headers = await raw(`GET /health HTTP/1.1\r\nX-Big: ${'a'.repeat(70000)}\r\n\r\n`);

@@ -14,6 +14,10 @@ models="${TERN_MODELS_DIR:-$repo/../shared/models}"
 model="$models/stories260K.gguf"
 
 if [[ ! -f "$model" ]]; then
+  if [[ "${TERN_REQUIRE_TEST_DATA:-0}" == 1 ]]; then
+    echo "e2e: FAILED: model $model not found and TERN_REQUIRE_TEST_DATA=1" >&2
+    exit 1
+  fi
   echo "e2e: SKIPPED: model $model not found (set TERN_MODELS_DIR)"
   exit 0
 fi
@@ -28,9 +32,9 @@ fi
 binary="$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")"
 
 if [[ ! -d "$here/node_modules/openai" ]]; then
-  echo "e2e: installing the test dependencies (npm install)"
-  (cd "$here" && npm install --no-audit --no-fund --silent) || {
-    echo "e2e: FAILED: npm install did not succeed" >&2
+  echo "e2e: installing the pinned test dependencies (npm ci, from package-lock.json)"
+  (cd "$here" && npm ci --no-audit --no-fund --silent) || {
+    echo "e2e: FAILED: npm ci did not succeed" >&2
     exit 1
   }
 fi
