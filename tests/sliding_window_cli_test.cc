@@ -120,3 +120,30 @@ TEST(SlidingWindowCliTest, StartUpLogAndKvCalcShowNaiveAndWindowedBytes) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern::testing {
+namespace {
+
+// tern bench's roofline counts the KV a token reads: a windowed layer at
+// most its window's positions, so at depth past the window the windowed
+// file reads fewer bytes per token than its window-less twin.
+TEST(SlidingWindowCliTest, BenchCountsOnlyTheWindowsKvBytes) {
+  SKIP_WITHOUT_BINARY();
+  TempDir dir;
+  const std::string w = dir.File("g3.gguf"), nw = dir.File("g3nw.gguf");
+  ASSERT_EQ(RunTern("model synth --preset gemma3-tiny -t 1 -o " + w).exit_code, 0);
+  ASSERT_EQ(RunTern("model synth --preset gemma3-tiny --sliding-window -1 -t 1 -o " + nw).exit_code, 0);
+  auto bytes = [&](const std::string& model) -> int64_t {
+    const CliResult r = RunTern("bench -m " + model + " -p 0 -n 1 -d 256 -r 1 -t 1 --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? -1 : j["bytes_per_token"].get<int64_t>();
+  };
+  const int64_t windowed = bytes(w), full = bytes(nw);
+  ASSERT_GT(windowed, 0);
+  // 5 of 6 layers read 16 positions instead of 256; the file sizes are equal.
+  EXPECT_LT(windowed, full);
+}
+
+}  // namespace
+}  // namespace tern::testing

@@ -226,10 +226,16 @@ int RunModelBench(const ModelBenchOptions& o) {
   std::vector<TestResult> results;
 
   // Weights once per token plus the KV read at the mean depth of tg
-  // (positions depth .. depth + tg - 1).
+  // (positions depth .. depth + tg - 1); windowed layers read at most their
+  // window's positions.
+  const double mean_depth = (double)depth + (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0;
+  const int windowed = cfg.sliding_window > 0 ? cfg.NumWindowedLayers() : 0;
+  const double kv_positions_read =
+      ((double)(cfg.n_layer - windowed) * mean_depth +
+       (double)windowed * std::min(mean_depth, (double)cfg.sliding_window)) /
+      (double)cfg.n_layer;
   const double tg_bytes_per_token =
-      (double)model->WeightBytes() +
-      kv_bytes_per_pos * ((double)depth + (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0) + 0.5;
+      (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_read + 0.5;
   const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
 
   if (o.pp > 0) {

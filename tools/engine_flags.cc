@@ -48,7 +48,6 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                  "reuse the KV of shared prompt prefixes (default on)");
   parser.AddFlag("--no-enable-prefix-caching", &f->no_prefix_caching,
                  "disable the prefix cache");
-  AddSpecFlags(parser, &f->spec);
   parser.AddString("--kv-eviction", "MODE", &f->kv_eviction,
                    "none, or streaming: a request whose KV would pass --max-model-len drops whole "
                    "blocks after its first --kv-sink-tokens (attention sinks), keeping at least "
@@ -60,6 +59,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
   parser.AddInt("--kv-window", "W", &c.kv_window_tokens,
                 "with --kv-eviction streaming: recent tokens kept at an eviction (default: half "
                 "of --max-model-len)");
+  AddSpecFlags(parser, &f->spec);
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }

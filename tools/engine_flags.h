@@ -28,8 +28,8 @@ struct EngineFlags {
   bool prefix_caching = false;      // --enable-prefix-caching
   bool no_prefix_caching = false;   // --no-enable-prefix-caching
   std::string scheduling_policy = "goodput";
-  SpecFlags spec;                   // --speculative-*, --ngram-*
   std::string kv_eviction = "none";  // --kv-eviction
+  SpecFlags spec;                   // --speculative-*, --ngram-*
 
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;

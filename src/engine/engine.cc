@@ -89,6 +89,21 @@ Status ValidateConfig(const EngineConfig& c) {
     return InvalidArgument("--target-itl-factor must be >= 1, got " +
                            std::to_string(c.target_itl_factor));
   }
+  if (c.kv_eviction == KvEviction::kStreaming) {
+    if (!c.enable_chunked_prefill) {
+      return InvalidArgument("--kv-eviction streaming needs chunked prefill (drop --no-enable-chunked-prefill)");
+    }
+    if (c.kv_sink_tokens < 0) {
+      return InvalidArgument("--kv-sink-tokens must be >= 0, got " + std::to_string(c.kv_sink_tokens));
+    }
+    if (c.kv_window_tokens < 0) {
+      return InvalidArgument("--kv-window must be >= 0, got " + std::to_string(c.kv_window_tokens));
+    }
+    if (c.speculative_method != SpecMethod::kNone) {
+      return InvalidArgument(
+          "--kv-eviction streaming cannot be combined with --speculative-method (not built yet)");
+    }
+  }
   if (c.speculative_method != SpecMethod::kNone) {
     if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens) {
       return InvalidArgument("--num-speculative-tokens must be in [1, " +
@@ -103,21 +118,6 @@ Status ValidateConfig(const EngineConfig& c) {
   }
   if (c.speculative_method == SpecMethod::kDraft && c.speculative_model.empty()) {
     return InvalidArgument("--speculative-method draft needs --speculative-model DRAFT.gguf");
-  }
-  if (c.kv_eviction == KvEviction::kStreaming) {
-    if (c.speculative_method != SpecMethod::kNone) {
-      return InvalidArgument("--kv-eviction streaming and speculative decoding do not work together "
-                             "yet (a rolled-back proposal could span an eviction); use one of them");
-    }
-    if (!c.enable_chunked_prefill) {
-      return InvalidArgument("--kv-eviction streaming needs chunked prefill (drop --no-enable-chunked-prefill)");
-    }
-    if (c.kv_sink_tokens < 0) {
-      return InvalidArgument("--kv-sink-tokens must be >= 0, got " + std::to_string(c.kv_sink_tokens));
-    }
-    if (c.kv_window_tokens < 0) {
-      return InvalidArgument("--kv-window must be >= 0, got " + std::to_string(c.kv_window_tokens));
-    }
   }
   for (DType t : {c.kv_cache_dtype, c.kv_cache_dtype_v.value_or(c.kv_cache_dtype)}) {
     if (!kernels::IsKvDtype(t)) {
@@ -254,6 +254,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (mc.sliding_window > 0 && mc.NumWindowedLayers() == mc.n_layer) {
     kv_manager->SetSlidingWindow(mc.sliding_window);
   }
+  if (config.kv_eviction == KvEviction::kStreaming) {
+    TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
+  }
   std::unique_ptr<Proposer> proposer;
   if (config.speculative_method == SpecMethod::kNgram) {
     proposer = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
@@ -275,9 +278,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
                                                kv.num_blocks, (int32_t)most, impl->pool.get());
       impl->spec_step_times = sc.spec_step_times;
     }
-  }
-  if (config.kv_eviction == KvEviction::kStreaming) {
-    TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
   }
   auto scheduler = std::make_unique<Scheduler>(sc, std::move(kv_manager));
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),

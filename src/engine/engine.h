@@ -52,15 +52,15 @@ struct RequestMetrics {
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t num_preemptions = 0;
   int32_t forced_tokens = 0;  // of generated_tokens: jump-forward, not sampled
+  // Tokens dropped from the request's KV by streaming eviction (its earlier
+  // context the last tokens no longer saw); 0 without eviction.
+  int32_t evicted_tokens = 0;
   // Speculative decoding: verification steps with proposals, proposals
   // verified, proposals accepted. Acceptance rate = accepted / draft tokens;
   // mean accepted length = (accepted + drafts) / drafts tokens per step.
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
-  // Tokens dropped from the request's KV by streaming eviction (its earlier
-  // context the last tokens no longer saw); 0 without eviction.
-  int32_t evicted_tokens = 0;
 };
 
 // One message on a request's channel: new tokens since the last message.
@@ -102,8 +102,6 @@ struct EngineRequest {
 enum class SchedulingPolicy { kGoodput, kDecodeProtect };
 const char* SchedulingPolicyName(SchedulingPolicy p);  // "goodput", "decode-protect"
 
-// The most proposals a step may verify per sequence (--num-speculative-tokens).
-inline constexpr int32_t kMaxSpeculativeTokens = 64;
 // KV eviction for sequences longer than max_model_len (docs/engine.md).
 //   kNone: a request's prompt + max_tokens must fit max_model_len; it
 //     finishes with "length" there.
@@ -114,6 +112,8 @@ inline constexpr int32_t kMaxSpeculativeTokens = 64;
 //     re-rotated to their new positions. Requests never fail for length;
 //     RequestMetrics::evicted_tokens says how much context was dropped.
 enum class KvEviction { kNone, kStreaming };
+// The most proposals a step may verify per sequence (--num-speculative-tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 64;
 
 // The automatic ITL target: this many times the predicted decode-only step.
 inline constexpr double kAutoTargetItlFactor = 2.5;
@@ -137,6 +137,9 @@ struct EngineConfig {
   double target_itl_ms = 0;             // goodput: step-time target; 0 = auto
   double target_itl_factor = kAutoTargetItlFactor;  // auto target = factor x decode step
   bool enable_prefix_caching = true;
+  KvEviction kv_eviction = KvEviction::kNone;
+  int32_t kv_sink_tokens = 4;    // streaming: first tokens always kept
+  int32_t kv_window_tokens = 0;  // streaming: recent tokens kept; 0 = max_model_len / 2
   // Speculative decoding (docs/speculative.md): kNone = off; kNgram = prompt
   // lookup with n-grams of ngram_max down to ngram_min tokens; kDraft =
   // proposals from speculative_model (same vocabulary). num_speculative_tokens
@@ -152,9 +155,6 @@ struct EngineConfig {
   // docs/speculative.md).
   // Off: every decode step proposes num_speculative_tokens.
   bool speculative_adaptive = true;
-  KvEviction kv_eviction = KvEviction::kNone;
-  int32_t kv_sink_tokens = 4;    // streaming: first tokens always kept
-  int32_t kv_window_tokens = 0;  // streaming: recent tokens kept; 0 = max_model_len / 2
   bool verbose = false;                 // one status line every few seconds
 };
 

@@ -14,10 +14,10 @@ RequestMetrics Request::Metrics(Clock::time_point now) const {
   m.cached_tokens = std::max(0, num_cached_tokens);
   m.num_preemptions = num_preemptions;
   m.forced_tokens = num_forced_tokens;
+  m.evicted_tokens = num_evicted_tokens;
   m.spec_num_drafts = spec_num_drafts;
   m.spec_num_draft_tokens = spec_num_draft_tokens;
   m.spec_num_accepted_tokens = spec_num_accepted_tokens;
-  m.evicted_tokens = num_evicted_tokens;
   if (scheduled_once) m.queue_s = Seconds(first_scheduled - arrival_);
   if (m.generated_tokens > 0) {
     m.ttft_s = Seconds(first_token - arrival_);

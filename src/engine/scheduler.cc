@@ -38,13 +38,13 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
 }
 
 SchedulerOutput Scheduler::Schedule(Clock::time_point now) {
-  PlanSpeculation();
   SchedulerOutput out = SchedulePolicy(now);
   out.kv_moves = kv_->TakeKvMoves();  // streaming eviction: before the forward pass
   return out;
 }
 
 SchedulerOutput Scheduler::SchedulePolicy(Clock::time_point now) {
+  PlanSpeculation();
   if (config_.policy == SchedulingPolicy::kGoodput && config_.enable_chunked_prefill) {
     return ScheduleGoodput(now);
   }

@@ -176,6 +176,32 @@ TEST_F(StreamingEvictionEngineTest, LongPromptsAndSharedPrefixesGiveTheSameOutpu
   EXPECT_GT(cached[1].metrics.cached_tokens, 0);
 }
 
+TEST_F(StreamingEvictionEngineTest, ManyLongRequestsInASmallPoolAllComplete) {
+  // 6 requests of 300 tokens, a pool of a few max_model_len sequences:
+  // evictions, preemptions and recomputation (evicting again) together.
+  EngineConfig c = StreamingConfig();
+  c.kv_cache_memory_bytes = 100 << 10;
+  c.max_num_seqs = 6;
+  auto engine = Engine::Create(c);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  std::vector<std::shared_ptr<OutputChannel>> channels;
+  for (int i = 0; i < 6; ++i) {
+    auto ch = (*engine)->AddRequest(Greedy({1, 100 + i}, 300));
+    ASSERT_TRUE(ch.ok()) << ch.status().message();
+    channels.push_back(*ch);
+  }
+  for (auto& ch : channels) {
+    const Outcome o = Drain(*ch);
+    EXPECT_EQ(o.reason, FinishReason::kLength);
+    EXPECT_EQ(o.tokens.size(), 300u);
+    EXPECT_GE(o.metrics.evicted_tokens, 301 - 64);
+  }
+  const EngineStats stats = (*engine)->GetStats();
+  EXPECT_LT(stats.num_kv_blocks, 6 * 4);  // the six could not all hold 64 positions at once
+  EXPECT_GT(stats.num_preemptions_total, 0u);
+  EXPECT_GE(stats.kv_evicted_tokens_total, 6u * (301 - 64));
+}
+
 TEST_F(StreamingEvictionEngineTest, SinksAndWindowMustFitMaxModelLen) {
   EngineConfig c = StreamingConfig();
   c.kv_window_tokens = 60;
@@ -186,6 +212,14 @@ TEST_F(StreamingEvictionEngineTest, SinksAndWindowMustFitMaxModelLen) {
   c = StreamingConfig();
   c.enable_chunked_prefill = false;
   EXPECT_FALSE(Engine::Create(c).ok());
+  // Speculative decoding with streaming eviction is not built.
+  c = StreamingConfig();
+  c.speculative_method = SpecMethod::kNgram;
+  c.num_speculative_tokens = 4;
+  engine = Engine::Create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--speculative-method"), std::string::npos)
+      << engine.status().message();
 }
 
 }  // namespace
