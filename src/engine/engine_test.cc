@@ -14,55 +14,13 @@
 #include <sstream>
 
 #include "base/paths.h"
+#include "engine/engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
-
-struct Outcome {
-  Ids tokens;
-  FinishReason reason = FinishReason::kNone;
-  RequestMetrics metrics;
-};
-
-std::string ModelPath() { return ModelsDir() + "/stories260K.gguf"; }
-
-EngineConfig BaseConfig() {
-  EngineConfig c;
-  c.model_path = ModelPath();
-  c.num_threads = 1;
-  c.max_model_len = 256;
-  c.kv_cache_memory_bytes = 64 << 20;
-  return c;
-}
-
-Outcome Drain(OutputChannel& ch) {
-  Outcome o;
-  while (true) {
-    std::optional<RequestOutput> out = ch.Pop(std::chrono::seconds(60));
-    if (!out) {
-      ADD_FAILURE() << "timed out waiting for output";
-      return o;
-    }
-    o.tokens.insert(o.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
-    if (out->finished) {
-      o.reason = out->finish_reason;
-      o.metrics = out->metrics;
-      return o;
-    }
-  }
-}
-
-EngineRequest Greedy(Ids prompt, int32_t max_tokens) {
-  EngineRequest r;
-  r.prompt_token_ids = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
-}
+using namespace engine_test;
 
 // Runs all requests at once on a fresh engine; outcomes in request order.
 std::vector<Outcome> RunTogether(const EngineConfig& config, const std::vector<Ids>& prompts,
@@ -91,21 +49,7 @@ class EngineModelTest : public ::testing::Test {
 
   // 24 prompts cut from the sample stories at varied lengths; many share a
   // prefix (the same story start), as chat requests share system prompts.
-  std::vector<Ids> Prompts(const Tokenizer& tok, int n = 24) {
-    std::ifstream in(ModelsDir() + "/text/tinystories_sample.txt");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Ids all = tok.Encode(text, true, false);
-    std::vector<Ids> prompts;
-    for (int i = 0; i < n; ++i) {
-      const size_t start = (i % 3 == 0) ? 0 : (size_t)(i * 37) % 400;
-      const size_t len = 1 + (size_t)(i * 29) % 90;
-      Ids p;
-      if (start > 0) p.push_back(tok.bos_id());
-      p.insert(p.end(), all.begin() + start, all.begin() + std::min(all.size(), start + len));
-      prompts.push_back(p);
-    }
-    return prompts;
-  }
+  std::vector<Ids> Prompts(const Tokenizer& tok, int n = 24) { return StoryPrompts(tok, n); }
 };
 
 TEST_F(EngineModelTest, GreedyFromBosMatchesGolden) {

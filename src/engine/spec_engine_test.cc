@@ -9,6 +9,7 @@
 
 #include "base/paths.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "spec/model_copy.h"
@@ -17,18 +18,7 @@
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
-
-std::string ModelPath() { return ModelsDir() + "/stories260K.gguf"; }
-
-EngineConfig BaseConfig() {
-  EngineConfig c;
-  c.model_path = ModelPath();
-  c.num_threads = 1;
-  c.max_model_len = 256;
-  c.kv_cache_memory_bytes = 64 << 20;
-  return c;
-}
+using namespace engine_test;
 
 EngineConfig Ngram(EngineConfig c, int32_t k) {
   c.speculative_method = SpecMethod::kNgram;
@@ -39,29 +29,10 @@ EngineConfig Ngram(EngineConfig c, int32_t k) {
   return c;
 }
 
-Ids Drain(OutputChannel& ch, RequestMetrics* metrics = nullptr) {
-  Ids tokens;
-  while (true) {
-    std::optional<RequestOutput> out = ch.Pop(std::chrono::seconds(60));
-    if (!out) {
-      ADD_FAILURE() << "timed out waiting for output";
-      return tokens;
-    }
-    tokens.insert(tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
-    if (out->finished) {
-      if (metrics) *metrics = out->metrics;
-      return tokens;
-    }
-  }
-}
-
-EngineRequest Greedy(Ids prompt, int32_t max_tokens) {
-  EngineRequest r;
-  r.prompt_token_ids = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
+Ids Drain(OutputChannel& ch, RequestMetrics* metrics) {
+  Outcome o = engine_test::Drain(ch);
+  if (metrics) *metrics = o.metrics;
+  return o.tokens;
 }
 
 // All prompts at once on a fresh engine (one at a time when alone).
@@ -76,10 +47,10 @@ std::vector<Ids> RunAll(const EngineConfig& config, const std::vector<Ids>& prom
     auto ch = (*engine)->AddRequest(Greedy(p, max_tokens));
     EXPECT_TRUE(ch.ok()) << ch.status().message();
     if (!ch.ok()) return {};
-    if (alone) out.push_back(Drain(**ch));
+    if (alone) out.push_back(engine_test::Drain(**ch).tokens);
     else channels.push_back(*ch);
   }
-  for (auto& ch : channels) out.push_back(Drain(*ch));
+  for (auto& ch : channels) out.push_back(engine_test::Drain(*ch).tokens);
   if (stats) *stats = (*engine)->GetStats();
   return out;
 }
@@ -94,20 +65,7 @@ class SpecEngineTest : public ::testing::Test {
   static std::vector<Ids> Prompts(int n) {
     auto engine = Engine::Create(BaseConfig());
     EXPECT_TRUE(engine.ok());
-    const Tokenizer& tok = (*engine)->tokenizer();
-    std::ifstream in(ModelsDir() + "/text/tinystories_sample.txt");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Ids all = tok.Encode(text, true, false);
-    std::vector<Ids> prompts;
-    for (int i = 0; i < n; ++i) {
-      const size_t start = (i % 3 == 0) ? 0 : (size_t)(i * 37) % 400;
-      const size_t len = 1 + (size_t)(i * 29) % 90;
-      Ids p;
-      if (start > 0) p.push_back(tok.bos_id());
-      p.insert(p.end(), all.begin() + start, all.begin() + std::min(all.size(), start + len));
-      prompts.push_back(p);
-    }
-    return prompts;
+    return StoryPrompts((*engine)->tokenizer(), n);
   }
 };
 
@@ -267,10 +225,10 @@ TEST_F(SpecEngineTest, SeededSamplingWithProposalsIsReproducible) {
       r.sampling.has_seed = true;
       auto ch = (*engine)->AddRequest(r);
       EXPECT_TRUE(ch.ok());
-      if (alone) out.push_back(Drain(**ch));
+      if (alone) out.push_back(engine_test::Drain(**ch).tokens);
       else channels.push_back(*ch);
     }
-    for (auto& ch : channels) out.push_back(Drain(*ch));
+    for (auto& ch : channels) out.push_back(engine_test::Drain(*ch).tokens);
     *stats = (*engine)->GetStats();
     return out;
   };

@@ -8,14 +8,13 @@
 
 #include "base/paths.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
-
-std::string ModelPath() { return ModelsDir() + "/stories260K.gguf"; }
+using namespace engine_test;
 
 EngineConfig StreamingConfig() {
   EngineConfig c;
@@ -30,37 +29,7 @@ EngineConfig StreamingConfig() {
   return c;
 }
 
-EngineRequest Greedy(Ids prompt, int32_t max_tokens) {
-  EngineRequest r;
-  r.prompt_token_ids = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
-}
-
-struct Outcome {
-  Ids tokens;
-  FinishReason reason = FinishReason::kNone;
-  RequestMetrics metrics;
-};
-
-Outcome Drain(OutputChannel& ch) {
-  Outcome o;
-  while (true) {
-    std::optional<RequestOutput> out = ch.Pop(std::chrono::seconds(120));
-    if (!out) {
-      ADD_FAILURE() << "timed out waiting for output";
-      return o;
-    }
-    o.tokens.insert(o.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
-    if (out->finished) {
-      o.reason = out->finish_reason;
-      o.metrics = out->metrics;
-      return o;
-    }
-  }
-}
+Outcome Drain(OutputChannel& ch) { return engine_test::Drain(ch, std::chrono::seconds(120)); }
 
 class StreamingEvictionEngineTest : public ::testing::Test {
  protected:
