@@ -184,7 +184,8 @@ MaybeError ParseMessages(const json& obj, std::vector<ApiMessage>* out) {
     if (!role || !role->is_string() || role->get<std::string>().empty()) {
       return ApiError::Invalid(key + " needs a string 'role'", key + ".role");
     }
-    ApiMessage msg{role->get<std::string>(), ""};
+    ApiMessage msg;
+    msg.role = role->get<std::string>();
     if (auto e = ParseContent(m, i, &msg.content)) return e;
     if (const json* calls = Field(m, "tool_calls")) {
       if (!calls->is_array()) return WrongType(key + ".tool_calls", "an array", *calls);
