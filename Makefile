@@ -87,7 +87,7 @@ tsan-test:
 	  --gtest_filter='-*ThousandTrickling*'
 
 # Soak with faults (tests/soak): 2,000 streaming requests, 64 concurrent,
-# mixed lengths, 20% disconnecting mid-stream, a 1 MiB KV budget forcing
+# mixed lengths, 20% disconnecting mid-stream, a 256 KiB KV budget forcing
 # preemptions, prefix caching; outputs must equal solo runs, the KV cache
 # drain to 0, RSS grow < 5% after warm-up, /health answer within 100 ms.
 SOAK_REQUESTS ?= 2000

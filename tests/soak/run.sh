@@ -21,7 +21,7 @@ if ! command -v node >/dev/null 2>&1; then
   exit 0
 fi
 log="$(mktemp -t tern-soak.XXXXXX.log)"
-"$binary" serve -m "$model" --host 127.0.0.1 --port 0 -t 1 --kv-cache-memory "${SOAK_KV:-1MiB}" \
+"$binary" serve -m "$model" --host 127.0.0.1 --port 0 -t 1 --kv-cache-memory "${SOAK_KV:-256KiB}" \
   --enable-prefix-caching --max-num-seqs 64 >"$log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
