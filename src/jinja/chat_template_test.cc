@@ -4,24 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include "jinja/chat_test_messages.h"
 #include "jinja/chat_template_testdata.h"
 
 namespace tern {
 namespace {
 
 using namespace testdata;  // NOLINT: test data constants
-
-const std::vector<ChatMessage> kWithSystem = {
-    {"system", "You are a helpful assistant."},
-    {"user", "Hello"},
-    {"assistant", " Hi there! "},
-    {"user", "What is 2+2?"},
-};
-const std::vector<ChatMessage> kNoSystem = {
-    {"user", "Hello"},
-    {"assistant", " Hi there! "},
-    {"user", "What is 2+2?"},
-};
 
 std::string Chat(std::string_view tmpl, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                  const std::string& bos = "<s>", const std::string& eos = "</s>") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jinja/chat_template.h"
+#include "jinja/chat_test_messages.h"
 #include "jinja/family_templates_testdata.h"
 
 namespace tern {
@@ -15,17 +16,6 @@ namespace {
 
 using namespace testdata;  // NOLINT: test data constants
 
-const std::vector<ChatMessage> kWithSystem = {
-    {"system", "You are a helpful assistant."},
-    {"user", "Hello"},
-    {"assistant", " Hi there! "},
-    {"user", "What is 2+2?"},
-};
-const std::vector<ChatMessage> kNoSystem = {
-    {"user", "Hello"},
-    {"assistant", " Hi there! "},
-    {"user", "What is 2+2?"},
-};
 const std::vector<ChatMessage> kThinkingEarlier = {
     {"user", "Hello"},
     {"assistant", "<think>\nThe user greets.\n</think>\n\nHi there!"},

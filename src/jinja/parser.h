@@ -7,6 +7,7 @@
 // Statements are parsed in parser.cc, expressions in parser_expressions.cc.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,11 @@ class Parser {
   StatusOr<ExprPtr> ParseMath2();
   StatusOr<ExprPtr> ParsePow();
   StatusOr<ExprPtr> ParseUnary(bool with_filter);
+  StatusOr<ExprPtr> ParseUnaryWithFilter() { return ParseUnary(true); }
+  // One level of left-associative binary operators: operand (op operand)*,
+  // where `op` is any of `ops` (an operator or a keyword such as "and").
+  StatusOr<ExprPtr> ParseBinaryLevel(StatusOr<ExprPtr> (Parser::*operand)(),
+                                     std::initializer_list<std::string_view> ops);
   StatusOr<ExprPtr> ParsePrimary();
   StatusOr<ExprPtr> ParsePostfix(ExprPtr node);
   StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node);

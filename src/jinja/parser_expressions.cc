@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -29,33 +30,9 @@ StatusOr<ExprPtr> Parser::ParseExpression(bool allow_conditional) {
   return expr;
 }
 
-StatusOr<ExprPtr> Parser::ParseOr() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (AtName("or")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
-    auto node = MakeExpr(Expr::Kind::kBinary, at);
-    node->name = "or";
-    node->children.push_back(std::move(left));
-    node->children.push_back(std::move(right));
-    left = std::move(node);
-  }
-  return left;
-}
+StatusOr<ExprPtr> Parser::ParseOr() { return ParseBinaryLevel(&Parser::ParseAnd, {"or"}); }
 
-StatusOr<ExprPtr> Parser::ParseAnd() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (AtName("and")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    auto node = MakeExpr(Expr::Kind::kBinary, at);
-    node->name = "and";
-    node->children.push_back(std::move(left));
-    node->children.push_back(std::move(right));
-    left = std::move(node);
-  }
-  return left;
-}
+StatusOr<ExprPtr> Parser::ParseAnd() { return ParseBinaryLevel(&Parser::ParseNot, {"and"}); }
 
 StatusOr<ExprPtr> Parser::ParseNot() {
   if (AtName("not")) {
@@ -102,59 +79,36 @@ StatusOr<ExprPtr> Parser::ParseCompare() {
   return node;
 }
 
-namespace {
-
-ExprPtr MakeBinary(ExprPtr left, ExprPtr right, const std::string& op, const Token& at) {
-  auto node = std::make_unique<Expr>();
-  node->kind = Expr::Kind::kBinary;
-  node->line = at.line;
-  node->column = at.column;
-  node->name = op;
-  node->children.push_back(std::move(left));
-  node->children.push_back(std::move(right));
-  return node;
+StatusOr<ExprPtr> Parser::ParseBinaryLevel(StatusOr<ExprPtr> (Parser::*operand)(),
+                                           std::initializer_list<std::string_view> ops) {
+  TERN_ASSIGN_OR_RETURN(ExprPtr left, (this->*operand)());
+  while (true) {
+    const Token& t = Peek();
+    const bool is_op = (t.kind == Token::Kind::kOp || t.kind == Token::Kind::kName) &&
+                       std::find(ops.begin(), ops.end(), t.text) != ops.end();
+    if (!is_op) return left;
+    Token at = Next();
+    TERN_ASSIGN_OR_RETURN(ExprPtr right, (this->*operand)());
+    auto node = MakeExpr(Expr::Kind::kBinary, at);
+    node->name = at.text;
+    node->children.push_back(std::move(left));
+    node->children.push_back(std::move(right));
+    left = std::move(node);
+  }
 }
-
-}  // namespace
 
 StatusOr<ExprPtr> Parser::ParseMath1() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-  while (AtOp("+") || AtOp("-")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-    left = MakeBinary(std::move(left), std::move(right), at.text, at);
-  }
-  return left;
+  return ParseBinaryLevel(&Parser::ParseConcat, {"+", "-"});
 }
 
-StatusOr<ExprPtr> Parser::ParseConcat() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParseMath2());
-  while (AtOp("~")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParseMath2());
-    left = MakeBinary(std::move(left), std::move(right), "~", at);
-  }
-  return left;
-}
+StatusOr<ExprPtr> Parser::ParseConcat() { return ParseBinaryLevel(&Parser::ParseMath2, {"~"}); }
 
 StatusOr<ExprPtr> Parser::ParseMath2() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-  while (AtOp("*") || AtOp("/") || AtOp("//") || AtOp("%")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    left = MakeBinary(std::move(left), std::move(right), at.text, at);
-  }
-  return left;
+  return ParseBinaryLevel(&Parser::ParsePow, {"*", "/", "//", "%"});
 }
 
 StatusOr<ExprPtr> Parser::ParsePow() {
-  TERN_ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
-  while (AtOp("**")) {
-    Token at = Next();
-    TERN_ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
-    left = MakeBinary(std::move(left), std::move(right), "**", at);
-  }
-  return left;
+  return ParseBinaryLevel(&Parser::ParseUnaryWithFilter, {"**"});
 }
 
 StatusOr<ExprPtr> Parser::ParseUnary(bool with_filter) {
