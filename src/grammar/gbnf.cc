@@ -6,11 +6,11 @@
 #include <string>
 
 #include "grammar/regex.h"
+#include "grammar/repetition.h"
 
 namespace tern::grammar {
 namespace {
 
-constexpr int32_t kMaxRepeat = 1000;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -195,44 +195,10 @@ class GbnfParser {
     return g_.LiteralRule(bytes);
   }
 
-  bool ParseInt(int32_t* out) {
-    const size_t start = i_;
-    int64_t v = 0;
-    while (!AtEnd() && std::isdigit((unsigned char)t_[i_])) v = std::min<int64_t>(v * 10 + (t_[i_++] - '0'), 1 << 30);
-    *out = (int32_t)v;
-    return i_ > start;
-  }
-
   StatusOr<int32_t> ParseQuantifier(int32_t atom) {
-    if (AtEnd()) return atom;
-    int32_t min = 1, max = 1;
-    const char c = t_[i_];
-    if (c == '*') {
-      min = 0, max = -1;
-    } else if (c == '+') {
-      max = -1;
-    } else if (c == '?') {
-      min = 0;
-    } else if (c == '{') {
-      ++i_;
-      SkipSpace();
-      if (!ParseInt(&min)) return Error("'{' needs a count");
-      max = min;
-      SkipSpace();
-      if (!AtEnd() && t_[i_] == ',') {
-        ++i_;
-        SkipSpace();
-        if (!ParseInt(&max)) max = -1;
-        SkipSpace();
-      }
-      if (AtEnd() || t_[i_] != '}') return Error("unclosed {m,n}");
-      if (max >= 0 && max < min) return Error("{m,n} with n < m");
-      if (min > kMaxRepeat || max > kMaxRepeat) return Error("repeat count above 1000");
-    } else {
-      return atom;
-    }
-    ++i_;
-    return g_.Repeat(atom, min, max);
+    const Repetition r = ReadRepetition(t_, &i_, /*regex_syntax=*/false);
+    if (!r.error.empty()) return Error(r.error);
+    return r.found ? g_.Repeat(atom, r.min, r.max) : atom;
   }
 
   std::string_view t_;

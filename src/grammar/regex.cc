@@ -2,10 +2,10 @@
 
 #include <string>
 
+#include "grammar/repetition.h"
+
 namespace tern::grammar {
 namespace {
-
-constexpr int32_t kMaxRepeat = 1000;
 
 // A set of code points: ASCII exactly, everything above as one flag.
 struct CharClass {
@@ -87,50 +87,15 @@ class RegexCompiler {
     return seq;
   }
 
-  bool ParseInt(int32_t* out) {
-    const size_t start = i_;
-    int64_t v = 0;
-    while (!AtEnd() && p_[i_] >= '0' && p_[i_] <= '9') {
-      v = std::min<int64_t>(v * 10 + (p_[i_] - '0'), 1 << 30);
-      ++i_;
-    }
-    *out = (int32_t)v;
-    return i_ > start;
-  }
-
   StatusOr<int32_t> ParseQuantifier(int32_t atom) {
-    if (AtEnd()) return atom;
-    int32_t min = 1, max = 1;
-    const char c = p_[i_];
-    if (c == '*') {
-      min = 0, max = -1;
-    } else if (c == '+') {
-      min = 1, max = -1;
-    } else if (c == '?') {
-      min = 0, max = 1;
-    } else if (c == '{') {
-      const size_t open = i_++;
-      if (!ParseInt(&min)) {
-        i_ = open;
-        return Error("'{' without a count (escape it as \\{)");
-      }
-      max = min;
-      if (!AtEnd() && p_[i_] == ',') {
-        ++i_;
-        if (!ParseInt(&max)) max = -1;
-      }
-      if (AtEnd() || p_[i_] != '}') return Error("unclosed {n,m}");
-      if (max >= 0 && max < min) return Error("{n,m} with m < n");
-      if (min > kMaxRepeat || max > kMaxRepeat) return Error("repeat count above 1000");
-    } else {
-      return atom;
-    }
-    ++i_;
+    const Repetition r = ReadRepetition(p_, &i_, /*regex_syntax=*/true);
+    if (!r.error.empty()) return Error(r.error);
+    if (!r.found) return atom;
     if (!AtEnd() && p_[i_] == '?') ++i_;  // lazy: same language
     if (!AtEnd() && (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?' || p_[i_] == '{')) {
       return Error("quantifier after a quantifier");
     }
-    return g_->Repeat(atom, min, max);
+    return g_->Repeat(atom, r.min, r.max);
   }
 
   StatusOr<int32_t> ParseAtom() {
