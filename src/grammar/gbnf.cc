@@ -6,6 +6,7 @@
 #include <string>
 
 #include "grammar/regex.h"
+#include "base/utf8.h"
 #include "grammar/repetition.h"
 
 namespace tern::grammar {
@@ -15,21 +16,6 @@ namespace {
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_';
-}
-
-std::string Utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += (char)cp;
-  } else if (cp < 0x800) {
-    s += (char)(0xC0 | (cp >> 6));
-    s += (char)(0x80 | (cp & 0x3F));
-  } else {
-    s += (char)(0xE0 | (cp >> 12));
-    s += (char)(0x80 | ((cp >> 6) & 0x3F));
-    s += (char)(0x80 | (cp & 0x3F));
-  }
-  return s;
 }
 
 class GbnfParser {

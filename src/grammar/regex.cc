@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "base/utf8.h"
 #include "grammar/repetition.h"
 
 namespace tern::grammar {
@@ -16,26 +17,6 @@ struct CharClass {
     non_ascii = true;
   }
 };
-
-std::string Utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += (char)cp;
-  } else if (cp < 0x800) {
-    s += (char)(0xC0 | (cp >> 6));
-    s += (char)(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += (char)(0xE0 | (cp >> 12));
-    s += (char)(0x80 | ((cp >> 6) & 0x3F));
-    s += (char)(0x80 | (cp & 0x3F));
-  } else {
-    s += (char)(0xF0 | (cp >> 18));
-    s += (char)(0x80 | ((cp >> 12) & 0x3F));
-    s += (char)(0x80 | ((cp >> 6) & 0x3F));
-    s += (char)(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
 
 class RegexCompiler {
  public:

@@ -85,25 +85,6 @@ std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text) {
   return out;
 }
 
-void AppendUtf8(uint32_t cpt, std::string* out) {
-  if ((cpt >= 0xD800 && cpt <= 0xDFFF) || cpt > 0x10FFFF) cpt = kReplacementChar;
-  if (cpt < 0x80) {
-    out->push_back((char)cpt);
-  } else if (cpt < 0x800) {
-    out->push_back((char)(0xC0 | (cpt >> 6)));
-    out->push_back((char)(0x80 | (cpt & 0x3F)));
-  } else if (cpt < 0x10000) {
-    out->push_back((char)(0xE0 | (cpt >> 12)));
-    out->push_back((char)(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back((char)(0x80 | (cpt & 0x3F)));
-  } else {
-    out->push_back((char)(0xF0 | (cpt >> 18)));
-    out->push_back((char)(0x80 | ((cpt >> 12) & 0x3F)));
-    out->push_back((char)(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back((char)(0x80 | (cpt & 0x3F)));
-  }
-}
-
 std::string SanitizeUtf8(std::string_view text) {
   // Fast path: plain ASCII needs no work.
   if (std::all_of(text.begin(), text.end(), [](char c) { return !(c & 0x80); })) {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"  // AppendUtf8
+
 namespace tern {
 
 // Category bits of one codepoint (general category's first letter).
@@ -39,8 +41,6 @@ size_t Utf8SequenceLength(uint8_t first_byte);
 
 // Decodes UTF-8; a malformed sequence yields U+FFFD and skips one byte.
 std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text);
-// Appends cpt as UTF-8 (surrogates and values past U+10FFFF as U+FFFD).
-void AppendUtf8(uint32_t cpt, std::string* out);
 // DecodeUtf8Lenient then re-encode: valid, canonical UTF-8.
 std::string SanitizeUtf8(std::string_view text);
 // Length of the longest prefix of text that does not end inside an
