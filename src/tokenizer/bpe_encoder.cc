@@ -1,9 +1,9 @@
 #include "tokenizer/bpe_encoder.h"
 
 #include <algorithm>
-#include <queue>
 #include <unordered_map>
 
+#include "tokenizer/pair_merger.h"
 #include "tokenizer/unicode.h"
 
 namespace tern {
@@ -14,27 +14,6 @@ constexpr size_t kMaxCachedWordBytes = 64;
 struct WordHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return TokenIndex::Hash(s); }
-};
-
-struct Symbol {
-  int32_t prev;
-  int32_t next;
-  uint32_t offset;  // into the word
-  uint32_t length;  // 0 once merged into its left neighbour
-};
-
-struct Bigram {
-  int32_t left;
-  int32_t right;
-  int32_t rank;
-  uint32_t length;
-};
-
-// Lowest rank first; on ties the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
 };
 
 }  // namespace
@@ -67,7 +46,6 @@ int32_t BpeEncoder::Rank(std::string_view left, std::string_view right, std::str
 void BpeEncoder::EncodeWord(std::string_view word, std::vector<int32_t>* out,
                             std::string* key) const {
   if (word.empty()) return;
-  std::vector<Symbol> symbols;
   if (vocab_.ignore_merges) {
     const int32_t id = FindToken(index_, word);
     if (id >= 0) {
@@ -75,42 +53,13 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<int32_t>* out,
       return;
     }
   }
-  symbols.reserve(word.size());
-  for (size_t offset = 0; offset < word.size();) {
-    const size_t len = std::min(Utf8SequenceLength((uint8_t)word[offset]), word.size() - offset);
-    const int32_t index = (int32_t)symbols.size();
-    offset += len;
-    symbols.push_back({index - 1, offset == word.size() ? -1 : index + 1,
-                       (uint32_t)(offset - len), (uint32_t)len});
-  }
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[left];
-    const Symbol& r = symbols[right];
-    const int32_t rank =
-        Rank(word.substr(l.offset, l.length), word.substr(r.offset, r.length), key);
-    if (rank < 0) return;
-    queue.push({left, right, rank, l.length + r.length});
-  };
-  for (int32_t i = 1; i < (int32_t)symbols.size(); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) {
-      continue;  // stale
-    }
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    try_add(left.prev, bigram.left);
-    try_add(bigram.left, left.next);
-  }
-
+  PairMerger<int32_t> merger;  // priority: -rank (the lowest rank merges first)
+  const std::vector<MergeSymbol>& symbols =
+      merger.Merge(word, [&](std::string_view left, std::string_view right) -> std::optional<int32_t> {
+        const int32_t rank = Rank(left, right, key);
+        if (rank < 0) return std::nullopt;
+        return -rank;
+      });
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
     const std::string_view piece = word.substr(symbols[i].offset, symbols[i].length);
     const int32_t id = FindToken(index_, piece);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/pair_merger.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/vocab.h"
 
@@ -29,25 +30,9 @@ class SpmEncoder {
   // prefix added when the model asks). Appends ids to *out.
   void Encode(std::string_view text, std::vector<int32_t>* out) const;
 
-  struct Symbol {
-    int32_t prev;
-    int32_t next;
-    uint32_t offset;  // into the segment
-    uint32_t length;  // 0 once merged into its left neighbour
-  };
-  struct Bigram {
-    int32_t left;
-    int32_t right;
-    float score;
-    uint32_t length;
-  };
-
  private:
-  struct Scratch {
-    std::vector<Symbol> symbols;
-    std::vector<Bigram> heap;
-  };
-  void EncodeSegment(std::string_view text, Scratch* scratch, std::vector<int32_t>* out) const;
+  void EncodeSegment(std::string_view text, PairMerger<float>* merger,
+                     std::vector<int32_t>* out) const;
 
   const Vocab& vocab_;
   const TokenIndex& index_;
