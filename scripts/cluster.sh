@@ -17,8 +17,10 @@
 #   --stats-port P          HAProxy's stats port (default 8404; 0 = free) [STATS_PORT]
 #   --base-port P           instance i listens on P+i (default 8081; 0 = free ones) [BASE_PORT]
 #   --kv-cache-memory SIZE  per instance (default 64MiB)               [KV_CACHE_MEMORY]
-#   --balance hash|roundrobin  affinity (default) or plain round robin  [BALANCE]
-#   --balance-factor F      hash-balance-factor, % of the mean load (default 150) [BALANCE_FACTOR]
+#   --balance sticky|hash|roundrobin  affinity by a stick table (default), by
+#                           consistent hashing with bounded loads, or none [BALANCE]
+#   --balance-factor F      hash: hash-balance-factor, % of the mean load (default 150) [BALANCE_FACTOR]
+#   --stick-expire T        sticky: a key idle this long is forgotten (default 30m) [STICK_EXPIRE]
 #   --key-bytes K           prompt bytes that pick the instance (default 256) [KEY_BYTES]
 #   --check-inter T         health-check interval (default 1s)         [CHECK_INTER]
 #   --run-dir DIR           pids, logs, haproxy.cfg, cluster.env       [RUN_DIR]
@@ -40,9 +42,10 @@ PORT=${PORT:-8080}
 STATS_PORT=${STATS_PORT:-8404}
 BASE_PORT=${BASE_PORT:-8081}
 KV_CACHE_MEMORY=${KV_CACHE_MEMORY:-64MiB}
-BALANCE=${BALANCE:-hash}
+BALANCE=${BALANCE:-sticky}
 KEY_BYTES=${KEY_BYTES:-256}
 BALANCE_FACTOR=${BALANCE_FACTOR:-150}
+STICK_EXPIRE=${STICK_EXPIRE:-30m}
 CHECK_INTER=${CHECK_INTER:-1s}
 RUN_DIR=${RUN_DIR:-${TMPDIR:-/tmp}/tern-cluster}
 EXTRA=()
@@ -117,14 +120,21 @@ write_config() {
   for ((i = 0; i < INSTANCES; ++i)); do
     servers+="    server tern$i 127.0.0.1:${INSTANCE_PORTS[$i]}"$'\n'
   done
-  local balance="hash var(txn.route_key)"
-  [[ "$BALANCE" == roundrobin ]] && balance="roundrobin"
+  local balance
+  case $BALANCE in
+    sticky) balance=roundrobin ;;
+    hash) balance="hash var(txn.route_key)" ;;
+    *) balance=roundrobin ;;
+  esac
   local template="$repo/deploy/haproxy/haproxy.cfg.in"
+  local affinity="$repo/deploy/haproxy/affinity/$BALANCE.cfg.in"
   [[ -f "$template" ]] || { echo "cluster.sh: template not found: $template" >&2; return 1; }
-  python3 - "$template" "$RUN_DIR/haproxy.cfg" <<EOF
+  [[ -f "$affinity" ]] || { echo "cluster.sh: template not found: $affinity" >&2; return 1; }
+  python3 - "$template" "$RUN_DIR/haproxy.cfg" "$affinity" <<EOF
 import sys
 text = open(sys.argv[1]).read()
-for k, v in {"BIND": "127.0.0.1:$PORT", "STATS_BIND": "127.0.0.1:$STATS_PORT",
+text = text.replace("@AFFINITY@\n", open(sys.argv[3]).read())
+for k, v in {"STICK_EXPIRE": "$STICK_EXPIRE", "BIND": "127.0.0.1:$PORT", "STATS_BIND": "127.0.0.1:$STATS_PORT",
              "KEY_BYTES": "$KEY_BYTES", "BALANCE": "$balance",
              "BALANCE_FACTOR": "$BALANCE_FACTOR",
              "CHECK_INTER": "$CHECK_INTER", "SERVERS": """$servers""".rstrip("\n")}.items():
@@ -146,6 +156,7 @@ cmd_up() {
       --balance) BALANCE=$2; shift 2 ;;
       --key-bytes) KEY_BYTES=$2; shift 2 ;;
       --balance-factor) BALANCE_FACTOR=$2; shift 2 ;;
+      --stick-expire) STICK_EXPIRE=$2; shift 2 ;;
       --check-inter) CHECK_INTER=$2; shift 2 ;;
       --run-dir) RUN_DIR=$2; shift 2 ;;
       --) shift; EXTRA=("$@"); break ;;
@@ -155,8 +166,10 @@ cmd_up() {
   [[ "$INSTANCES" =~ ^[1-9][0-9]*$ ]] || die "-n: expected a positive count, got '$INSTANCES'"
   [[ "$KEY_BYTES" =~ ^[1-9][0-9]*$ ]] || die "--key-bytes: expected a positive count, got '$KEY_BYTES'"
   [[ "$BALANCE_FACTOR" =~ ^[0-9]+$ ]] || die "--balance-factor: expected a percentage, got '$BALANCE_FACTOR'"
-  [[ "$BALANCE" == hash || "$BALANCE" == roundrobin ]] ||
-    die "--balance: expected hash or roundrobin, got '$BALANCE'"
+  [[ "$BALANCE" == sticky || "$BALANCE" == hash || "$BALANCE" == roundrobin ]] ||
+    die "--balance: expected sticky, hash or roundrobin, got '$BALANCE'"
+  [[ "$STICK_EXPIRE" =~ ^[1-9][0-9]*(ms|s|m|h|d)?$ ]] ||
+    die "--stick-expire: expected a time such as 30m, got '$STICK_EXPIRE'"
   [[ -f "$MODEL" ]] || die "model not found: $MODEL (-m MODEL)"
   [[ -x "$TERN" ]] || die "tern binary not found at $TERN (build it, or set TERN)"
   command -v "$HAPROXY" >/dev/null || die "haproxy not found (make deps installs it)"

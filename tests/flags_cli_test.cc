@@ -204,6 +204,17 @@ TEST(FlagsCliTest, ServeTakesTheModelAsItsArgument) {
   EXPECT_NE(help.out.find("the same as -m/--model PATH"), std::string::npos) << help.out;
 }
 
+TEST(FlagsCliTest, ServeRejectsABadMetricsPrefixBeforeLoading) {
+  SKIP_WITHOUT_BINARY();
+  // Checked with the flags, before the model file.
+  ExpectOneLineError(RunTern("serve -m /nonexistent/m.gguf --metrics-prefix vllm:"), "tern serve: ",
+                     "--metrics-prefix: 'vllm:' is not a metric namespace");
+  ExpectOneLineError(RunTern("serve -m /nonexistent/m.gguf --metrics-prefix ''"), "tern serve: ",
+                     "--metrics-prefix: '' is not a metric namespace");
+  ExpectOneLineError(RunTern("serve -m /nonexistent/m.gguf --metrics-prefix vllm"), "tern serve: ",
+                     "model file not found: /nonexistent/m.gguf");
+}
+
 TEST(FlagsCliTest, GenerateTakesTheModelAsItsArgumentAndForeignSpellings) {
   SKIP_WITHOUT_MODEL();
   const std::string common = " -p 'Once upon a time' --temp 0 --ignore-eos --ids -t 1";

@@ -48,6 +48,7 @@ struct ServeArgs {
   int max_connections = 1024;
   int max_pending_requests = 4096;
   bool protect_metrics = false;
+  std::string metrics_prefix = "tern";
 };
 
 int Fail(const std::string& message) {
@@ -65,6 +66,9 @@ void AddFlags(ArgParser& p, ServeArgs& a) {
               "read the API key from FILE's first line (default: none; wins over $TERN_API_KEY)");
   p.AddFlag("--protect-metrics", &a.protect_metrics,
             "with an API key, /metrics and /stats need it too (default: open, like /health)");
+  p.AddString("--metrics-prefix", "NAME", &a.metrics_prefix,
+              "namespace of the /metrics names (default tern: tern:num_requests_waiting; "
+              "vllm: vLLM's names, for schedulers that expect them)");
   p.AddString("--served-model-name", "NAME", &a.served_model_name,
               "model name in the API (default: the model file name without .gguf)");
   p.AddString("--chat-template", "FILE|NAME", &a.chat_template,
@@ -192,6 +196,7 @@ int RunServe(int argc, char** argv) {
     return Fail("--port must be in 0..65535, got " + std::to_string(a.port));
   if (a.max_connections < 1) return Fail("--max-connections must be >= 1");
   if (a.max_pending_requests < 1) return Fail("--max-pending-requests must be >= 1");
+  if (Status st = ValidateMetricsPrefix(a.metrics_prefix); !st.ok()) return Fail(st.message());
   if (Status st = ResolveApiKey(a, std::getenv(kApiKeyEnv)); !st.ok()) return Fail(st.message());
   if (a.protect_metrics && a.api_key.empty()) {
     return Fail("--protect-metrics needs an API key (--api-key, --api-key-file or $TERN_API_KEY)");
@@ -220,6 +225,7 @@ int RunServe(int argc, char** argv) {
   api_options.served_model_name = a.served_model_name;
   api_options.api_key = a.api_key;
   api_options.protect_metrics = a.protect_metrics;
+  api_options.metrics_prefix = a.metrics_prefix;
   api_options.max_pending_requests = a.max_pending_requests;
   if (config->verbose) {
     api_options.access_log = [](const AccessLogEntry& e) {

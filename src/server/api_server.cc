@@ -96,7 +96,9 @@ void RespondError(HttpExchange& exchange, const ApiError& error) {
 }
 
 ApiServer::ApiServer(ApiServerOptions options)
-    : options_(std::move(options)), created_((int64_t)std::time(nullptr)) {}
+    : options_(std::move(options)),
+      created_((int64_t)std::time(nullptr)),
+      metrics_(options_.metrics_prefix) {}
 
 void ApiServer::SetBackend(ServingBackend* backend) { backend_.store(backend); }
 

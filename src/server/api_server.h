@@ -50,6 +50,7 @@ struct ApiServerOptions {
   std::string served_model_name = "model";
   std::string api_key;  // "" = no authentication
   bool protect_metrics = false;  // with a key: /metrics and /stats need it
+  std::string metrics_prefix = "tern";  // namespace of the /metrics names (ValidateMetricsPrefix)
   RequestLimits limits;
   int32_t max_pending_requests = 4096;
   // Called once per request, on its connection thread; empty = no access log.

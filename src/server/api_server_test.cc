@@ -511,6 +511,21 @@ TEST(ApiServerLifecycleTest, LoadingThenReadyThenShuttingDown) {
   EXPECT_EQ(h3.status, 503);
 }
 
+TEST(ApiServerMetricsTest, MetricsPrefixRenamesTheMetricsPage) {
+  ApiServerOptions o;
+  o.served_model_name = "stories";
+  o.metrics_prefix = "vllm";
+  ApiServer server(o);
+  FakeBackend backend;
+  server.SetBackend(&backend);
+  FakeExchange ex;
+  server.Handle(Get("/metrics"), ex);
+  ASSERT_EQ(ex.status, 200);
+  EXPECT_NE(ex.body.find("vllm:num_requests_running{model_name=\"stories\"} 1\n"), std::string::npos);
+  EXPECT_NE(ex.body.find("vllm:num_requests_waiting{model_name=\"stories\"} 0\n"), std::string::npos);
+  EXPECT_EQ(ex.body.find("tern:"), std::string::npos);
+}
+
 TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
   ApiServerOptions o;
   o.api_key = "sekret";

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/check.h"
+
 namespace tern {
 namespace {
 
@@ -44,13 +46,14 @@ std::string Number(double v) {
 
 class Writer {
  public:
-  explicit Writer(const std::string& model) : label_("model_name=\"" + EscapeLabel(model) + "\"") {}
+  Writer(const std::string& prefix, const std::string& model)
+      : ns_(prefix + ":"), label_("model_name=\"" + EscapeLabel(model) + "\"") {}
 
   void Header(const std::string& name, const char* type, const char* help) {
-    out_ += "# HELP tern:" + name + " " + help + "\n# TYPE tern:" + name + " " + type + "\n";
+    out_ += "# HELP " + ns_ + name + " " + help + "\n# TYPE " + ns_ + name + " " + type + "\n";
   }
   void Sample(const std::string& name, double value, const std::string& extra_label = "") {
-    out_ += "tern:" + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
+    out_ += ns_ + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
             Number(value) + "\n";
   }
   void WriteHistogram(const std::string& name, const char* help, const Histogram& h) {
@@ -66,6 +69,7 @@ class Writer {
   std::string Take() { return std::move(out_); }
 
  private:
+  std::string ns_;  // "tern:"
   std::string label_;
   std::string out_;
 };
@@ -81,7 +85,23 @@ PercentileSummary FromHistogram(const Histogram& h) {
   return s;
 }
 
+bool IsNamespaceChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         (!first && c >= '0' && c <= '9');
+}
+
 }  // namespace
+
+Status ValidateMetricsPrefix(const std::string& prefix) {
+  bool ok = !prefix.empty();
+  for (size_t i = 0; ok && i < prefix.size(); ++i) ok = IsNamespaceChar(prefix[i], i == 0);
+  if (!ok) {
+    return InvalidArgument("--metrics-prefix: '" + prefix +
+                           "' is not a metric namespace (letters, digits and '_', not starting "
+                           "with a digit; e.g. tern or vllm)");
+  }
+  return Status::Ok();
+}
 
 LatencySummaries ServerMetrics::Totals() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -94,12 +114,15 @@ LatencySummaries ServerMetrics::Totals() const {
   return out;
 }
 
-ServerMetrics::ServerMetrics()
-    : ttft_(kTtftBounds),
+ServerMetrics::ServerMetrics(std::string prefix)
+    : prefix_(std::move(prefix)),
+      ttft_(kTtftBounds),
       tpot_(kTokenBounds),
       itl_(kTokenBounds),
       e2e_(kRequestBounds),
-      queue_(kRequestBounds) {}
+      queue_(kRequestBounds) {
+  CHECK(ValidateMetricsPrefix(prefix_).ok());
+}
 
 void ServerMetrics::Observe(const RequestMetrics& m) {
   recent_.Observe(m);
@@ -113,13 +136,30 @@ void ServerMetrics::Observe(const RequestMetrics& m) {
 
 std::string ServerMetrics::Render(const std::string& model_name, const EngineStats* stats) const {
   EngineStats s = stats ? *stats : EngineStats{};
-  Writer w(model_name);
+  Writer w(prefix_, model_name);
   w.Header("num_requests_running", "gauge", "Number of requests in the running batch.");
   w.Sample("num_requests_running", s.num_running);
   w.Header("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.");
   w.Sample("num_requests_waiting", s.num_waiting);
   w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
   w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
+  if (prefix_ == "vllm") {
+    // vLLM's name before kv_cache_usage_perc; older schedulers read this one.
+    w.Header("gpu_cache_usage_perc", "gauge",
+             "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc.");
+    w.Sample("gpu_cache_usage_perc", s.kv_cache_usage);
+  }
+  if (stats) {
+    // vLLM's info metric: a scheduler's prefix-cache scorer reads the block
+    // size and the number of blocks from its labels (num_gpu_blocks is
+    // vLLM's label name; here the blocks are in memory).
+    w.Header("cache_config_info", "gauge",
+             "The KV cache's configuration in labels: block_size (tokens per block), "
+             "num_gpu_blocks (blocks). Value 1.");
+    w.Sample("cache_config_info", 1,
+             "block_size=\"" + std::to_string(s.block_size) + "\",num_gpu_blocks=\"" +
+                 std::to_string(s.num_kv_blocks) + "\"");
+  }
   w.Header("kv_cache_capacity_tokens", "gauge",
            "Token slots of the KV cache (its blocks x block size, at its element type).");
   w.Sample("kv_cache_capacity_tokens", (double)s.kv_cache_capacity_tokens);

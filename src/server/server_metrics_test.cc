@@ -90,5 +90,75 @@ TEST(ServerMetricsTest, RendersSpeculativeDecodingCounters) {
       text, "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"3\",model_name=\"m\"} 3\n"));
 }
 
+TEST(ServerMetricsTest, PrefixNamesEveryMetric) {
+  ServerMetrics m("vllm");
+  EngineStats s;
+  s.num_waiting = 2;
+  s.num_running = 1;
+  s.kv_cache_usage = 0.5;
+  s.prefix_cache_queries_total = 512;
+  s.prefix_cache_hits_total = 480;
+  s.block_size = 16;
+  s.num_kv_blocks = 204;
+  RequestMetrics r;
+  r.ttft_s = 0.01;
+  r.generated_tokens = 1;
+  m.Observe(r);
+  const std::string text = m.Render("stories", &s);
+  // The names a scheduler built for vLLM reads (the Gateway API Inference
+  // Extension's endpoint picker by default, for one).
+  EXPECT_TRUE(Contains(text, "# TYPE vllm:num_requests_waiting gauge\n"));
+  EXPECT_TRUE(Contains(text, "vllm:num_requests_waiting{model_name=\"stories\"} 2\n"));
+  EXPECT_TRUE(Contains(text, "vllm:num_requests_running{model_name=\"stories\"} 1\n"));
+  EXPECT_TRUE(Contains(text, "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.5\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE vllm:gpu_cache_usage_perc gauge\n"));
+  EXPECT_TRUE(Contains(text, "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.5\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE vllm:prefix_cache_queries_total counter\n"));
+  EXPECT_TRUE(Contains(text, "vllm:prefix_cache_queries_total{model_name=\"stories\"} 512\n"));
+  EXPECT_TRUE(Contains(text, "vllm:prefix_cache_hits_total{model_name=\"stories\"} 480\n"));
+  EXPECT_TRUE(Contains(
+      text, "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"204\",model_name=\"stories\"} 1\n"));
+  EXPECT_TRUE(Contains(text, "vllm:time_to_first_token_seconds_count{model_name=\"stories\"} 1\n"));
+  // Every sample and every HELP/TYPE line is in the one namespace.
+  size_t lines = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    ++lines;
+    const std::string name = line.starts_with("# ") ? line.substr(7) : line;
+    EXPECT_TRUE(name.starts_with("vllm:")) << line;
+  }
+  EXPECT_GT(lines, 50u);
+}
+
+TEST(ServerMetricsTest, OlderKvNameOnlyUnderVllmAndInfoOnlyOnceLoaded) {
+  EngineStats s;
+  s.block_size = 16;
+  s.num_kv_blocks = 8;
+  const std::string tern = ServerMetrics().Render("m", &s);
+  EXPECT_FALSE(Contains(tern, "gpu_cache_usage_perc"));
+  EXPECT_TRUE(Contains(tern, "tern:cache_config_info{block_size=\"16\",num_gpu_blocks=\"8\","));
+  const std::string other = ServerMetrics("my_llm").Render("m", &s);
+  EXPECT_TRUE(Contains(other, "my_llm:num_requests_waiting{model_name=\"m\"} 0\n"));
+  EXPECT_FALSE(Contains(other, "tern:"));
+  EXPECT_FALSE(Contains(other, "gpu_cache_usage_perc"));
+  // While the model loads there is no KV cache to describe.
+  const std::string loading = ServerMetrics("vllm").Render("m", nullptr);
+  EXPECT_FALSE(Contains(loading, "cache_config_info"));
+  EXPECT_TRUE(Contains(loading, "vllm:kv_cache_usage_perc{model_name=\"m\"} 0\n"));
+}
+
+TEST(ServerMetricsTest, ValidatesThePrefix) {
+  for (const char* good : {"tern", "vllm", "_x", "a1_B"}) {
+    EXPECT_TRUE(ValidateMetricsPrefix(good).ok()) << good;
+  }
+  for (const char* bad : {"", "1abc", "a:b", "vllm:", "a-b", "a b", "t\xc3\xa9rn"}) {
+    const Status st = ValidateMetricsPrefix(bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("--metrics-prefix"), std::string::npos) << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace tern

@@ -6,7 +6,8 @@
     port, `serve` with --host 0.0.0.0 and --port matching that port;
   - each Service selects the pods of a Deployment and targets a port they name;
   - the HAProxy ConfigMap holds every routing, health and retry line of
-    deploy/haproxy/haproxy.cfg.in (filled as scripts/cluster.sh fills it),
+    deploy/haproxy/haproxy.cfg.in with the default affinity lines
+    (affinity/sticky.cfg.in), filled as scripts/cluster.sh fills them,
     and `haproxy -c` accepts it where haproxy is installed.
 Needs python3-yaml; skips (exit 0) without it unless TERN_REQUIRE_TEST_DATA=1.
 """
@@ -92,8 +93,11 @@ def template_lines():
     """The routing/health/retry lines of the template, filled as cluster.sh fills it."""
     with open(os.path.join(repo, "deploy", "haproxy", "haproxy.cfg.in")) as f:
         text = f.read()
-    for k, v in {"KEY_BYTES": "256", "BALANCE": "hash var(txn.route_key)",
-                 "BALANCE_FACTOR": "150", "CHECK_INTER": "1s"}.items():
+    # The default affinity, sticky (deploy/haproxy/affinity/sticky.cfg.in).
+    with open(os.path.join(repo, "deploy", "haproxy", "affinity", "sticky.cfg.in")) as f:
+        text = text.replace("@AFFINITY@\n", f.read())
+    for k, v in {"KEY_BYTES": "256", "BALANCE": "roundrobin", "STICK_EXPIRE": "30m",
+                 "CHECK_INTER": "1s"}.items():
         text = text.replace("@%s@" % k, v)
     skip = ("bind ", "server ", "@")
     lines = []

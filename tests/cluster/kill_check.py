@@ -75,8 +75,11 @@ def stream_one(front, r, max_tokens, hang_s, state):
     u = urlparse(front)
     body = json.dumps({
         "model": state["model"],
-        # 24 distinct leading parts: keys spread over every instance.
-        "prompt": "Story %d. Once upon a time there was a little dog who liked to run." % (r.i % 24),
+        # A new leading part every 3 requests, as new conversations keep
+        # coming: keys spread over every instance, and a restarted instance
+        # gets new keys at once (sticky affinity keeps a known key where it
+        # went while the instance was down, where its cache is warm).
+        "prompt": "Story %d. Once upon a time there was a little dog who liked to run." % (r.i // 3),
         "max_tokens": max_tokens, "ignore_eos": True, "stream": True, "temperature": 0,
     })
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=hang_s)
