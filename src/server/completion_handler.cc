@@ -261,22 +261,29 @@ bool CompletionHandler::SendStreamStart() {
   return true;
 }
 
+bool CompletionHandler::ReadOutputs(Choice& c, bool streaming) {
+  for (;;) {
+    std::optional<RequestOutput> out;
+    if (!c.client_done) out = c.channel->Pop(std::chrono::milliseconds(0));
+    if (out) Consume(c, *out);
+    if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() ||
+                      !c.delta_tool_calls.empty() || c.client_done)) {
+      if (!SendChunk(c)) return false;
+    }
+    if (!out || c.client_done) return true;
+  }
+}
+
 bool CompletionHandler::Pump(bool streaming) {
-  const auto timeout = std::chrono::milliseconds(choices_.size() == 1 ? 50 : 5);
   std::vector<bool> finish_sent(choices_.size(), false);
   auto shutdown_deadline = std::chrono::steady_clock::time_point::max();
+  uint64_t seen = 0;  // the engine's output generation read before the last pass
   for (;;) {
     bool all_sent = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = choices_[i];
       if (finish_sent[i]) continue;
-      if (!c.client_done) {
-        if (std::optional<RequestOutput> out = c.channel->Pop(timeout)) Consume(c, *out);
-      }
-      if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() || !c.delta_tool_calls.empty() ||
-                        c.client_done)) {
-        if (!SendChunk(c)) return false;
-      }
+      if (!ReadOutputs(c, streaming)) return false;
       finish_sent[i] = c.client_done;
       all_sent = all_sent && c.client_done;
     }
@@ -296,6 +303,9 @@ bool CompletionHandler::Pump(bool streaming) {
         }
       }
     }
+    // Sleeps until the engine delivers outputs (any request's), or at most
+    // kWakeInterval, to notice a client that left or a shutdown.
+    seen = ctx_.backend->WaitForOutputs(seen, kWakeInterval);
   }
 }
 
@@ -313,14 +323,25 @@ void CompletionHandler::DrainForMetrics() {
   // Choices cut by a stop string: the engine's final output (with timings)
   // follows within a step or so.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (Choice& c : choices_) {
-    while (c.channel && !c.engine_done && std::chrono::steady_clock::now() < deadline) {
-      std::optional<RequestOutput> out = c.channel->Pop(std::chrono::milliseconds(20));
-      if (out && out->finished) {
-        c.engine_done = true;
-        ctx_.metrics->Observe(out->metrics);
+  uint64_t seen = 0;
+  for (;;) {
+    bool waiting = false;
+    for (Choice& c : choices_) {
+      while (c.channel && !c.engine_done) {
+        std::optional<RequestOutput> out = c.channel->Pop(std::chrono::milliseconds(0));
+        if (!out) break;
+        if (out->finished) {
+          c.engine_done = true;
+          ctx_.metrics->Observe(out->metrics);
+        }
       }
+      waiting = waiting || (c.channel && !c.engine_done);
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (!waiting || now >= deadline) return;
+    seen = ctx_.backend->WaitForOutputs(
+        seen, std::min(kWakeInterval, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - now)));
   }
 }
 
