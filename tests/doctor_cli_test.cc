@@ -30,7 +30,9 @@ ModelFigures Model() {
   m.path = "model.gguf";
   m.weight_bytes = 100'000'000;
   m.layer_matmul_params = 50'000'000;
-  m.kv_bytes_per_token_f16 = 40960;
+  m.n_layer = 10;  // f16 KV: 2 x 10 x 4 x 256 x 2 = 40960 bytes/token
+  m.n_head_kv = 4;
+  m.head_dim = 256;
   m.context_len = 4096;
   m.pp_tokens = 128;
   m.pp_tps = 1000;

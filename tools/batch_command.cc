@@ -24,8 +24,9 @@
 //   {"id", "text", "token_ids", "finish_reason", "prompt_tokens",
 //    "cached_tokens", "timings": {"queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"}}
 // plus "evicted_tokens" when --kv-eviction streaming dropped some of its KV.
-// Stop strings are matched here on the detokenized text: the text ends before
-// the stop string, finish_reason is "stop", and the engine is told to stop.
+// Stop strings are matched on the detokenized text by StopMatcher, as the
+// server does: the text ends before the stop string, finish_reason is "stop",
+// and the engine is told to stop.
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,8 @@
 #include "engine/engine.h"
 #include "metrics/percentile.h"
 #include "sample/defaults.h"
+#include "sample/request_checks.h"
+#include "server/stop_matcher.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
@@ -69,9 +72,9 @@ struct BatchItem {
 struct ItemState {
   std::shared_ptr<OutputChannel> channel;
   std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopMatcher> stop;  // the line's stop strings, as the server cuts them
   std::string text;
   std::vector<int32_t> token_ids;
-  bool stopped = false;  // a stop string matched
   bool submitted = false;
   bool done = false;
   FinishReason reason = FinishReason::kNone;
@@ -154,15 +157,11 @@ StatusOr<std::vector<int32_t>> TokenizePrompt(const json& p, int line, const Tok
   return ids;
 }
 
-// Range checks shared by the file-wide flags and the lines' fields (the
-// engine's own, made before the model loads). what("top_p") names the field
-// or flag in the message.
-Status CheckSampling(const SamplingParams& s, const std::function<std::string(const char*)>& what) {
-  if (s.max_tokens < 1) return InvalidArgument(what("max_tokens") + " must be >= 1");
-  if (!(s.temperature >= 0)) return InvalidArgument(what("temperature") + " must be >= 0");
-  if (s.top_k < 0) return InvalidArgument(what("top_k") + " must be >= 0");
-  if (!(s.top_p > 0 && s.top_p <= 1)) return InvalidArgument(what("top_p") + " must be in (0, 1]");
-  if (!(s.min_p >= 0 && s.min_p <= 1)) return InvalidArgument(what("min_p") + " must be in [0, 1]");
+// The request checks every front end shares (sample/request_checks.h), for
+// the file-wide flags and the lines' fields, made before the model loads.
+// name("top_p") names the field or flag in the message.
+Status CheckSampling(const SamplingParams& s, const std::function<std::string(const std::string&)>& name) {
+  if (MaybeFieldError e = CheckSamplingParams(s)) return InvalidArgument(e->Text(name(e->field)));
   return Status::Ok();
 }
 
@@ -209,7 +208,7 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const SamplingP
     TERN_RETURN_IF_ERROR(NumberField(j, "seed", line, &s.seed));
     s.has_seed = true;
   }
-  TERN_RETURN_IF_ERROR(CheckSampling(s, [&](const char* key) {
+  TERN_RETURN_IF_ERROR(CheckSampling(s, [&](const std::string& key) {
     return "line " + std::to_string(line) + ": '" + key + "'";
   }));
   if (j.contains("ignore_eos")) {
@@ -234,9 +233,7 @@ StatusOr<BatchItem> ParseLine(const std::string& text, int line, const SamplingP
     } else {
       return LineError(line, "'stop' must be a string or a list of strings");
     }
-    for (const std::string& x : item.stop) {
-      if (x.empty()) return LineError(line, "'stop' strings must not be empty");
-    }
+    if (MaybeFieldError e = CheckStopStrings(item.stop)) return LineError(line, e->Text("'stop'"));
   }
   return item;
 }
@@ -282,13 +279,8 @@ Status Tokenize(std::vector<BatchItem>& items, const std::string& path, const To
     item.prompt = json();
     if (item.request.prompt_token_ids.empty()) return LineError(line, "empty prompt").WithContext(path);
     const int64_t num_prompt = (int64_t)item.request.prompt_token_ids.size();
-    const int64_t total = num_prompt + item.request.sampling.max_tokens;
-    if (max_model_len > 0 && total > max_model_len) {
-      return LineError(line, "prompt (" + std::to_string(num_prompt) + " tokens) + max_tokens (" +
-                                 std::to_string(item.request.sampling.max_tokens) + ") = " +
-                                 std::to_string(total) + " exceeds max_model_len " +
-                                 std::to_string(max_model_len))
-          .WithContext(path);
+    if (MaybeFieldError e = CheckContextRoom(num_prompt, item.request.sampling.max_tokens, max_model_len)) {
+      return LineError(line, e->problem).WithContext(path);
     }
   }
   return Status::Ok();
@@ -309,23 +301,16 @@ Status CheckPaths(const std::string& input, const std::vector<std::pair<const ch
 // Applies one output message; returns true when the request is finished.
 void Consume(RequestOutput& out, const BatchItem& item, ItemState& st, Engine& engine) {
   for (int32_t id : out.new_token_ids) {
-    if (st.stopped) break;
+    if (st.stop->matched()) break;
     st.token_ids.push_back(id);
-    st.text += st.detok->Add(id);
-    for (const std::string& stop : item.stop) {
-      const size_t from = st.text.size() > stop.size() + 64 ? st.text.size() - stop.size() - 64 : 0;
-      const size_t at = st.text.find(stop, from);
-      if (at == std::string::npos) continue;
-      st.text.resize(at);
-      st.stopped = true;
-      engine.FinishWithStop(item.request.request_id);
-      break;
-    }
+    st.text += st.stop->Push(st.detok->Add(id));
+    if (st.stop->matched()) engine.FinishWithStop(item.request.request_id);
   }
   if (out.finished) {
-    if (!st.stopped) st.text += st.detok->Flush();
+    if (!st.stop->matched()) st.text += st.stop->Push(st.detok->Flush());
+    if (!st.stop->matched()) st.text += st.stop->Flush();
     st.done = true;
-    st.reason = st.stopped ? FinishReason::kStop : out.finish_reason;
+    st.reason = st.stop->matched() ? FinishReason::kStop : out.finish_reason;
     st.metrics = out.metrics;
   }
 }
@@ -456,11 +441,11 @@ struct LineDefaults {
     s.repetition_penalty = defaults::kRepetitionPenalty;
     s.presence_penalty = defaults::kPresencePenalty;
     s.frequency_penalty = defaults::kFrequencyPenalty;
-    if (seed < -1) return InvalidArgument("--seed must be >= 0 (or -1 = random), got " + std::to_string(seed));
+    if (MaybeFieldError e = CheckSeedFlag(seed)) return InvalidArgument(e->Text("--seed"));
     s.has_seed = seed >= 0;
     s.seed = s.has_seed ? (uint64_t)seed : 0;
-    TERN_RETURN_IF_ERROR(CheckSampling(s, [](const char* key) {
-      std::string flag = std::string("--") + key;
+    TERN_RETURN_IF_ERROR(CheckSampling(s, [](const std::string& key) {
+      std::string flag = "--" + key;
       std::replace(flag.begin(), flag.end(), '_', '-');
       return flag;
     }));
@@ -545,6 +530,7 @@ int RunBatch(int argc, char** argv) {
     for (size_t i = 0; i < items.size(); ++i) {
       if (states[i].submitted || items[i].arrival_ms > now_ms) continue;
       states[i].detok = std::make_unique<IncrementalDetokenizer>(engine.tokenizer(), true);
+      states[i].stop = std::make_unique<StopMatcher>(items[i].stop);
       // Prime with the prompt so the output continues it (its leading space
       // is kept, as in the prompt + output text).
       for (int32_t id : items[i].request.prompt_token_ids) states[i].detok->Add(id);

@@ -23,10 +23,12 @@ std::string Bytes(int64_t b) { return FormatBytes((double)b); }
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-double KvBytesPerElem(const std::string& dtype) {
+DType KvDtype(const std::string& dtype) {
   StatusOr<DType> t = ParseKvDtype("--kv-cache-dtype", dtype);
-  return t.ok() ? KvBytesPerElement(*t) : 2;
+  return t.ok() ? *t : DType::kF16;
 }
+
+double KvBytesPerElem(const std::string& dtype) { return KvBytesPerElement(KvDtype(dtype)); }
 
 // Fits t(B) = a + b B through the batch-1 and batch-N decode measurements.
 void FitDecodeStep(const ModelFigures& m, Diagnosis* d) {
@@ -92,8 +94,8 @@ void DecideMemory(const MachineFigures& mc, const ModelFigures& m, const Workloa
   });
   auto plan = [&](const std::string& dtype) {
     d->kv_dtype = dtype;
-    d->kv_bytes_per_token = (int64_t)std::llround((double)m.kv_bytes_per_token_f16 / 2.0 *
-                                                  KvBytesPerElem(dtype));
+    const DType t = KvDtype(dtype);
+    d->kv_bytes_per_token = KvBytesPerToken(m.n_layer, m.n_head_kv, m.head_dim, t, t);
     d->kv_bytes_per_request = d->kv_bytes_per_token * total_p95;
     d->kv_needed_bytes = d->kv_bytes_per_request * o.concurrency;
     d->fit_concurrency =

@@ -34,7 +34,11 @@ struct ModelFigures {
   std::string weight_type;
   int64_t weight_bytes = 0;
   int64_t layer_matmul_params = 0;     // parameters of the blk.* matrices
-  int64_t kv_bytes_per_token_f16 = 0;  // 2 x layers x kv_heads x head_dim x 2
+  // The KV row's shape: KvBytesPerToken (kv/kv_config.h, the one formula)
+  // sizes a token's K and V for each dtype the plan weighs.
+  int32_t n_layer = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
   int32_t context_len = 0;             // trained context (0 = unknown)
   // Measured on this machine:
   int32_t pp_tokens = 0;

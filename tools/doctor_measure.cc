@@ -101,7 +101,9 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
   f->arch = c.arch;
   f->weight_type = gguf::SummarizeWeights(model.file()).MainTypeName();
   f->weight_bytes = model.WeightBytes();
-  f->kv_bytes_per_token_f16 = KvBytesPerToken(c.n_layer, c.n_head_kv, c.head_dim, DType::kF16, DType::kF16);
+  f->n_layer = c.n_layer;
+  f->n_head_kv = c.n_head_kv;
+  f->head_dim = c.head_dim;
   f->context_len = c.n_ctx_train;
   f->layer_matmul_params = 0;
   for (const auto& t : model.file().tensors()) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/progress.h"
+#include "kv/kv_config.h"
 
 namespace tern {
 namespace {
@@ -349,7 +350,8 @@ nlohmann::json ReportJson(const DoctorReport& r) {
   const ModelFigures& m = r.model;
   j["model"] = {{"path", m.path}, {"arch", m.arch}, {"weight_type", m.weight_type},
                 {"weight_bytes", m.weight_bytes}, {"layer_matmul_params", m.layer_matmul_params},
-                {"kv_bytes_per_token_f16", m.kv_bytes_per_token_f16}, {"context_len", m.context_len},
+                {"kv_bytes_per_token_f16",
+                 KvBytesPerToken(m.n_layer, m.n_head_kv, m.head_dim, DType::kF16, DType::kF16)}, {"context_len", m.context_len},
                 {"pp_tokens", m.pp_tokens}, {"pp_tps", m.pp_tps},
                 {"pp_long_tokens", m.pp_long_tokens}, {"pp_long_tps", m.pp_long_tps},
                 {"tg_depth", m.tg_depth},

@@ -1,11 +1,11 @@
 #include "tools/generation_flags.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 
+#include "sample/request_checks.h"
 #include "server/chat_prompt.h"
 
 namespace tern {
@@ -22,32 +22,40 @@ Status OutOfRange(const std::string& flag, const std::string& what, const std::s
   return InvalidArgument(flag + " must be " + what + ", got " + value);
 }
 
+// The flag that sets each field of sample/request_checks.h.
+std::string FlagName(const std::string& field) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"temperature", "--temp"},
+      {"top_k", "--top-k"},
+      {"top_p", "--top-p"},
+      {"min_p", "--min-p"},
+      {"repetition_penalty", "--repeat-penalty"},
+      {"presence_penalty", "--presence-penalty"},
+      {"frequency_penalty", "--frequency-penalty"},
+      {"seed", "--seed"},
+      {"stop", "--stop"}};
+  for (const auto& [name, flag] : kFlags) {
+    if (field == name) return flag;
+  }
+  return field;
+}
+
+// The request checks every front end shares (sample/request_checks.h).
 Status CheckSampling(const GenerationFlags& f) {
-  if (!(f.temperature >= 0 && std::isfinite(f.temperature)))
-    return OutOfRange("--temp", ">= 0", Num(f.temperature));
-  if (f.top_k < 0) return OutOfRange("--top-k", ">= 0 (0 = off)", std::to_string(f.top_k));
-  if (!(f.top_p > 0 && f.top_p <= 1)) return OutOfRange("--top-p", "in (0, 1]", Num(f.top_p));
-  if (!(f.min_p >= 0 && f.min_p <= 1)) return OutOfRange("--min-p", "in [0, 1]", Num(f.min_p));
-  if (!(f.repeat_penalty > 0 && std::isfinite(f.repeat_penalty)))
-    return OutOfRange("--repeat-penalty", "> 0 (1 = off)", Num(f.repeat_penalty));
-  if (!(f.presence_penalty >= -2 && f.presence_penalty <= 2))
-    return OutOfRange("--presence-penalty", "in [-2, 2]", Num(f.presence_penalty));
-  if (!(f.frequency_penalty >= -2 && f.frequency_penalty <= 2))
-    return OutOfRange("--frequency-penalty", "in [-2, 2]", Num(f.frequency_penalty));
-  if (f.seed < -1) return OutOfRange("--seed", ">= 0 (or -1 = random)", std::to_string(f.seed));
+  MaybeFieldError e = CheckSamplingRanges(f.ToSamplingParams());
+  if (!e) e = CheckSeedFlag(f.seed);
+  if (!e) e = CheckStopStrings(f.stop);
+  if (e) return InvalidArgument(e->Text(FlagName(e->field)));
   return Status::Ok();
 }
 
 Status CheckLengths(const GenerationFlags& f) {
-  if (f.max_tokens == 0 || f.max_tokens < -1 || f.max_tokens > INT32_MAX) {
+  if (f.max_tokens != -1 && (CheckMaxTokens(f.max_tokens) || f.max_tokens > INT32_MAX)) {
     return OutOfRange("-n", "a positive count, or -1 = until end of text or context",
                       std::to_string(f.max_tokens));
   }
   if (f.ctx != GenerationFlags::kUnset && (f.ctx < 1 || f.ctx > INT32_MAX))
     return OutOfRange("-c", "a positive token count", std::to_string(f.ctx));
-  for (const std::string& s : f.stop) {
-    if (s.empty()) return InvalidArgument("--stop: empty stop string");
-  }
   return Status::Ok();
 }
 
@@ -56,7 +64,7 @@ Status CheckLengths(const GenerationFlags& f) {
 SamplingParams GenerationFlags::ToSamplingParams() const {
   SamplingParams p;
   p.temperature = (float)temperature;
-  p.top_k = (int32_t)top_k;
+  p.top_k = ClampToInt32(top_k);
   p.top_p = (float)top_p;
   p.min_p = (float)min_p;
   p.repetition_penalty = (float)repeat_penalty;
@@ -64,7 +72,7 @@ SamplingParams GenerationFlags::ToSamplingParams() const {
   p.frequency_penalty = (float)frequency_penalty;
   p.has_seed = seed >= 0;
   p.seed = seed >= 0 ? (uint64_t)seed : 0;
-  p.max_tokens = (int32_t)max_tokens;
+  p.max_tokens = ClampToInt32(max_tokens);
   return p;
 }
 

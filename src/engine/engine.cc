@@ -15,6 +15,7 @@
 #include "kv/kv_config.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "sample/request_checks.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/step_calibration.h"
@@ -128,19 +129,11 @@ Status ValidateConfig(const EngineConfig& c) {
   return Status::Ok();
 }
 
+// The request checks every front end shares (sample/request_checks.h).
 Status ValidateSampling(const std::string& id, const SamplingParams& p) {
-  auto bad = [&](const std::string& what) {
-    return InvalidArgument("request " + id + ": " + what);
-  };
-  if (!(p.temperature >= 0)) return bad("temperature must be >= 0, got " + std::to_string(p.temperature));
-  if (p.top_k < 0) return bad("top_k must be >= 0, got " + std::to_string(p.top_k));
-  if (!(p.top_p > 0 && p.top_p <= 1)) return bad("top_p must be in (0, 1], got " + std::to_string(p.top_p));
-  if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min_p must be in [0, 1], got " + std::to_string(p.min_p));
-  if (!(p.repetition_penalty > 0)) {
-    return bad("repetition_penalty must be > 0, got " + std::to_string(p.repetition_penalty));
+  if (MaybeFieldError e = CheckSamplingParams(p)) {
+    return InvalidArgument("request " + id + ": " + e->Text(e->field));
   }
-  if (p.max_tokens < 1) return bad("max_tokens must be >= 1, got " + std::to_string(p.max_tokens));
-  if (p.logprobs > 20) return bad("logprobs must be <= 20, got " + std::to_string(p.logprobs));
   return Status::Ok();
 }
 
@@ -310,12 +303,10 @@ StatusOr<std::shared_ptr<OutputChannel>> Engine::AddRequest(EngineRequest reques
     }
   }
   TERN_RETURN_IF_ERROR(ValidateSampling(id, request.sampling));
-  const int64_t total = (int64_t)prompt.size() + request.sampling.max_tokens;
-  if (total > max_len && s.config.kv_eviction != KvEviction::kStreaming) {
-    return InvalidArgument("request " + id + ": prompt (" + std::to_string(prompt.size()) +
-                           " tokens) + max_tokens (" + std::to_string(request.sampling.max_tokens) +
-                           ") = " + std::to_string(total) + " exceeds max_model_len " +
-                           std::to_string(max_len));
+  if (s.config.kv_eviction != KvEviction::kStreaming) {
+    if (MaybeFieldError e = CheckContextRoom((int64_t)prompt.size(), request.sampling.max_tokens, max_len)) {
+      return InvalidArgument("request " + id + ": " + e->problem);
+    }
   }
   if (!request.sampling.has_seed) {
     request.sampling.seed = s.seed_rng();

@@ -36,6 +36,14 @@ struct ApiError {
   static ApiError Internal(std::string message) {
     return {500, std::move(message), "internal_error", "", "internal_error"};
   }
+  // A failure of the HTTP layer, before any route (bad head, 408, too many
+  // connections): the type follows the status; no param, no code.
+  static ApiError Http(int status, std::string message) {
+    const char* type = status == 503   ? "service_unavailable"
+                       : status >= 500 ? "internal_error"
+                                       : "invalid_request_error";
+    return {status, std::move(message), type, "", ""};
+  }
 };
 
 }  // namespace tern

@@ -1,6 +1,7 @@
 #include "server/api_server.h"
 
 #include <gtest/gtest.h>
+#include <atomic>
 #include <mutex>
 #include <functional>
 #include <condition_variable>
@@ -31,7 +32,11 @@ class FakeBackend : public ServingBackend {
   bool streaming = false;      // streaming KV eviction: no length limit
   int32_t evicted_tokens = 0;  // reported in every finished request's metrics
 
+  // Bumped by each AddRequest: a request's outputs are all pushed there.
+  std::atomic<uint64_t> generation{0};
+
   StatusOr<std::shared_ptr<OutputChannel>> AddRequest(EngineRequest request) override {
+    ++generation;
     auto ch = std::make_shared<OutputChannel>();
     int32_t n = 0;
     if (hang) {
@@ -59,6 +64,10 @@ class FakeBackend : public ServingBackend {
     ch->Push(last);
     requests.push_back(std::move(request));
     return ch;
+  }
+  uint64_t WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const override {
+    if (generation.load() == seen) std::this_thread::sleep_for(timeout);  // nothing new
+    return generation.load();
   }
   void Abort(const std::string& id) override { aborted.push_back(id); }
   void FinishWithStop(const std::string& id) override { stopped.push_back(id); }

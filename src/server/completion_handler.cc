@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "sample/request_checks.h"
 #include "server/request_parser.h"
 #include "server/structured_output.h"
 
@@ -30,17 +31,6 @@ ApiError FromStatus(const Status& s, const std::string& param) {
       return ApiError::Unavailable(s.message());
     default:
       return ApiError::Internal(s.message());
-  }
-}
-
-const char* FinishName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-    default:
-      return "stop";
   }
 }
 
@@ -95,7 +85,9 @@ std::optional<ApiError> CompletionHandler::CheckLength(size_t prompt_len,
     *max_tokens = request_.max_tokens ? *request_.max_tokens : d < 0 ? (int32_t)limit : d;
     return std::nullopt;
   }
-  if ((int64_t)prompt_len >= limit) {
+  // The rule is sample/request_checks.h's; the words are OpenAI's (clients
+  // match on "maximum context length").
+  if (CheckContextRoom((int64_t)prompt_len, 1, limit)) {
     return ApiError::Invalid("This model's maximum context length is " + std::to_string(limit) +
                                  " tokens. However, your prompt has " + std::to_string(prompt_len) +
                                  " tokens, which leaves no room for the completion.",
@@ -109,7 +101,7 @@ std::optional<ApiError> CompletionHandler::CheckLength(size_t prompt_len,
     return std::nullopt;
   }
   const int32_t asked = *request_.max_tokens;
-  if (asked > room) {
+  if (CheckContextRoom((int64_t)prompt_len, asked, limit)) {
     return ApiError::Invalid("This model's maximum context length is " + std::to_string(limit) +
                                  " tokens. However, you requested " +
                                  std::to_string((int64_t)prompt_len + asked) + " tokens (" +
@@ -216,7 +208,7 @@ void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
     c.delta += released;
     if (c.stop->matched()) {
       b.FinishWithStop(c.engine_id);
-      FinishChoice(c, "stop");
+      FinishChoice(c, FinishReasonName(FinishReason::kStop));
     }
   }
   if (!out.finished) return;
@@ -227,14 +219,15 @@ void CompletionHandler::Consume(Choice& c, const RequestOutput& out) {
   if (c.client_done) return;
   std::string rest = c.stop->Push(c.detok->Flush());
   if (!c.stop->matched()) rest += c.stop->Flush();
-  std::string reason = c.stop->matched() ? "stop" : FinishName(out.finish_reason);
+  std::string reason =
+      FinishReasonName(c.stop->matched() ? FinishReason::kStop : out.finish_reason);
   if (c.tools) {
     rest = c.tools->Push(rest);
     ParsedToolOutput parsed = c.tools->Finish();
     rest += parsed.content;
     c.tool_calls = parsed.calls;
     c.delta_tool_calls = std::move(parsed.calls);
-    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
+    if (!c.tool_calls.empty() && reason == FinishReasonName(FinishReason::kStop)) reason = "tool_calls";
   }
   c.text += rest;
   c.delta += rest;
@@ -268,22 +261,29 @@ bool CompletionHandler::SendStreamStart() {
   return true;
 }
 
+bool CompletionHandler::ReadOutputs(Choice& c, bool streaming) {
+  for (;;) {
+    std::optional<RequestOutput> out;
+    if (!c.client_done) out = c.channel->Pop(std::chrono::milliseconds(0));
+    if (out) Consume(c, *out);
+    if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() ||
+                      !c.delta_tool_calls.empty() || c.client_done)) {
+      if (!SendChunk(c)) return false;
+    }
+    if (!out || c.client_done) return true;
+  }
+}
+
 bool CompletionHandler::Pump(bool streaming) {
-  const auto timeout = std::chrono::milliseconds(choices_.size() == 1 ? 50 : 5);
   std::vector<bool> finish_sent(choices_.size(), false);
   auto shutdown_deadline = std::chrono::steady_clock::time_point::max();
+  uint64_t seen = 0;  // the engine's output generation read before the last pass
   for (;;) {
     bool all_sent = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = choices_[i];
       if (finish_sent[i]) continue;
-      if (!c.client_done) {
-        if (std::optional<RequestOutput> out = c.channel->Pop(timeout)) Consume(c, *out);
-      }
-      if (streaming && (!c.delta.empty() || !c.delta_logprobs.empty() || !c.delta_tool_calls.empty() ||
-                        c.client_done)) {
-        if (!SendChunk(c)) return false;
-      }
+      if (!ReadOutputs(c, streaming)) return false;
       finish_sent[i] = c.client_done;
       all_sent = all_sent && c.client_done;
     }
@@ -299,10 +299,13 @@ bool CompletionHandler::Pump(bool streaming) {
       } else if (std::chrono::steady_clock::now() > shutdown_deadline) {
         for (Choice& c : choices_) {
           c.engine_done = true;  // already aborted above; its final output is not awaited
-          if (!c.client_done) FinishChoice(c, "abort");
+          if (!c.client_done) FinishChoice(c, FinishReasonName(FinishReason::kAbort));
         }
       }
     }
+    // Sleeps until the engine delivers outputs (any request's), or at most
+    // kWakeInterval, to notice a client that left or a shutdown.
+    seen = ctx_.backend->WaitForOutputs(seen, kWakeInterval);
   }
 }
 
@@ -312,7 +315,7 @@ void CompletionHandler::AbortUnfinished() {
       ctx_.backend->Abort(c.engine_id);
       c.engine_done = true;  // its final output is not awaited
     }
-    if (!c.client_done) FinishChoice(c, "abort");
+    if (!c.client_done) FinishChoice(c, FinishReasonName(FinishReason::kAbort));
   }
 }
 
@@ -320,14 +323,25 @@ void CompletionHandler::DrainForMetrics() {
   // Choices cut by a stop string: the engine's final output (with timings)
   // follows within a step or so.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (Choice& c : choices_) {
-    while (c.channel && !c.engine_done && std::chrono::steady_clock::now() < deadline) {
-      std::optional<RequestOutput> out = c.channel->Pop(std::chrono::milliseconds(20));
-      if (out && out->finished) {
-        c.engine_done = true;
-        ctx_.metrics->Observe(out->metrics);
+  uint64_t seen = 0;
+  for (;;) {
+    bool waiting = false;
+    for (Choice& c : choices_) {
+      while (c.channel && !c.engine_done) {
+        std::optional<RequestOutput> out = c.channel->Pop(std::chrono::milliseconds(0));
+        if (!out) break;
+        if (out->finished) {
+          c.engine_done = true;
+          ctx_.metrics->Observe(out->metrics);
+        }
       }
+      waiting = waiting || (c.channel && !c.engine_done);
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (!waiting || now >= deadline) return;
+    seen = ctx_.backend->WaitForOutputs(
+        seen, std::min(kWakeInterval, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - now)));
   }
 }
 

@@ -89,9 +89,16 @@ class CompletionHandler {
                                  const std::vector<std::string>& echo_texts);
   void Consume(Choice& c, const RequestOutput& out);
   void FinishChoice(Choice& c, const std::string& reason);
-  // Pops and consumes outputs until every choice is done for the client.
-  // False when the client went away (everything aborted).
+  // Consumes every output of `c` that has arrived, one stream chunk each.
+  // False when the client went away.
+  bool ReadOutputs(Choice& c, bool streaming);
+  // Reads outputs until every choice is done for the client, sleeping on the
+  // engine's output generation (ServingBackend::WaitForOutputs) between
+  // passes. False when the client went away (everything aborted).
   bool Pump(bool streaming);
+  // The longest sleep between passes: how soon a departed client or a
+  // shutdown is noticed when no outputs arrive.
+  static constexpr std::chrono::milliseconds kWakeInterval{50};
   bool SendStreamStart();
   bool SendChunk(Choice& c);
   void SendFinalResponse();

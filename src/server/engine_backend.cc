@@ -48,6 +48,10 @@ void EngineBackend::FinishWithStop(const std::string& request_id) {
 
 EngineStats EngineBackend::GetStats() const { return engine_->GetStats(); }
 
+uint64_t EngineBackend::WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const {
+  return engine_->WaitForOutputs(seen, timeout);
+}
+
 int32_t EngineBackend::max_model_len() const { return engine_->max_model_len(); }
 
 bool EngineBackend::streaming_kv_eviction() const { return engine_->streaming_kv_eviction(); }

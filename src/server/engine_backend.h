@@ -33,6 +33,7 @@ class EngineBackend : public ServingBackend {
   void Abort(const std::string& request_id) override;
   void FinishWithStop(const std::string& request_id) override;
   EngineStats GetStats() const override;
+  uint64_t WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const override;
   int32_t max_model_len() const override;
   bool streaming_kv_eviction() const override;
   int32_t vocab_size() const override;

@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "base/log.h"
+#include "server/response_writer.h"
 
 namespace tern {
 namespace {
@@ -31,13 +31,9 @@ bool SendAll(int fd, std::string_view data) {
   return true;
 }
 
+// The OpenAI error body (response_writer.h's, the one for every route).
 std::string ErrorBody(int status, const std::string& message) {
-  const char* type = status == 503   ? "service_unavailable"
-                     : status >= 500 ? "internal_error"
-                                     : "invalid_request_error";
-  nlohmann::ordered_json j = {
-      {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}};
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return ErrorJson(ApiError::Http(status, message));
 }
 
 std::string Head(int status, std::string_view content_type, size_t length, bool keep_alive) {

@@ -2,21 +2,23 @@
 // completion_request.h, or an ApiError (400 invalid_request_error naming the
 // offending field in `param`). Unknown fields are ignored, as OpenAI clients
 // send many. Fields a request leaves out take the front-end defaults of
-// sample/defaults.h. Pure functions; safe from any thread.
+// sample/defaults.h. Types are checked here, ranges by sample/request_checks.h
+// (the rules every front end shares). Pure functions; safe from any thread.
 #pragma once
 
 #include <optional>
 #include <string_view>
 
+#include "sample/request_checks.h"
 #include "server/api_error.h"
 #include "server/completion_request.h"
 
 namespace tern {
 
 struct RequestLimits {
-  int32_t max_n = 16;         // choices per request
-  int32_t max_stop = 4;       // stop strings
-  int32_t max_logprobs = 20;  // top alternatives per token
+  int32_t max_n = limits::kMaxChoices;         // choices per request
+  int32_t max_stop = limits::kMaxStopStrings;  // stop strings
+  int32_t max_logprobs = limits::kMaxLogprobs; // top alternatives per token
   int32_t max_prompts = 64;   // prompts in one completions request
   int32_t vocab_size = 0;     // > 0: token ids must be below it
 };

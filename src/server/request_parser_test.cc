@@ -99,6 +99,31 @@ TEST(RequestParserTest, RejectsTableOfBadRequestsWith400) {
   }
 }
 
+// The ranges are sample/request_checks.h's: the 400 says the rule and the
+// value, naming the field as the request spelled it.
+TEST(RequestParserTest, RangeErrorsSayTheSharedRule) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prompt": "a", "temperature": 150})", "'temperature' must be between 0 and 100, got 150"},
+      {R"({"prompt": "a", "top_p": 1.5})", "'top_p' must be in (0, 1], got 1.5"},
+      {R"({"prompt": "a", "max_completion_tokens": 0})", "'max_completion_tokens' must be >= 1, got 0"},
+      {R"({"prompt": "a", "n": 17})", "'n' must be between 1 and 16, got 17"},
+      {R"({"prompt": "a", "logprobs": 21})", "'logprobs' must be between 0 and 20, got 21"},
+      {R"({"prompt": "a", "stop": ["a","b","c","d","e"]})", "'stop' may hold at most 4 strings, got 5"},
+      {R"({"prompt": "a", "stop": [""]})", "'stop' strings must not be empty"},
+      {R"({"prompt": "a", "max_tokens": 99999999999})", "'max_tokens' is out of range, got 99999999999"},
+  };
+  for (const auto& [body, message] : cases) {
+    CompletionRequest req;
+    std::optional<ApiError> err = ParseCompletionRequest(body, kCmpl, RequestLimits{}, &req);
+    ASSERT_TRUE(err.has_value()) << body;
+    EXPECT_EQ(err->message, message) << body;
+  }
+  // -1 is "off" for top_k here (vLLM's spelling), as 0.
+  CompletionRequest req;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt": "a", "top_k": -1})", kCmpl, RequestLimits{}, &req));
+  EXPECT_EQ(req.sampling.top_k, 0);
+}
+
 TEST(RequestParserTest, ParsesFullCompletionRequest) {
   const char* body = R"({"model": "m", "prompt": "Once", "max_tokens": 7, "temperature": 0,
       "top_p": 0.9, "top_k": 40, "min_p": 0.05, "presence_penalty": 0.5, "frequency_penalty": -0.5,

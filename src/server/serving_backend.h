@@ -6,6 +6,7 @@
 // Thread rules: every method may be called from any HTTP thread at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -42,6 +43,11 @@ class ServingBackend {
   // Finishes the request with reason "stop" (a stop string was seen).
   virtual void FinishWithStop(const std::string& request_id) = 0;
   virtual EngineStats GetStats() const = 0;
+  // Blocks until outputs were delivered (to any request) after generation
+  // `seen`, or the timeout passes; returns the current generation
+  // (Engine::WaitForOutputs). Read it, drain the channels, wait on it: no
+  // output is missed and nothing polls.
+  virtual uint64_t WaitForOutputs(uint64_t seen, std::chrono::milliseconds timeout) const = 0;
 
   virtual int32_t max_model_len() const = 0;
   // Streaming KV eviction: requests may run past max_model_len (their
