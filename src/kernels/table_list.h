@@ -10,4 +10,5 @@
   X("amx", AmxKernelTable)               \
   X("avx512vnni", Avx512VnniKernelTable) \
   X("avx2", Avx2KernelTable)             \
+  X("portable", PortableKernelTable)     \
   X("scalar", ScalarKernelTable)
