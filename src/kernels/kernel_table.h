@@ -1,6 +1,7 @@
 // KernelTable: the function table behind kernels.h. One table per ISA,
 // registered in table_list.h (best first): amx, avx512vnni, avx2 (x86/),
-// scalar (ref/: the spec every other table is tested against). The table
+// portable (portable/: vector extensions, any CPU), scalar (ref/: the spec
+// every other table is tested against). The table
 // the process uses is chosen once at start-up by ActiveKernelTable(): the
 // first registered table the CPU runs, from the one TERN_ISA names where it
 // is set (ChooseKernelTable).

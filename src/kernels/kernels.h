@@ -2,7 +2,7 @@
 // function table chosen once at start-up from CPU feature detection
 // (kernel_table.h; the tables are registered in table_list.h). kernels/ref/
 // holds the scalar spec of every kernel; kernels/x86/ the AVX2, AVX-512 and
-// AMX versions. Every other table's kernels must match the reference within
+// AMX versions; kernels/portable/ a table for any CPU. Every other table's kernels must match the reference within
 // per-format bounds (kernels_test.cc, over every registered table). Env
 // TERN_ISA=<table> caps the choice (TERN_ISA=scalar: the spec; avx2: no
 // AVX-512).
