@@ -1,9 +1,11 @@
 // kernels: the compute primitives of the forward pass, dispatched through a
-// function table filled once at start-up from CPU feature detection
-// (kernel_table.h). kernels/ref/ holds the scalar spec of every kernel;
-// kernels/x86/ the AVX2 + FMA + F16C versions. Every SIMD kernel must match
-// its reference within per-format bounds (kernels_test.cc). Env
-// TERN_ISA=scalar forces the scalar table, TERN_ISA=avx2 the AVX2 one (no AVX-512).
+// function table chosen once at start-up from CPU feature detection
+// (kernel_table.h; the tables are registered in table_list.h). kernels/ref/
+// holds the scalar spec of every kernel; kernels/x86/ the AVX2, AVX-512 and
+// AMX versions; kernels/portable/ a table for any CPU. Every other table's kernels must match the reference within
+// per-format bounds (kernels_test.cc, over every registered table). Env
+// TERN_ISA=<table> caps the choice (TERN_ISA=scalar: the spec; avx2: no
+// AVX-512).
 //
 // MatMul for quantized weights quantizes the activations on the fly to 8-bit
 // blocks (32 for the legacy formats, 256 with sums for the K-quants) and uses

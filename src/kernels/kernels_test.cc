@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -22,11 +23,15 @@ constexpr DType kFormats[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::k
 
 bool IsKQuant(DType t) { return BlockSize(t) == 256; }
 
-// The scalar reference and every SIMD table this CPU runs.
-std::vector<const KernelTable*> AvailableTables() {
-  std::vector<const KernelTable*> tables = {&RefKernelTable()};
-  for (const KernelTable* t : {Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
-    if (t != nullptr) tables.push_back(t);
+// Every registered table this CPU runs (the scalar reference last): a table
+// is tested here by registering it (table_list.h).
+std::vector<const KernelTable*> AvailableTables() { return AvailableKernelTables(); }
+
+// The same without the scalar reference (the tables compared with it).
+std::vector<const KernelTable*> TablesBesideReference() {
+  std::vector<const KernelTable*> tables;
+  for (const KernelTable* t : AvailableKernelTables()) {
+    if (t != &RefKernelTable()) tables.push_back(t);
   }
   return tables;
 }
@@ -122,10 +127,7 @@ class MatMulFormatTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(MatMulFormatTest, SimdMatchesReference) {
   const DType t = GetParam();
-  if (Avx2KernelTable() == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
-  for (const KernelTable* simd :
-       {Avx2KernelTable(), Avx512VnniKernelTable(), AmxKernelTable()}) {
-  if (simd == nullptr) continue;  // no AVX-512 VNNI
+  for (const KernelTable* simd : TablesBesideReference()) {
   SCOPED_TRACE(simd->isa);
   uint32_t seed = 1;
   for (const Case& c : CasesFor(t)) {
@@ -473,119 +475,133 @@ TEST(MatMulTest, F32ColumnsNotMultipleOfEight) {
     }
 }
 
-TEST(ActivationQuantTest, SimdIsBitIdenticalToReference) {
-  const KernelTable* simd = Avx2KernelTable();
-  if (simd == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+TEST(ActivationQuantTest, EveryTableIsBitIdenticalToReference) {
   const auto x = RandomActivations(4096, 11);
   std::vector<ActBlockQ8> a(128), b(128);
-  RefKernelTable().quantize_q8(x.data(), 4096, a.data());
-  simd->quantize_q8(x.data(), 4096, b.data());
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(ActBlockQ8) * a.size()));
   std::vector<ActBlockQ8K> ak(16), bk(16);
+  RefKernelTable().quantize_q8(x.data(), 4096, a.data());
   RefKernelTable().quantize_q8k(x.data(), 4096, ak.data());
-  simd->quantize_q8k(x.data(), 4096, bk.data());
-  EXPECT_EQ(0, std::memcmp(ak.data(), bk.data(), sizeof(ActBlockQ8K) * ak.size()));
+  for (const KernelTable* t : TablesBesideReference()) {
+    t->quantize_q8(x.data(), 4096, b.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(ActBlockQ8) * a.size())) << t->isa;
+    t->quantize_q8k(x.data(), 4096, bk.data());
+    EXPECT_EQ(0, std::memcmp(ak.data(), bk.data(), sizeof(ActBlockQ8K) * ak.size())) << t->isa;
+  }
 }
 
 // ---- element-wise kernels: SIMD vs reference ---------------------------------------
 
+// Each test compares every table beside the reference (simd_) with it.
 class ElementwiseTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    simd_ = Avx2KernelTable();
-    if (simd_ == nullptr) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+    if (TablesBesideReference().empty()) GTEST_SKIP() << "no table beside the reference";
   }
   const KernelTable& ref_ = RefKernelTable();
-  const KernelTable* simd_ = nullptr;
 };
 
 TEST_F(ElementwiseTest, RmsNormMatches) {
-  for (int64_t n : {1, 7, 64, 2049}) {
-    const auto x = RandomActivations(n, 1);
-    const auto w = RandomActivations(n, 2);
-    std::vector<float> a(n), b(n);
-    ref_.rms_norm(x.data(), w.data(), n, 1e-5f, a.data());
-    simd_->rms_norm(x.data(), w.data(), n, 1e-5f, b.data());
-    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i])));
+  for (const KernelTable* simd_ : TablesBesideReference()) {
+    SCOPED_TRACE(simd_->isa);
+    for (int64_t n : {1, 7, 64, 2049}) {
+      const auto x = RandomActivations(n, 1);
+      const auto w = RandomActivations(n, 2);
+      std::vector<float> a(n), b(n);
+      ref_.rms_norm(x.data(), w.data(), n, 1e-5f, a.data());
+      simd_->rms_norm(x.data(), w.data(), n, 1e-5f, b.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i])));
+    }
   }
 }
 
 TEST_F(ElementwiseTest, SiluMulMatches) {
-  const int64_t n = 1003;
-  auto g = RandomActivations(n, 3);
-  g[0] = -100.0f;
-  g[1] = 100.0f;
-  const auto u = RandomActivations(n, 4);
-  std::vector<float> a(n), b(n);
-  ref_.silu_mul(g.data(), u.data(), n, a.data());
-  simd_->silu_mul(g.data(), u.data(), n, b.data());
-  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6 * (1 + std::fabs(a[i]))) << i;
+  for (const KernelTable* simd_ : TablesBesideReference()) {
+    SCOPED_TRACE(simd_->isa);
+    const int64_t n = 1003;
+    auto g = RandomActivations(n, 3);
+    g[0] = -100.0f;
+    g[1] = 100.0f;
+    const auto u = RandomActivations(n, 4);
+    std::vector<float> a(n), b(n);
+    ref_.silu_mul(g.data(), u.data(), n, a.data());
+    simd_->silu_mul(g.data(), u.data(), n, b.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 2e-6 * (1 + std::fabs(a[i]))) << i;
+  }
 }
 
 TEST_F(ElementwiseTest, SoftmaxMatches) {
-  for (int64_t n : {1, 5, 32000}) {
-    auto a = RandomActivations(n, 5);
-    for (auto& v : a) v *= 3.0f;
-    auto b = a;
-    ref_.softmax(a.data(), n);
-    simd_->softmax(b.data(), n);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(a[i], b[i], 1e-6 * std::fabs(a[i]) + 1e-9) << i;
-      sum += b[i];
+  for (const KernelTable* simd_ : TablesBesideReference()) {
+    SCOPED_TRACE(simd_->isa);
+    for (int64_t n : {1, 5, 32000}) {
+      auto a = RandomActivations(n, 5);
+      for (auto& v : a) v *= 3.0f;
+      auto b = a;
+      ref_.softmax(a.data(), n);
+      simd_->softmax(b.data(), n);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(a[i], b[i], 1e-6 * std::fabs(a[i]) + 1e-9) << i;
+        sum += b[i];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5);
     }
-    EXPECT_NEAR(sum, 1.0, 1e-5);
   }
 }
 
 TEST_F(ElementwiseTest, RopeMatchesBothLayouts) {
-  const int64_t heads = 3, head_dim = 64;
-  for (int64_t rope_dim : {64, 32, 24}) {
-    std::vector<float> inv_freq(rope_dim / 2), cs(rope_dim);
-    for (int64_t i = 0; i < rope_dim / 2; ++i) {
-      inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
-    }
-    RopeCosSin(37.0f, inv_freq.data(), rope_dim, cs.data());
-    for (bool neox : {false, true}) {
-      auto a = RandomActivations(heads * head_dim, 6);
-      auto b = a;
-      const auto orig = a;
-      ref_.rope(a.data(), heads, head_dim, rope_dim, cs.data(), neox);
-      simd_->rope(b.data(), heads, head_dim, rope_dim, cs.data(), neox);
-      for (int64_t i = 0; i < heads * head_dim; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
-      // Dims past rope_dim are untouched; rotation keeps the norm.
-      for (int64_t h = 0; h < heads; ++h) {
-        double n0 = 0, n1 = 0;
-        for (int64_t i = 0; i < head_dim; ++i) {
-          const int64_t k = h * head_dim + i;
-          if (i >= rope_dim) {
-            ASSERT_EQ(a[k], orig[k]);
+  for (const KernelTable* simd_ : TablesBesideReference()) {
+    SCOPED_TRACE(simd_->isa);
+    const int64_t heads = 3, head_dim = 64;
+    for (int64_t rope_dim : {64, 32, 24}) {
+      std::vector<float> inv_freq(rope_dim / 2), cs(rope_dim);
+      for (int64_t i = 0; i < rope_dim / 2; ++i) {
+        inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+      }
+      RopeCosSin(37.0f, inv_freq.data(), rope_dim, cs.data());
+      for (bool neox : {false, true}) {
+        auto a = RandomActivations(heads * head_dim, 6);
+        auto b = a;
+        const auto orig = a;
+        ref_.rope(a.data(), heads, head_dim, rope_dim, cs.data(), neox);
+        simd_->rope(b.data(), heads, head_dim, rope_dim, cs.data(), neox);
+        for (int64_t i = 0; i < heads * head_dim; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+        // Dims past rope_dim are untouched; rotation keeps the norm.
+        for (int64_t h = 0; h < heads; ++h) {
+          double n0 = 0, n1 = 0;
+          for (int64_t i = 0; i < head_dim; ++i) {
+            const int64_t k = h * head_dim + i;
+            if (i >= rope_dim) {
+              ASSERT_EQ(a[k], orig[k]);
+            }
+            n0 += (double)orig[k] * orig[k];
+            n1 += (double)a[k] * a[k];
           }
-          n0 += (double)orig[k] * orig[k];
-          n1 += (double)a[k] * a[k];
+          EXPECT_NEAR(n0, n1, 1e-3);
         }
-        EXPECT_NEAR(n0, n1, 1e-3);
       }
     }
   }
 }
 
 TEST_F(ElementwiseTest, DotAndAxpyMatch) {
-  for (int64_t n : {1, 8, 64, 77}) {
-    const auto a = RandomActivations(n, 7);
-    const auto b = RandomActivations(n, 8);
-    std::vector<uint16_t> bh(n);
-    for (int64_t i = 0; i < n; ++i) bh[i] = Fp32ToFp16(b[i]);
-    double abs_sum = 0;
-    for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(a[i] * b[i]);
-    EXPECT_NEAR(ref_.dot_f32(a.data(), b.data(), n), simd_->dot_f32(a.data(), b.data(), n),
-                1e-6 * abs_sum + 1e-7);
-    EXPECT_NEAR(ref_.dot_f16(a.data(), bh.data(), n), simd_->dot_f16(a.data(), bh.data(), n),
-                1e-6 * abs_sum + 1e-7);
-    std::vector<float> y1 = b, y2 = b;
-    ref_.axpy_f16(0.5f, bh.data(), n, y1.data());
-    simd_->axpy_f16(0.5f, bh.data(), n, y2.data());
-    for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y1[i], y2[i]);
+  for (const KernelTable* simd_ : TablesBesideReference()) {
+    SCOPED_TRACE(simd_->isa);
+    for (int64_t n : {1, 8, 64, 77}) {
+      const auto a = RandomActivations(n, 7);
+      const auto b = RandomActivations(n, 8);
+      std::vector<uint16_t> bh(n);
+      for (int64_t i = 0; i < n; ++i) bh[i] = Fp32ToFp16(b[i]);
+      double abs_sum = 0;
+      for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(a[i] * b[i]);
+      EXPECT_NEAR(ref_.dot_f32(a.data(), b.data(), n), simd_->dot_f32(a.data(), b.data(), n),
+                  1e-6 * abs_sum + 1e-7);
+      EXPECT_NEAR(ref_.dot_f16(a.data(), bh.data(), n), simd_->dot_f16(a.data(), bh.data(), n),
+                  1e-6 * abs_sum + 1e-7);
+      std::vector<float> y1 = b, y2 = b;
+      ref_.axpy_f16(0.5f, bh.data(), n, y1.data());
+      simd_->axpy_f16(0.5f, bh.data(), n, y2.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y1[i], y2[i]);
+    }
   }
 }
 
@@ -878,8 +894,11 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
             per_table.push_back(single);
           }
           // The AVX-512 table (16-lane P x V) equals the AVX2 table bitwise.
-          if (Avx2KernelTable() && Avx512VnniKernelTable()) {
-            ASSERT_EQ(0, std::memcmp(per_table[1].data(), per_table[2].data(),
+          const auto avx2 = std::find(tables.begin(), tables.end(), Avx2KernelTable());
+          const auto vnni = std::find(tables.begin(), tables.end(), Avx512VnniKernelTable());
+          if (avx2 != tables.end() && vnni != tables.end()) {
+            ASSERT_EQ(0, std::memcmp(per_table[avx2 - tables.begin()].data(),
+                                     per_table[vnni - tables.begin()].data(),
                                      row * sizeof(float)))
                 << dtype << " hd " << sh.head_dim << " group " << sh.group;
           }
@@ -1061,9 +1080,47 @@ TEST(KernelsTest, F32ToF16IsRoundToNearestEvenEverywhere) {
   }
 }
 
-TEST(KernelsTest, ActiveIsaIsKnown) {
+TEST(KernelsTest, ActiveIsaIsRegistered) {
   const std::string isa = ActiveIsa();
-  EXPECT_TRUE(isa == "amx" || isa == "avx512vnni" || isa == "avx2" || isa == "scalar") << isa;
+  bool found = false;
+  for (const KernelTableEntry& e : KernelTables()) found = found || isa == e.name;
+  EXPECT_TRUE(found) << isa;
+}
+
+// Each registered table calls itself by its registered name, and a cap
+// walks the registry from the named table down to the first one available.
+TEST(KernelsTest, ChooseKernelTableWalksTheRegistryFromTheCap) {
+  const std::span<const KernelTableEntry> entries = KernelTables();
+  ASSERT_FALSE(entries.empty());
+  EXPECT_STREQ(entries.back().name, "scalar");
+  const KernelTable* best = nullptr;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const KernelTable* t = entries[i].get();
+    if (t != nullptr) {
+      EXPECT_STREQ(t->isa, entries[i].name);
+      if (best == nullptr) best = t;
+    }
+    const KernelTable* expected = nullptr;
+    for (size_t j = i; j < entries.size() && expected == nullptr; ++j) expected = entries[j].get();
+    EXPECT_EQ(&ChooseKernelTable(entries[i].name), expected) << entries[i].name;
+  }
+  EXPECT_EQ(&ChooseKernelTable("scalar"), &RefKernelTable());
+  EXPECT_EQ(&ChooseKernelTable(""), best);
+  EXPECT_EQ(&ChooseKernelTable("no-such-isa"), best);
+}
+
+// Every kernel names an activation format with a row size for its columns.
+TEST(KernelsTest, EveryMatMulKernelHasAnActivationFormat) {
+  for (const KernelTable* t : AvailableTables()) {
+    for (DType d : kFormats) {
+      const MatMulKernel* k = t->FindMatMul(d);
+      ASSERT_NE(k, nullptr) << t->isa << " " << DTypeName(d);
+      ASSERT_NE(k->act, nullptr) << t->isa << " " << DTypeName(d);
+      EXPECT_GT(k->act->row_bytes(4096), 0) << t->isa << " " << k->act->name;
+      EXPECT_TRUE((k->act->quantize_row != nullptr) != (k->act->prepare != nullptr))
+          << t->isa << " " << k->act->name << ": quantize_row or prepare, not both";
+    }
+  }
 }
 
 }  // namespace

@@ -381,18 +381,18 @@ void RefUnpackLegacyBlock(DType t, const uint8_t* p, int* q, float* d, float* m)
 
 void FillRefKernels(KernelTable* t) {
   t->isa = "scalar";
-  auto set = [&](DType d, ActKind a, GemmFn f) { t->matmul[(int)d] = {a, f}; };
-  set(DType::kF32, ActKind::kF32, RefGemmFloat<DType::kF32>);
-  set(DType::kF16, ActKind::kF32, RefGemmFloat<DType::kF16>);
-  set(DType::kBF16, ActKind::kF32, RefGemmFloat<DType::kBF16>);
-  set(DType::kQ4_0, ActKind::kQ8, RefGemmLegacy<DType::kQ4_0>);
-  set(DType::kQ4_1, ActKind::kQ8, RefGemmLegacy<DType::kQ4_1>);
-  set(DType::kQ5_0, ActKind::kQ8, RefGemmLegacy<DType::kQ5_0>);
-  set(DType::kQ5_1, ActKind::kQ8, RefGemmLegacy<DType::kQ5_1>);
-  set(DType::kQ8_0, ActKind::kQ8, RefGemmLegacy<DType::kQ8_0>);
-  set(DType::kQ4_K, ActKind::kQ8K, RefGemmK<DType::kQ4_K>);
-  set(DType::kQ5_K, ActKind::kQ8K, RefGemmK<DType::kQ5_K>);
-  set(DType::kQ6_K, ActKind::kQ8K, RefGemmK<DType::kQ6_K>);
+  auto set = [&](DType d, const ActFormat& a, GemmFn f) { t->matmul[(int)d] = {&a, f}; };
+  set(DType::kF32, kF32Format, RefGemmFloat<DType::kF32>);
+  set(DType::kF16, kF32Format, RefGemmFloat<DType::kF16>);
+  set(DType::kBF16, kF32Format, RefGemmFloat<DType::kBF16>);
+  set(DType::kQ4_0, kQ8Format, RefGemmLegacy<DType::kQ4_0>);
+  set(DType::kQ4_1, kQ8Format, RefGemmLegacy<DType::kQ4_1>);
+  set(DType::kQ5_0, kQ8Format, RefGemmLegacy<DType::kQ5_0>);
+  set(DType::kQ5_1, kQ8Format, RefGemmLegacy<DType::kQ5_1>);
+  set(DType::kQ8_0, kQ8Format, RefGemmLegacy<DType::kQ8_0>);
+  set(DType::kQ4_K, kQ8KFormat, RefGemmK<DType::kQ4_K>);
+  set(DType::kQ5_K, kQ8KFormat, RefGemmK<DType::kQ5_K>);
+  set(DType::kQ6_K, kQ8KFormat, RefGemmK<DType::kQ6_K>);
   t->quantize_q8 = RefQuantizeQ8;
   t->quantize_q8k = RefQuantizeQ8K;
   t->rms_norm = RefRmsNorm;

@@ -1,5 +1,6 @@
 // Scalar reference kernels: the spec every SIMD kernel is tested against.
-// Also used as the whole table when TERN_ISA=scalar or the CPU lacks AVX2.
+// Also used as the whole table when TERN_ISA=scalar or no other registered
+// table runs on the CPU.
 //
 // Thread rules: pure functions, reentrant.
 #pragma once

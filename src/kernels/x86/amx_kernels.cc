@@ -1,10 +1,10 @@
-// AMX-INT8 build: the AVX-512 VNNI table with Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K
-// weights through tile dot products (tdpbssd / tdpbusd; the K-quants: see
+// AMX-INT8 build: the AVX-512 VNNI table with Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// Q4_K, Q5_K and Q6_K weights through tile dot products (tdpbssd / tdpbusd; the K-quants: see
 // "Q4_K" and "Q6_K" below). Compiled with the AVX2 flags only; AVX-512
 // and AMX are switched on by pragma after every library header, as in
 // avx512_vnni_kernels.cc.
 //
-// Per tile of 16 weight rows x a group of 16 tokens (kAmxQ8) and per block
+// Per tile of 16 weight rows x a group of 16 tokens (kAmxQ8Format) and per block
 // b of 32 (in order), with isum the exact int32 sum of q_w x q_a (Q4_0 /
 // Q5_0: the quants less 8 / 16):
 //   acc[r][t] = fma(float(isum[r][t][b]), d_a[t][b] x d_w[r][b], acc[r][t])
@@ -24,6 +24,7 @@
 #include "base/aligned_vector.h"
 #include "base/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/x86/act_formats.h"
 #include "kernels/x86/avx2_kernels.h"
 #include "kernels/x86/row_prefetch.h"
 #include "quant/blocks.h"
@@ -52,6 +53,56 @@ bool EnableAmx() {
 
 namespace tern::kernels {
 namespace {
+
+// ---- this table's activation formats: groups of 16 tokens as AMX B tiles ----------
+
+// kAmxQ8Format: the ActBlockQ8 quants and scales of 16 tokens at a
+// time (a group; the last one padded with zero tokens), laid out per block
+// of 32 as an AMX B tile and the tokens' scales:
+//   qs[k / 4][token][k % 4] (8 x 64 bytes), then d[token] and s[token]
+// (16 floats each), 640 bytes per block. Per token cols / 32 x 40 bytes, so the group holding
+// token t starts at act + (t / 16) x 16 x act_row_bytes, and a GemmFn for
+// this format is given act at the first token of a group.
+// A last group of at most kAmxFewTokens tokens is followed by those tokens'
+// blocks as AmxDecodeQ8 (d, the sum of the quants, the quants in order),
+// token after token: the kernels take such tokens on the vector unit, up to
+// 3 per load of the weights (the same bits as in a tile), cheaper than a
+// tile of padding.
+struct AmxBlockQ8 {
+  int8_t qs[8][16][4];
+  float d[16];
+  float s[16];  // ActBlockQ8::s, for the mins of Q4_1 / Q5_1
+};
+static_assert(sizeof(AmxBlockQ8) == 640);
+struct AmxDecodeQ8 {
+  float d;
+  int32_t qsum;
+  int8_t qs[32];
+};
+static_assert(sizeof(AmxDecodeQ8) == 40);
+constexpr int kAmxGroup = 16;
+
+// kAmxQ8KFormat (Q4_K / Q5_K weights): the ActBlockQ8K quants of a group of 16
+// tokens per super-block of 256 as four B tiles of 64 elements each
+// (qs[s][k / 4][token][k % 4], element 64 s + k), then the tokens' d, then
+// per token the sub-block sums of the quants in pairs for vpdpwssd against
+// the mins (sums[2i] in the low 16 bits, sums[2i + 1] in the high): 16 x 276
+// bytes, so per token cols / 256 x 276 bytes, as ActBlockQ8KImage. A last
+// group of at most kAmxFewTokens tokens is followed by those tokens'
+// ActBlockQ8KImage rows.
+struct AmxBlockQ8K {
+  int8_t qs[4][16][16][4];
+  float d[16];
+  int32_t sum_pairs[4][16];
+};
+static_assert(sizeof(AmxBlockQ8K) == 16 * 276);
+// kAmxQ8KPlainFormat (Q6_K weights): the groups as kAmxQ8KFormat, but a last
+// group of few tokens is followed by those tokens' ActBlockQ8K rows (the
+// quants in order, with the sums of 16 that Q6_K's offset of 32 needs).
+// Up to this many tokens a group goes token by token on the vector unit
+// (weights loaded once for 3 tokens): tinyllama Q4_0 `tern batch` at 8
+// sequences 81 tok/s through a tile, 103-104 so (the VNNI table: 83).
+constexpr int kAmxFewTokens = 10;
 
 // Tile registers (token groups): 0 and 1 the sums of two consecutive
 // blocks (16 rows x 16 tokens of int32), 2 and 3 their weights (16 rows x
@@ -1011,7 +1062,7 @@ __attribute__((noinline)) void DecodeRows4Q6K(const uint8_t* w, int64_t wrb, int
 }
 
 // The few-token activations of a K-quant: Q6_K's plain ActBlockQ8K rows
-// (kAmxQ8KPlain), Q4_K's and Q5_K's images (kAmxQ8K).
+// (kAmxQ8KPlainFormat), Q4_K's and Q5_K's images (kAmxQ8KFormat).
 template <DType kType>
 using KDecodeAct =
     std::conditional_t<kType == DType::kQ6_K, ActBlockQ8K, ActBlockQ8KImage>;
@@ -1072,19 +1123,137 @@ void AmxGemmK(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, i
       });
 }
 
+// Each group of 16 tokens quantized as Q rows (ActBlockQ8 / ActBlockQ8K:
+// the same quants and scales as the other tables, through the table's
+// quantize_q8 / quantize_q8k), then laid out per block as the group's tiles
+// (fill_group(q, token, group block)) and, after a last group of few
+// tokens, as those tokens' blocks for the vector unit (fill_decode(q,
+// decode block)).
+template <class Q, class Group, class Decode, int kBlockCols, class Quantize, class FillGroup,
+          class FillDecode>
+const uint8_t* PrepareAmx(const float* x, int64_t num_tokens, int64_t cols,
+                          AlignedVector<uint8_t>* scratch, ThreadPool* pool, Quantize quantize,
+                          FillGroup fill_group, FillDecode fill_decode) {
+  const int64_t nb = cols / kBlockCols;
+  const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
+  const int64_t group_bytes = nb * (int64_t)sizeof(Group);
+  const int64_t last_n = num_tokens - (groups - 1) * kAmxGroup;
+  const bool few_last = last_n <= kAmxFewTokens;
+  const int64_t decode_bytes = few_last ? last_n * nb * (int64_t)sizeof(Decode) : 0;
+  if ((int64_t)scratch->size() < group_bytes * groups + decode_bytes) {
+    scratch->resize(group_bytes * groups + decode_bytes);
+  }
+  uint8_t* act = scratch->data();
+  auto body = [&](int64_t g0, int64_t g1, int) {
+    thread_local std::vector<uint8_t> row_bytes;
+    row_bytes.resize(kAmxGroup * nb * sizeof(Q));
+    Q* rows = (Q*)row_bytes.data();
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n = std::min<int64_t>(kAmxGroup, num_tokens - g * kAmxGroup);
+      for (int64_t t = 0; t < n; ++t) {
+        quantize(x + (g * kAmxGroup + t) * cols, cols, rows + t * nb);
+      }
+      if (few_last && g == groups - 1) {
+        // The kernels take these tokens on the vector unit: no tiles.
+        Decode* dec = (Decode*)(act + groups * group_bytes);
+        for (int64_t i = 0; i < n * nb; ++i) fill_decode(rows[i], dec[i]);
+        continue;
+      }
+      Group* out = (Group*)(act + g * group_bytes);
+      if (n < kAmxGroup) std::memset((void*)out, 0, group_bytes);  // the padding tokens
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t t = 0; t < n; ++t) fill_group(rows[t * nb + b], (int)t, out[b]);
+      }
+    }
+  };
+  if (groups >= 2) ForRange(pool, groups, 1, body);
+  else body(0, groups, 0);
+  return act;
+}
+
+const uint8_t* PrepareAmxQ8(const KernelTable& table, const float* x, int64_t num_tokens,
+                            int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool) {
+  return PrepareAmx<ActBlockQ8, AmxBlockQ8, AmxDecodeQ8, 32>(
+      x, num_tokens, cols, scratch, pool, table.quantize_q8,
+      [](const ActBlockQ8& a, int t, AmxBlockQ8& o) {
+        o.d[t] = a.d;
+        o.s[t] = a.s;
+        for (int k4 = 0; k4 < 8; ++k4) std::memcpy(o.qs[k4][t], a.qs + 4 * k4, 4);
+      },
+      [](const ActBlockQ8& a, AmxDecodeQ8& o) {
+        int32_t sum = 0;
+        for (int k = 0; k < 32; ++k) sum += a.qs[k];
+        o.d = a.d;
+        o.qsum = sum;
+        std::memcpy(o.qs, a.qs, 32);
+      });
+}
+
+void FillGroupQ8K(const ActBlockQ8K& a, int t, AmxBlockQ8K& o) {
+  o.d[t] = a.d;
+  for (int s = 0; s < 4; ++s) {
+    for (int k4 = 0; k4 < 16; ++k4) std::memcpy(o.qs[s][k4][t], a.qs + 64 * s + 4 * k4, 4);
+  }
+  for (int i = 0; i < 4; ++i) {
+    o.sum_pairs[i][t] = (int32_t)(uint16_t)a.sums32[2 * i] |
+                        (int32_t)((uint32_t)(uint16_t)a.sums32[2 * i + 1] << 16);
+  }
+}
+
+const uint8_t* PrepareAmxQ8K(const KernelTable& table, const float* x, int64_t num_tokens,
+                             int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool) {
+  return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8KImage, 256>(
+      x, num_tokens, cols, scratch, pool, table.quantize_q8k, FillGroupQ8K,
+      [](const ActBlockQ8K& a, ActBlockQ8KImage& o) { Q8KToImage(a, &o); });
+}
+
+const uint8_t* PrepareAmxQ8KPlain(const KernelTable& table, const float* x, int64_t num_tokens,
+                                  int64_t cols, AlignedVector<uint8_t>* scratch,
+                                  ThreadPool* pool) {
+  return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8K, 256>(
+      x, num_tokens, cols, scratch, pool, table.quantize_q8k, FillGroupQ8K,
+      [](const ActBlockQ8K& a, ActBlockQ8K& o) { o = a; });
+}
+
+int64_t AmxQ8RowBytes(int64_t cols) {
+  return cols / 32 * (int64_t)sizeof(AmxBlockQ8) / kAmxGroup;
+}
+int64_t AmxQ8KRowBytes(int64_t cols) {
+  return cols / 256 * (int64_t)sizeof(AmxBlockQ8K) / kAmxGroup;
+}
+// A tile reads 512 bytes of a group's activations per block, so they may
+// come from anywhere in L2, and bigger chunks spread the per-row-tile set-up
+// (Q4_0 unpacking) wider; whole groups.
+int64_t AmxChunkTokens(int64_t row_bytes) {
+  return std::max<int64_t>(kAmxGroup, 4 * kActChunkBytes / row_bytes / kAmxGroup * kAmxGroup);
+}
+
+constexpr ActFormat kAmxQ8Format{.name = "amx_q8",
+                                 .row_bytes = AmxQ8RowBytes,
+                                 .prepare = PrepareAmxQ8,
+                                 .chunk_tokens = AmxChunkTokens};
+constexpr ActFormat kAmxQ8KFormat{.name = "amx_q8k",
+                                  .row_bytes = AmxQ8KRowBytes,
+                                  .prepare = PrepareAmxQ8K,
+                                  .chunk_tokens = AmxChunkTokens};
+constexpr ActFormat kAmxQ8KPlainFormat{.name = "amx_q8k_plain",
+                                       .row_bytes = AmxQ8KRowBytes,
+                                       .prepare = PrepareAmxQ8KPlain,
+                                       .chunk_tokens = AmxChunkTokens};
+
 }  // namespace
 
 void FillAmxKernels(KernelTable* t) {
   FillAvx512VnniKernels(t);
   t->isa = "amx";
-  t->matmul[(int)DType::kQ8_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ8_0>};
-  t->matmul[(int)DType::kQ4_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_0>};
-  t->matmul[(int)DType::kQ4_1] = {ActKind::kAmxQ8, AmxGemm<DType::kQ4_1>};
-  t->matmul[(int)DType::kQ5_0] = {ActKind::kAmxQ8, AmxGemm<DType::kQ5_0>};
-  t->matmul[(int)DType::kQ5_1] = {ActKind::kAmxQ8, AmxGemm<DType::kQ5_1>};
-  t->matmul[(int)DType::kQ4_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ4_K>};
-  t->matmul[(int)DType::kQ5_K] = {ActKind::kAmxQ8K, AmxGemmK<DType::kQ5_K>};
-  t->matmul[(int)DType::kQ6_K] = {ActKind::kAmxQ8KPlain, AmxGemmK<DType::kQ6_K>};
+  t->matmul[(int)DType::kQ8_0] = {&kAmxQ8Format, AmxGemm<DType::kQ8_0>};
+  t->matmul[(int)DType::kQ4_0] = {&kAmxQ8Format, AmxGemm<DType::kQ4_0>};
+  t->matmul[(int)DType::kQ4_1] = {&kAmxQ8Format, AmxGemm<DType::kQ4_1>};
+  t->matmul[(int)DType::kQ5_0] = {&kAmxQ8Format, AmxGemm<DType::kQ5_0>};
+  t->matmul[(int)DType::kQ5_1] = {&kAmxQ8Format, AmxGemm<DType::kQ5_1>};
+  t->matmul[(int)DType::kQ4_K] = {&kAmxQ8KFormat, AmxGemmK<DType::kQ4_K>};
+  t->matmul[(int)DType::kQ5_K] = {&kAmxQ8KFormat, AmxGemmK<DType::kQ5_K>};
+  t->matmul[(int)DType::kQ6_K] = {&kAmxQ8KPlainFormat, AmxGemmK<DType::kQ6_K>};
 }
 
 }  // namespace tern::kernels

@@ -16,9 +16,9 @@ void FillAvx2Kernels(KernelTable* table);
 // compiled with those flags: call only when CpuFeatures::HasAvx512Vnni()).
 void FillAvx512VnniKernels(KernelTable* table);
 
-// The AVX-512 VNNI kernels plus Q8_0 and Q4_0 through AMX-INT8 tiles
-// (amx_kernels.cc: call only when CpuFeatures::HasAmxInt8() and EnableAmx()
-// said yes).
+// The AVX-512 VNNI kernels plus Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
+// Q6_K through AMX-INT8 tiles (amx_kernels.cc: call only when
+// CpuFeatures::HasAmxInt8() and EnableAmx() said yes).
 void FillAmxKernels(KernelTable* table);
 // Asks Linux for the AMX tile state for this process (once); false when
 // refused or not Linux.

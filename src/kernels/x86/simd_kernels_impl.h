@@ -29,6 +29,7 @@
 #include "base/aligned_vector.h"
 #include "base/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/x86/act_formats.h"
 #include "kernels/x86/row_prefetch.h"
 #include "quant/blocks.h"
 #ifdef TERN_AVX512_VNNI
@@ -1420,6 +1421,47 @@ void QuantizeQ8KImage(const float* x, int64_t n, ActBlockQ8KImage* out) {
 }
 #endif
 
+// ---- this ISA's activation formats (act_format.h) ------------------------------------
+
+int64_t Q8PairRowBytes(int64_t cols) {
+  return (cols / 32 + 1) / 2 * (int64_t)sizeof(ActBlockQ8Pair);
+}
+void Q8PairRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
+  Avx2QuantizeQ8Pair(x, cols, (ActBlockQ8Pair*)out);
+}
+constexpr ActFormat kQ8PairFormat{
+    .name = "q8pair", .row_bytes = Q8PairRowBytes, .quantize_row = Q8PairRow};
+
+#ifdef TERN_AVX512_VNNI
+// One chunk per 64 bytes of the weight row (blocks of kBlockBytes).
+template <class Chunk, int kBlockBytes>
+int64_t ImageRowBytes(int64_t cols) {
+  return (cols / 32 * kBlockBytes + 63) / 64 * (int64_t)sizeof(Chunk);
+}
+template <class Chunk, void (*kQuantize)(const float*, int64_t, Chunk*)>
+void ImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
+  kQuantize(x, cols, (Chunk*)out);
+}
+constexpr ActFormat kImageQ4_0Format{.name = "image_q4_0",
+                                     .row_bytes = ImageRowBytes<ActImageQ4_0, 18>,
+                                     .quantize_row = ImageRow<ActImageQ4_0, QuantizeImageQ4_0>};
+constexpr ActFormat kImageQ4_1Format{.name = "image_q4_1",
+                                     .row_bytes = ImageRowBytes<ActImageQ4_1, 20>,
+                                     .quantize_row = ImageRow<ActImageQ4_1, QuantizeImageQ4_1>};
+constexpr ActFormat kImageQ8_0Format{.name = "image_q8_0",
+                                     .row_bytes = ImageRowBytes<ActImageQ8_0, 34>,
+                                     .quantize_row = ImageRow<ActImageQ8_0, QuantizeImageQ8_0>};
+
+int64_t Q8KImageRowBytes(int64_t cols) {
+  return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
+}
+void Q8KImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
+  QuantizeQ8KImage(x, cols, (ActBlockQ8KImage*)out);
+}
+constexpr ActFormat kQ8KImageFormat{
+    .name = "q8k_image", .row_bytes = Q8KImageRowBytes, .quantize_row = Q8KImageRow};
+#endif
+
 // ---- element-wise ------------------------------------------------------------------
 
 // exp(x) for x in [-87, 88]; relative error ~2e-7.
@@ -2150,35 +2192,30 @@ bool Avx2AttendGroup(const AttnGroupArgs& a) {
 // Fills every entry this ISA has.
 inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->isa = isa;
-  auto set = [&](DType d, ActKind a, GemmFn f) { t->matmul[(int)d] = {a, f}; };
-  set(DType::kF32, ActKind::kF32, FloatGemm<DType::kF32>);
-  set(DType::kF16, ActKind::kF32, FloatGemm<DType::kF16>);
-  set(DType::kBF16, ActKind::kF32, FloatGemm<DType::kBF16>);
+  auto set = [&](DType d, const ActFormat& a, GemmFn f) { t->matmul[(int)d] = {&a, f}; };
+  set(DType::kF32, kF32Format, FloatGemm<DType::kF32>);
+  set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
+  set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_0, ActKind::kImageQ4_0, TiledGemm<ImageKernel<DType::kQ4_0>>);
-  t->quantize_image_q4_0 = QuantizeImageQ4_0;
-  set(DType::kQ4_1, ActKind::kImageQ4_1, TiledGemm<ImageKernel<DType::kQ4_1>>);
-  t->quantize_image_q4_1 = QuantizeImageQ4_1;
-  set(DType::kQ8_0, ActKind::kImageQ8_0, TiledGemm<ImageKernel<DType::kQ8_0>>);
-  t->quantize_image_q8_0 = QuantizeImageQ8_0;
+  set(DType::kQ4_0, kImageQ4_0Format, TiledGemm<ImageKernel<DType::kQ4_0>>);
+  set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
+  set(DType::kQ8_0, kImageQ8_0Format, TiledGemm<ImageKernel<DType::kQ8_0>>);
 #else
-  set(DType::kQ4_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
-  set(DType::kQ4_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, ActKind::kQ8, TiledGemm<LegacyKernel<DType::kQ8_0>>);
+  set(DType::kQ4_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
+  set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
+  set(DType::kQ8_0, kQ8Format, TiledGemm<LegacyKernel<DType::kQ8_0>>);
 #endif
-  set(DType::kQ5_0, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
-  set(DType::kQ5_1, ActKind::kQ8Pair, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
+  set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
+  set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_K, ActKind::kQ8KImage, TiledGemm<Q4KKernel512>);
-  t->quantize_q8k_image = QuantizeQ8KImage;
+  set(DType::kQ4_K, kQ8KImageFormat, TiledGemm<Q4KKernel512>);
 #else
-  set(DType::kQ4_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ4_K>>);
+  set(DType::kQ4_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ4_K>>);
 #endif
-  set(DType::kQ5_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ5_K>>);
-  set(DType::kQ6_K, ActKind::kQ8K, TiledGemm<KQuantKernel<DType::kQ6_K>>);
+  set(DType::kQ5_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ5_K>>);
+  set(DType::kQ6_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ6_K>>);
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
-  t->quantize_q8pair = Avx2QuantizeQ8Pair;
   t->rms_norm = Avx2RmsNorm;
   t->silu_mul = Avx2SiluMul;
   t->softmax = Avx2Softmax;
