@@ -117,12 +117,19 @@ check_key() {
 # ---- the names a scheduler expecting vLLM's reads -----------------------------
 check_metric_names() {  # url: an instance run with --metrics-prefix vllm
   local page missing=""
-  page="$(curl -s -m 5 "$1/metrics")"
-  for name in 'vllm:num_requests_waiting{' 'vllm:num_requests_running{' \
-              'vllm:kv_cache_usage_perc{' 'vllm:gpu_cache_usage_perc{' \
-              'vllm:cache_config_info{block_size="16",num_gpu_blocks="' \
-              'vllm:prefix_cache_queries_total{' 'vllm:prefix_cache_hits_total{'; do
-    grep -qF "$name" <<<"$page" || missing+=" $name"
+  # The cache's info metric appears once the model is loaded: a loaded
+  # machine may still be loading right after the cluster comes up.
+  for _ in $(seq 1 40); do
+    page="$(curl -s -m 5 "$1/metrics")"
+    missing=""
+    for name in 'vllm:num_requests_waiting{' 'vllm:num_requests_running{' \
+                'vllm:kv_cache_usage_perc{' 'vllm:gpu_cache_usage_perc{' \
+                'vllm:cache_config_info{block_size="16",num_gpu_blocks="' \
+                'vllm:prefix_cache_queries_total{' 'vllm:prefix_cache_hits_total{'; do
+      grep -qF "$name" <<<"$page" || missing+=" $name"
+    done
+    [[ -z "$missing" ]] && break
+    sleep 0.5
   done
   if [[ -n "$missing" ]] || grep -q '^tern:' <<<"$page"; then
     echo "cluster: FAILED: $1/metrics under --metrics-prefix vllm lacks:${missing:- nothing, but has tern: names}" >&2
