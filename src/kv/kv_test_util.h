@@ -1,0 +1,37 @@
+// Helpers shared by the KvCacheManager tests (kv_cache_manager_test.cc,
+// sliding_window_test.cc, streaming_eviction_test.cc).
+#pragma once
+
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+
+namespace tern::kvtest {
+
+using Ids = std::vector<int32_t>;
+
+// begin, begin + 1, ..., begin + n - 1.
+inline Ids Range(int32_t begin, int32_t n) {
+  Ids v(n);
+  std::iota(v.begin(), v.end(), begin);
+  return v;
+}
+
+// The block hashes of tokens' full blocks.
+inline std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size,
+                                     std::string_view salt = "") {
+  std::vector<BlockHash> h;
+  ExtendBlockHashes(tokens, block_size, salt, &h);
+  return h;
+}
+
+// A request's block table as a vector.
+inline Ids Table(const KvCacheManager& m, const std::string& id) {
+  auto t = m.BlockTable(id);
+  return Ids(t.begin(), t.end());
+}
+
+}  // namespace tern::kvtest
