@@ -58,6 +58,7 @@ class Parser {
   StatusOr<ExprPtr> ParseFilter(ExprPtr operand);
   StatusOr<ExprPtr> ParseTest(ExprPtr operand);
   StatusOr<ExprPtr> ParseSubscript(ExprPtr object);
+  StatusOr<ExprPtr> ParseCall(ExprPtr callee);  // at '(': callee(args)
   Status ParseCallArgs(Expr* call);
 
   // Token helpers.

@@ -237,14 +237,18 @@ StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
     } else if (AtOp("[")) {
       TERN_ASSIGN_OR_RETURN(node, ParseSubscript(std::move(node)));
     } else if (AtOp("(")) {
-      auto call = MakeExpr(Expr::Kind::kCall, Peek());
-      call->children.push_back(std::move(node));
-      TERN_RETURN_IF_ERROR(ParseCallArgs(call.get()));
-      node = std::move(call);
+      TERN_ASSIGN_OR_RETURN(node, ParseCall(std::move(node)));
     } else {
       return node;
     }
   }
+}
+
+StatusOr<ExprPtr> Parser::ParseCall(ExprPtr callee) {
+  auto call = MakeExpr(Expr::Kind::kCall, Peek());
+  call->children.push_back(std::move(callee));
+  TERN_RETURN_IF_ERROR(ParseCallArgs(call.get()));
+  return ExprPtr(std::move(call));
 }
 
 StatusOr<ExprPtr> Parser::ParseSubscript(ExprPtr object) {
@@ -304,10 +308,7 @@ StatusOr<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
       Next();
       TERN_ASSIGN_OR_RETURN(node, ParseTest(std::move(node)));
     } else if (AtOp("(")) {
-      auto call = MakeExpr(Expr::Kind::kCall, Peek());
-      call->children.push_back(std::move(node));
-      TERN_RETURN_IF_ERROR(ParseCallArgs(call.get()));
-      node = std::move(call);
+      TERN_ASSIGN_OR_RETURN(node, ParseCall(std::move(node)));
     } else {
       return node;
     }
