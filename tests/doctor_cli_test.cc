@@ -203,7 +203,31 @@ TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {
   EXPECT_NE(j["recommended"]["command_line"].get<std::string>().find("--max-model-len "),
             std::string::npos);
   EXPECT_NE(j["quantization"].get<std::string>().find("--eval-text"), std::string::npos);
-  EXPECT_NE(j["speculation"].get<std::string>().find("--draft-model"), std::string::npos);
+  // Speculation is measured (tern batch on a sample, alternated): n-gram
+  // always; random prompt ids repeat nothing, so it is never turned on here.
+  const std::string spec = j["speculation"].get<std::string>();
+  EXPECT_NE(spec.find("tok/s without speculation"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("n-gram: acceptance"), std::string::npos) << spec;
+}
+
+TEST(DoctorCliTest, SpeculationIsMeasuredWithTheDraftModel) {
+  SKIP_WITHOUT_BINARY();
+  if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";
+  // The model as its own draft: every proposal is accepted.
+  auto r = RunTern("doctor -m " + ShellQuote(DefaultModelPath()) + " --draft-model " +
+                   ShellQuote(DefaultModelPath()) +
+                   " -t 1 --num-prompts 4 --input-len 16 --output-len 24 --concurrency 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::string spec = j["speculation"].get<std::string>();
+  EXPECT_NE(spec.find("acceptance 100%"), std::string::npos) << spec;
+  // Either way the answer is a decision with the flags to apply it.
+  EXPECT_TRUE(spec.find("-> turn on") != std::string::npos ||
+              spec.find("-> leave speculation off") != std::string::npos) << spec;
+  if (spec.find("-> turn on") != std::string::npos) {
+    EXPECT_NE(j["recommended"]["command_line"].get<std::string>().find("--speculative"),
+              std::string::npos);
+  }
 }
 
 TEST(DoctorCliTest, VerifyRunsTheWorkloadWithDefaultsAndRecommendedFlags) {

@@ -112,43 +112,6 @@ std::string RandomSource(const DoctorArgs& a) {
   return buf;
 }
 
-std::string Speculation(const DoctorArgs& a, ThreadPool& pool, const ModelFigures& target,
-                        int32_t target_vocab) {
-  if (a.draft_model.empty()) {
-    return "no recommendation: speculation pays only when a draft's proposals are accepted, and "
-           "acceptance is observable only with a draft (--draft-model F); this build has no "
-           "n-gram proposer";
-  }
-  auto draft = Model::Load(a.draft_model);
-  if (!draft.ok()) return "the draft model failed to load: " + draft.status().ToString();
-  if ((*draft)->config().n_vocab != target_vocab) {
-    return "no recommendation: the draft's vocabulary (" + std::to_string((*draft)->config().n_vocab) +
-           " tokens) differs from the model's (" + std::to_string(target_vocab) +
-           "); a draft must share the tokenizer";
-  }
-  ModelFigures f;
-  ModelProbeLengths l;
-  l.pp_tokens = 32;
-  l.tg_depth = target.tg_depth;
-  l.batch = 1;
-  MeasureModel(**draft, pool, l, &f);
-  const double c = target.tg_tps > 0 ? target.tg_tps / std::max(f.tg_tps, 1e-9) : 1;
-  char buf[600];
-  // Expected tokens per target step with k drafts at acceptance alpha:
-  // (1 - alpha^(k+1)) / (1 - alpha); cost per step 1 + k c (in target steps).
-  auto speedup = [&](double alpha, int k) {
-    return (1 - std::pow(alpha, k + 1)) / (1 - alpha) / (1 + k * c);
-  };
-  std::snprintf(buf, sizeof buf,
-                "draft decodes %.1f tok/s vs the model's %.1f (cost ratio c = %.3f); with 4 drafts "
-                "per step the speed-up is %.2fx at 60%% acceptance, %.2fx at 80%%, break-even "
-                "needs acceptance where (1-a^5)/(1-a) > 1 + 4c. Acceptance depends on the workload: "
-                "serve with --speculative-model and keep it where the server reports it high "
-                "enough (tern:spec_decode_* on /metrics, the dashboard's tile)",
-                f.tg_tps, target.tg_tps, c, speedup(0.6, 4), speedup(0.8, 4));
-  return buf;
-}
-
 }  // namespace
 
 int RunDoctor(int argc, char** argv) {
@@ -277,7 +240,9 @@ int RunDoctor(int argc, char** argv) {
   // From here on children run (tern quantize, eval-quant, serve, bench serve).
   KillChildrenOnSignal();
   report.quantization = Quantization(a, report.model);
-  report.speculation = Speculation(a, pool, report.model, n_vocab);
+  const size_t flags_before = report.diagnosis.flags.size();
+  report.speculation = Speculation(a, workload, &report.diagnosis.flags);
+  if (report.diagnosis.flags.size() != flags_before) report.diagnosis.defaults_right = false;
   if (a.verify) {
     model.reset();  // the spawned servers load their own
     report.verify = Verify(a, workload, report.diagnosis);

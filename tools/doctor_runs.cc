@@ -262,18 +262,20 @@ std::vector<VerifyRun> Verify(const DoctorArgs& a, const std::vector<WorkloadReq
 
 std::string Quantization(const DoctorArgs& a, const ModelFigures& m) {
   if (a.eval_text.empty()) {
-    return "no recommendation: a weight format is chosen on your own text, and none was given "
-           "(--eval-text FILE runs tern quantize + tern eval-quant for the candidates: KL and ppl "
-           "vs these weights)";
-  }
-  if (m.weight_type != "F32" && m.weight_type != "F16" && m.weight_type != "BF16") {
-    return "no recommendation: the weights are already " + m.weight_type +
-           "; quantizing them again compounds the error (quantize from the F16/BF16 original and "
-           "rerun with it)";
+    return "no recommendation: weight and KV-cache formats are chosen on your own text, and none "
+           "was given (--eval-text FILE runs tern quantize + tern eval-quant for the candidates: "
+           "KL and ppl vs these weights and an f16 cache)";
   }
   std::string out;
+  std::vector<const char*> weight_types = {"Q8_0", "Q4_K_M"};
+  if (m.weight_type != "F32" && m.weight_type != "F16" && m.weight_type != "BF16") {
+    out = "weights: no recommendation, they are already " + m.weight_type +
+          " (quantizing them again compounds the error: quantize from the F16/BF16 original and "
+          "rerun with it); ";
+    weight_types.clear();
+  }
   const std::string self = SelfPath();
-  for (const char* type : {"Q8_0", "Q4_K_M"}) {
+  for (const char* type : weight_types) {
     const std::string q = TempPath(std::string(type) + ".gguf");
     const std::string log = TempPath("quantize.log");
     std::fprintf(stderr, "tern doctor: quantizing to %s and evaluating on %s\n", type, a.eval_text.c_str());
@@ -310,8 +312,165 @@ std::string Quantization(const DoctorArgs& a, const ModelFigures& m) {
                                             : "not recommended (needs KL < 0.01 and top-1 >= 90%)");
     out += buf;
   }
-  return out + "KV cache: this build's --kv-cache-dtype takes f16 and f32 only, no quantized KV "
-               "to evaluate; regress on your own eval after switching weights";
+  // KV cache types on the same text: the base is these weights with an f16
+  // cache, the candidate the same weights with a quantized cache.
+  const struct {
+    const char* name;
+    std::vector<std::string> flags;
+  } kv_candidates[] = {{"KV q8_0", {"--kv-cache-dtype", "q8_0"}},
+                       {"KV K q8_0 / V q4_0", {"--kv-cache-dtype-k", "q8_0", "--kv-cache-dtype-v", "q4_0"}}};
+  for (const auto& kv : kv_candidates) {
+    std::fprintf(stderr, "tern doctor: evaluating a %s cache on %s\n", kv.name, a.eval_text.c_str());
+    const std::string eval = TempPath("eval-kv.json");
+    std::vector<std::string> args = {self, "eval-quant", "-m", a.model_path, "-f", a.eval_text, "--json",
+                                     "--chunks", "4", "-c", "256"};
+    args.insert(args.end(), kv.flags.begin(), kv.flags.end());
+    const pid_t pid = Spawn(args, eval);
+    const int rc = pid < 0 ? -1 : WaitExit(pid);
+    nlohmann::json j = nlohmann::json::parse(LastJsonLine(ReadFile(eval)), nullptr, false);
+    std::remove(eval.c_str());
+    if (rc != 0 || j.is_discarded()) {
+      out += std::string(kv.name) + ": tern eval-quant failed; ";
+      continue;
+    }
+    const double kl = j.value("kl_mean", 0.0), top1 = j.value("top1_agreement", 0.0);
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "%s: KL mean %.4f, ppl %.3f -> %.3f, top-1 agreement %.1f%% -> %s; ", kv.name, kl,
+                  j.value("ppl_base", 0.0), j.value("ppl_quant", 0.0), 100 * top1,
+                  kl < 0.01 && top1 >= 0.9
+                      ? "candidate (KL < 0.01, top-1 >= 90%: the same --kv-cache-memory holds more tokens)"
+                      : "not recommended (needs KL < 0.01 and top-1 >= 90%)");
+    out += buf;
+  }
+  return out + "regress on your own eval after switching";
+}
+
+namespace {
+
+struct BatchRun {
+  double tok_s = 0;
+  double acceptance = -1;  // -1: no speculation
+  double accepted_length = 0;
+  std::string error;
+};
+
+BatchRun RunBatch(const DoctorArgs& a, const std::string& input, int64_t concurrency,
+                  const std::vector<std::string>& extra, const std::string& label) {
+  BatchRun r;
+  const std::string out = TempPath(label + "-out.jsonl");
+  const std::string summary = TempPath(label + "-summary.json");
+  const std::string log = TempPath(label + "-batch.log");
+  std::vector<std::string> args = {SelfPath(), "batch", "-m", a.model_path, "-i", input, "-o", out,
+                                   "--summary-json", summary, "--max-num-seqs",
+                                   std::to_string(concurrency)};
+  if (a.threads > 0) args.insert(args.end(), {"-t", std::to_string(a.threads)});
+  if (!a.kv_budget.empty()) args.insert(args.end(), {"--kv-cache-memory", a.kv_budget});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t pid = Spawn(args, log);
+  const int rc = pid < 0 ? -1 : WaitExit(pid);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(summary), nullptr, false);
+  if (rc != 0 || j.is_discarded()) {
+    std::string text = ReadFile(log);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    const size_t nl = text.rfind('\n');
+    r.error = "tern batch exited with " + std::to_string(rc) + ": " +
+              (nl == std::string::npos ? text : text.substr(nl + 1));
+  } else {
+    r.tok_s = j.value("output_tokens_per_s", 0.0);
+    if (j.contains("speculative")) {
+      r.acceptance = j["speculative"].value("acceptance_rate", 0.0);
+      r.accepted_length = j["speculative"].value("mean_accepted_length", 1.0);
+    }
+  }
+  for (const std::string& f : {out, summary, log}) std::remove(f.c_str());
+  return r;
+}
+
+}  // namespace
+
+std::string Speculation(const DoctorArgs& a, const std::vector<WorkloadRequest>& workload,
+                        std::vector<FlagValue>* flags) {
+  if (workload.empty()) return "no recommendation: no requests to measure";
+  // A sample: every k-th request, up to 16.
+  const size_t n = std::min<size_t>(16, workload.size());
+  const size_t stride = workload.size() / n;
+  const std::string input = TempPath("spec-sample.jsonl");
+  int64_t sample_tokens = 0;
+  {
+    std::ofstream out(input);
+    for (size_t i = 0; i < n; ++i) {
+      const WorkloadRequest& r = workload[i * stride];
+      const int32_t max_tokens = std::clamp<int32_t>(r.output_len, 1, 96);
+      sample_tokens += max_tokens;
+      out << nlohmann::json{{"prompt", r.prompt}, {"max_tokens", max_tokens}, {"temperature", 0},
+                            {"ignore_eos", true}}.dump()
+          << "\n";
+    }
+  }
+  const int64_t concurrency = std::min<int64_t>(a.concurrency, (int64_t)n);
+  struct Proposer {
+    std::string name;
+    std::vector<std::string> flags;
+  };
+  std::vector<Proposer> proposers = {{"n-gram", {"--speculative-method", "ngram"}}};
+  if (!a.draft_model.empty()) {
+    proposers.push_back({"draft " + a.draft_model, {"--speculative-model", a.draft_model}});
+  }
+  // Alternated: none, each proposer, none, each proposer (adaptive k, the
+  // default a server would run).
+  std::vector<double> base;
+  std::vector<std::vector<BatchRun>> runs(proposers.size());
+  for (int rep = 0; rep < 2; ++rep) {
+    std::fprintf(stderr, "tern doctor: speculation %d/2: %zu sampled requests (%lld output tokens), "
+                 "%lld at once, without and with %s\n", rep + 1, n, (long long)sample_tokens,
+                 (long long)concurrency, a.draft_model.empty() ? "n-gram" : "n-gram and the draft");
+    const BatchRun none = RunBatch(a, input, concurrency, {}, "spec-none");
+    if (!none.error.empty()) {
+      std::remove(input.c_str());
+      return "not measured: " + none.error;
+    }
+    base.push_back(none.tok_s);
+    for (size_t p = 0; p < proposers.size(); ++p) {
+      runs[p].push_back(RunBatch(a, input, concurrency, proposers[p].flags, "spec-" + std::to_string(p)));
+    }
+  }
+  std::remove(input.c_str());
+  const double base_tok_s = (base[0] + base[1]) / 2;
+  std::string out;
+  char buf[600];
+  std::snprintf(buf, sizeof buf, "measured on %zu sampled requests (greedy, %lld at once): %.1f output "
+                "tok/s without speculation; ", n, (long long)concurrency, base_tok_s);
+  out += buf;
+  double best_ratio = 1.05;
+  const Proposer* best = nullptr;
+  for (size_t p = 0; p < proposers.size(); ++p) {
+    const std::vector<BatchRun>& r = runs[p];
+    if (!r[0].error.empty() || !r[1].error.empty()) {
+      out += proposers[p].name + ": " + (r[0].error.empty() ? r[1].error : r[0].error) + "; ";
+      continue;
+    }
+    const double tok_s = (r[0].tok_s + r[1].tok_s) / 2;
+    const double ratio = base_tok_s > 0 ? tok_s / base_tok_s : 0;
+    std::snprintf(buf, sizeof buf, "%s: acceptance %.0f%%, %.2f tokens per verifying step, %.1f tok/s "
+                  "(%.2fx); ", proposers[p].name.c_str(), 100 * std::max(0.0, r[1].acceptance),
+                  r[1].accepted_length, tok_s, ratio);
+    out += buf;
+    if (ratio >= best_ratio) {
+      best_ratio = ratio;
+      best = &proposers[p];
+    }
+  }
+  if (best == nullptr) {
+    return out + "-> leave speculation off (no proposer speeds this workload up by 5% or more)";
+  }
+  std::string line;
+  for (size_t i = 0; i < best->flags.size(); i += 2) {
+    flags->push_back({best->flags[i], best->flags[i + 1],
+                      "speculation measured " + std::to_string(best_ratio).substr(0, 4) + "x faster"});
+    line += (line.empty() ? "" : " ") + best->flags[i] + " " + best->flags[i + 1];
+  }
+  return out + "-> turn on " + best->name + " (" + line + ")";
 }
 
 }  // namespace tern

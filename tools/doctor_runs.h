@@ -53,4 +53,13 @@ std::vector<VerifyRun> Verify(const DoctorArgs& a, const std::vector<WorkloadReq
 // The quantization answer: candidates measured on a.eval_text, or why none.
 std::string Quantization(const DoctorArgs& a, const ModelFigures& m);
 
+// The speculation answer, measured: a sample of the workload (up to 16
+// requests, up to 96 output tokens each, greedy) through `tern batch` at the
+// workload's concurrency without speculation and with each viable proposer
+// (n-gram always; the draft model with a.draft_model), alternated twice.
+// Appends the flags of a proposer that speeds the sample up by >= 5% to
+// *flags (to be applied and --verify'd with the others).
+std::string Speculation(const DoctorArgs& a, const std::vector<WorkloadRequest>& workload,
+                        std::vector<FlagValue>* flags);
+
 }  // namespace tern
