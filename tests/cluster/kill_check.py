@@ -11,7 +11,10 @@ Checks (exit 1 when one fails, each printed):
   - streams cut by the kill end as a closed stream, none hangs;
   - every request sent after the kill succeeds;
   - the restarted instance is counted up within the health-check interval
-    (plus --slack-s for a loaded machine) and serves requests again.
+    (plus --slack-s for a loaded machine) and serves requests again;
+  - sticky affinity (the cluster's BALANCE): each of 6 long-lived keys (every
+    4th request) keeps its instance, and the killed instance's keys stay where
+    they moved after it rejoins (their caches are warm there).
 Prints the counts: sent, succeeded, failed by cause. Standard library only.
 """
 import argparse
@@ -71,15 +74,28 @@ class Result:
         self.outcome = "pending"  # ok | closed-stream | http-NNN | connect-error | hang
 
 
+FIXED_KEYS = 6
+TAIL = " Once upon a time there was a little dog who liked to run." * 5  # past the 256-byte key
+
+
+def fixed_key(i):
+    """Every 4th request carries one of FIXED_KEYS long-lived leading parts."""
+    return (i // 4) % FIXED_KEYS if i % 4 == 0 else None
+
+
+def prompt_of(i):
+    # The others get a new leading part every 3 requests, as new
+    # conversations keep coming: keys spread over every instance, and a
+    # restarted instance is dealt new keys at once.
+    k = fixed_key(i)
+    return ("Series %d." % k if k is not None else "Story %d." % (i // 3)) + TAIL
+
+
 def stream_one(front, r, max_tokens, hang_s, state):
     u = urlparse(front)
     body = json.dumps({
         "model": state["model"],
-        # A new leading part every 3 requests, as new conversations keep
-        # coming: keys spread over every instance, and a restarted instance
-        # gets new keys at once (sticky affinity keeps a known key where it
-        # went while the instance was down, where its cache is warm).
-        "prompt": "Story %d. Once upon a time there was a little dog who liked to run." % (r.i // 3),
+        "prompt": prompt_of(r.i),
         "max_tokens": max_tokens, "ignore_eos": True, "stream": True, "temperature": 0,
     })
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=hang_s)
@@ -132,6 +148,37 @@ def healthy(url):
             return f.status == 200
     except Exception:
         return False
+
+
+def check_sticky_keys(results, victim, marks):
+    """Sticky affinity: each long-lived key stays on one instance; the
+    victim's keys move once and stay where they moved after it rejoins."""
+    failures, moved, kept = [], 0, 0
+    for k in range(FIXED_KEYS):
+        def last_on(t0, t1):
+            seen = [r for r in results if fixed_key(r.i) == k and r.outcome == "ok" and t0 < r.sent_at <= t1]
+            return seen[-1].instance if seen else None
+        before = last_on(float("-inf"), marks["kill"])
+        during = last_on(marks["kill"], marks["restart"])
+        after = {r.instance for r in results
+                 if fixed_key(r.i) == k and r.outcome == "ok" and r.sent_at > marks["up"]}
+        if before is None or during is None or not after:
+            continue  # too few requests of this key to judge
+        if before == victim:
+            moved += 1
+            if after != {during}:
+                failures.append("key %d: on %s, moved to %s at the kill, then went to %s after %s "
+                                "rejoined (want %s only)" % (k, before, during, sorted(after), victim, during))
+        else:
+            kept += 1
+            if during != before or after != {before}:
+                failures.append("key %d of %s went to %s during the outage and %s after (want %s)" % (
+                    k, before, during, sorted(after), before))
+    print("kill_check: sticky keys: %d of the killed instance's moved and stayed moved, %d others "
+          "stayed put%s" % (moved, kept, "" if not failures else " (but see below)"))
+    if moved == 0:
+        failures.append("no long-lived key was on %s to follow" % victim)
+    return failures
 
 
 def main():
@@ -240,6 +287,8 @@ def main():
         print("kill_check: %d requests served by %s after it rejoined" % (served_again, victim))
         if served_again == 0:
             failures.append("%s served nothing after it rejoined" % victim)
+    if env.get("BALANCE") == "sticky" and "up" in marks and "restart" in marks:
+        failures += check_sticky_keys(results, victim, marks)
     for f in failures:
         print("kill_check: FAILED: " + f, file=sys.stderr)
     return 1 if failures else 0
