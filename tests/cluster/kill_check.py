@@ -2,8 +2,8 @@
 """One instance of a scripts/cluster.sh cluster SIGKILLed under streaming load.
 
 Sends streaming /v1/completions through HAProxy at a steady rate; after a
-second, the first instance seen with two open streams is the victim: it is
-SIGKILLed,
+second, the first instance seen with two open streams and a long-lived key
+is the victim: it is SIGKILLed,
 keeps sending, restarts the victim (scripts/cluster.sh restart) and measures
 how long HAProxy takes to count it up again after its /health answers 200.
 
@@ -155,13 +155,14 @@ def check_sticky_keys(results, victim, marks):
     victim's keys move once and stay where they moved after it rejoins."""
     failures, moved, kept = [], 0, 0
     for k in range(FIXED_KEYS):
-        def last_on(t0, t1):
-            seen = [r for r in results if fixed_key(r.i) == k and r.outcome == "ok" and t0 < r.sent_at <= t1]
-            return seen[-1].instance if seen else None
-        before = last_on(float("-inf"), marks["kill"])
-        during = last_on(marks["kill"], marks["restart"])
-        after = {r.instance for r in results
-                 if fixed_key(r.i) == k and r.outcome == "ok" and r.sent_at > marks["up"]}
+        # Where HAProxy sent each request of the key (its answer's header;
+        # a stream cut by the kill counts too).
+        def sent_to(t0, t1):
+            return [r.instance for r in results
+                    if fixed_key(r.i) == k and r.instance and t0 < r.sent_at <= t1]
+        before = (sent_to(float("-inf"), marks["kill"]) or [None])[-1]
+        during = (sent_to(marks["kill"], marks["restart"]) or [None])[-1]
+        after = set(sent_to(marks["up"], float("inf")))
         if before is None or during is None or not after:
             continue  # too few requests of this key to judge
         if before == victim:
@@ -212,8 +213,12 @@ def main():
             send()
             next_send += 1.0 / a.rate
         if phase == "before-kill" and now - t0 >= 1.0:
+            # The busiest instance that holds a long-lived key (to follow
+            # where its keys go).
+            holders = {r.instance for r in results if fixed_key(r.i) is not None and r.instance}
             with state["lock"]:
-                busiest = max(state["open"].items(), key=lambda kv: len(kv[1]), default=("", ()))
+                busiest = max(((n, s) for n, s in state["open"].items() if n in holders),
+                              key=lambda kv: len(kv[1]), default=("", ()))
             open_on_victim = len(busiest[1])
             if open_on_victim >= 2 and busiest[0].startswith("tern"):
                 victim, victim_index = busiest[0], int(busiest[0][4:])
@@ -246,7 +251,7 @@ def main():
     failures = []
     kill = marks.get("kill")
     if kill is None:
-        failures.append("never saw 2 open streams on one instance to kill")
+        failures.append("never saw 2 open streams on an instance holding a long-lived key, to kill")
         kill = float("inf")
     causes = {}
     for r in results:
