@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # K `tern serve` instances on loopback ports behind HAProxy (affinity on the
-# prompt's leading part, bounded loads, health checks, retries): a laptop
-# cluster and the model of a real deployment (docs/deploy.md).
+# prompt's leading part, keys spread evenly, health checks, retries): a
+# laptop cluster and the model of a real deployment (docs/deploy.md).
 #
 #   scripts/cluster.sh up [options] [-- extra tern serve flags]
 #   scripts/cluster.sh status      [--run-dir DIR]
@@ -17,8 +17,9 @@
 #   --stats-port P          HAProxy's stats port (default 8404; 0 = free) [STATS_PORT]
 #   --base-port P           instance i listens on P+i (default 8081; 0 = free ones) [BASE_PORT]
 #   --kv-cache-memory SIZE  per instance (default 64MiB)               [KV_CACHE_MEMORY]
-#   --balance sticky|hash|roundrobin  affinity by a stick table (default), by
-#                           consistent hashing with bounded loads, or none [BALANCE]
+#   --balance sticky|hash|roundrobin  affinity by a stick table, new keys dealt
+#                           round robin (default); by consistent hashing with
+#                           bounded loads; or none [BALANCE]
 #   --balance-factor F      hash: hash-balance-factor, % of the mean load (default 150) [BALANCE_FACTOR]
 #   --stick-expire T        sticky: a key idle this long is forgotten (default 30m) [STICK_EXPIRE]
 #   --key-bytes K           prompt bytes that pick the instance (default 256) [KEY_BYTES]

@@ -226,6 +226,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   storage_shape.v_dtype = kv.VDtype();
   impl->kv_storage = std::make_unique<KvStorage>(storage_shape);
   impl->stats.kv_cache_capacity_tokens = kv.num_tokens();
+  // The KV cache's fixed shape, there from the start (not only after a step).
+  impl->stats.num_kv_blocks = kv.num_blocks;
+  impl->stats.block_size = kv.block_size;
+  impl->stats.kv_cache_bytes = kv.TotalBytes();
+  impl->stats.max_model_len = kv.max_model_len;
+  impl->stats.max_num_seqs = config.max_num_seqs;
   impl->pool = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads
                                                                    : ThreadPool::DefaultNumThreads());
 

@@ -149,7 +149,7 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
              "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc.");
     w.Sample("gpu_cache_usage_perc", s.kv_cache_usage);
   }
-  if (stats) {
+  if (stats && s.block_size > 0) {
     // vLLM's info metric: a scheduler's prefix-cache scorer reads the block
     // size and the number of blocks from its labels (num_gpu_blocks is
     // vLLM's label name; here the blocks are in memory).

@@ -133,6 +133,7 @@ TEST(ServerMetricsTest, PrefixNamesEveryMetric) {
 }
 
 TEST(ServerMetricsTest, OlderKvNameOnlyUnderVllmAndInfoOnlyOnceLoaded) {
+  const EngineStats loaded_without_shape;  // block_size 0: nothing to describe
   EngineStats s;
   s.block_size = 16;
   s.num_kv_blocks = 8;
@@ -146,6 +147,7 @@ TEST(ServerMetricsTest, OlderKvNameOnlyUnderVllmAndInfoOnlyOnceLoaded) {
   // While the model loads there is no KV cache to describe.
   const std::string loading = ServerMetrics("vllm").Render("m", nullptr);
   EXPECT_FALSE(Contains(loading, "cache_config_info"));
+  EXPECT_FALSE(Contains(ServerMetrics().Render("m", &loaded_without_shape), "cache_config_info"));
   EXPECT_TRUE(Contains(loading, "vllm:kv_cache_usage_perc{model_name=\"m\"} 0\n"));
 }
 

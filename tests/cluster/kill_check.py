@@ -2,8 +2,8 @@
 """One instance of a scripts/cluster.sh cluster SIGKILLed under streaming load.
 
 Sends streaming /v1/completions through HAProxy at a steady rate; after a
-second, the first instance seen with two open streams is the victim: it is
-SIGKILLed,
+second, the first instance seen with two open streams and a long-lived key
+is the victim: it is SIGKILLed,
 keeps sending, restarts the victim (scripts/cluster.sh restart) and measures
 how long HAProxy takes to count it up again after its /health answers 200.
 
@@ -11,7 +11,10 @@ Checks (exit 1 when one fails, each printed):
   - streams cut by the kill end as a closed stream, none hangs;
   - every request sent after the kill succeeds;
   - the restarted instance is counted up within the health-check interval
-    (plus --slack-s for a loaded machine) and serves requests again.
+    (plus --slack-s for a loaded machine) and serves requests again;
+  - sticky affinity (the cluster's BALANCE): each of 6 long-lived keys (every
+    4th request) keeps its instance, and the killed instance's keys stay where
+    they moved after it rejoins (their caches are warm there).
 Prints the counts: sent, succeeded, failed by cause. Standard library only.
 """
 import argparse
@@ -71,15 +74,28 @@ class Result:
         self.outcome = "pending"  # ok | closed-stream | http-NNN | connect-error | hang
 
 
+FIXED_KEYS = 6
+TAIL = " Once upon a time there was a little dog who liked to run." * 5  # past the 256-byte key
+
+
+def fixed_key(i):
+    """Every 4th request carries one of FIXED_KEYS long-lived leading parts."""
+    return (i // 4) % FIXED_KEYS if i % 4 == 0 else None
+
+
+def prompt_of(i):
+    # The others get a new leading part every 3 requests, as new
+    # conversations keep coming: keys spread over every instance, and a
+    # restarted instance is dealt new keys at once.
+    k = fixed_key(i)
+    return ("Series %d." % k if k is not None else "Story %d." % (i // 3)) + TAIL
+
+
 def stream_one(front, r, max_tokens, hang_s, state):
     u = urlparse(front)
     body = json.dumps({
         "model": state["model"],
-        # A new leading part every 3 requests, as new conversations keep
-        # coming: keys spread over every instance, and a restarted instance
-        # gets new keys at once (sticky affinity keeps a known key where it
-        # went while the instance was down, where its cache is warm).
-        "prompt": "Story %d. Once upon a time there was a little dog who liked to run." % (r.i // 3),
+        "prompt": prompt_of(r.i),
         "max_tokens": max_tokens, "ignore_eos": True, "stream": True, "temperature": 0,
     })
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=hang_s)
@@ -134,6 +150,38 @@ def healthy(url):
         return False
 
 
+def check_sticky_keys(results, victim, marks):
+    """Sticky affinity: each long-lived key stays on one instance; the
+    victim's keys move once and stay where they moved after it rejoins."""
+    failures, moved, kept = [], 0, 0
+    for k in range(FIXED_KEYS):
+        # Where HAProxy sent each request of the key (its answer's header;
+        # a stream cut by the kill counts too).
+        def sent_to(t0, t1):
+            return [r.instance for r in results
+                    if fixed_key(r.i) == k and r.instance and t0 < r.sent_at <= t1]
+        before = (sent_to(float("-inf"), marks["kill"]) or [None])[-1]
+        during = (sent_to(marks["kill"], marks["restart"]) or [None])[-1]
+        after = set(sent_to(marks["up"], float("inf")))
+        if before is None or during is None or not after:
+            continue  # too few requests of this key to judge
+        if before == victim:
+            moved += 1
+            if after != {during}:
+                failures.append("key %d: on %s, moved to %s at the kill, then went to %s after %s "
+                                "rejoined (want %s only)" % (k, before, during, sorted(after), victim, during))
+        else:
+            kept += 1
+            if during != before or after != {before}:
+                failures.append("key %d of %s went to %s during the outage and %s after (want %s)" % (
+                    k, before, during, sorted(after), before))
+    print("kill_check: sticky keys: %d of the killed instance's moved and stayed moved, %d others "
+          "stayed put%s" % (moved, kept, "" if not failures else " (but see below)"))
+    if moved == 0:
+        failures.append("no long-lived key was on %s to follow" % victim)
+    return failures
+
+
 def main():
     a = parse_args()
     env = read_env(a.run_dir)
@@ -165,8 +213,12 @@ def main():
             send()
             next_send += 1.0 / a.rate
         if phase == "before-kill" and now - t0 >= 1.0:
+            # The busiest instance that holds a long-lived key (to follow
+            # where its keys go).
+            holders = {r.instance for r in results if fixed_key(r.i) is not None and r.instance}
             with state["lock"]:
-                busiest = max(state["open"].items(), key=lambda kv: len(kv[1]), default=("", ()))
+                busiest = max(((n, s) for n, s in state["open"].items() if n in holders),
+                              key=lambda kv: len(kv[1]), default=("", ()))
             open_on_victim = len(busiest[1])
             if open_on_victim >= 2 and busiest[0].startswith("tern"):
                 victim, victim_index = busiest[0], int(busiest[0][4:])
@@ -199,7 +251,7 @@ def main():
     failures = []
     kill = marks.get("kill")
     if kill is None:
-        failures.append("never saw 2 open streams on one instance to kill")
+        failures.append("never saw 2 open streams on an instance holding a long-lived key, to kill")
         kill = float("inf")
     causes = {}
     for r in results:
@@ -240,6 +292,8 @@ def main():
         print("kill_check: %d requests served by %s after it rejoined" % (served_again, victim))
         if served_again == 0:
             failures.append("%s served nothing after it rejoined" % victim)
+    if env.get("BALANCE") == "sticky" and "up" in marks and "restart" in marks:
+        failures += check_sticky_keys(results, victim, marks)
     for f in failures:
         print("kill_check: FAILED: " + f, file=sys.stderr)
     return 1 if failures else 0
