@@ -37,23 +37,21 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target tern
 
 # The main job: a short generation, then the OpenAI-compatible server on the
-# default model (Ctrl-C stops it). Without $(MODEL) on disk the same model is
-# pulled by name from the Hugging Face hub into the cache (tern pull; once,
-# 1.2 MB). stories260K has no chat template of its own, so chat requests use
-# the built-in ChatML one.
+# default model (Ctrl-C stops it). MODEL defaults to the test data's
+# stories260K beside the checkout (`make run MODEL=path/to/model.gguf` for
+# another). stories260K has no chat template of its own, so chat requests
+# use the built-in ChatML one.
 PORT ?= 8080
-HF_MODEL ?= ggml-org/models-moved/tinyllamas/stories260K.gguf
 run: build
-	@model="$(MODEL)"; \
-	if [ ! -f "$$model" ]; then \
-	  echo "$(MODEL) not found: pulling $(HF_MODEL) (tern pull)"; \
-	  model=$$(./$(BUILD)/tern pull $(HF_MODEL)) || exit 1; \
-	fi; \
-	echo "./$(BUILD)/tern generate -m $$model -p \"Once upon a time\" -n 64 --temp 0"; \
-	./$(BUILD)/tern generate -m "$$model" -p "Once upon a time" -n 64 --temp 0 || exit 1; \
-	echo; \
-	echo "Starting tern serve (it prints a curl line to try; Ctrl-C stops it)"; \
-	exec ./$(BUILD)/tern serve -m "$$model" --port $(PORT) --chat-template chatml
+	@if [ ! -f "$(MODEL)" ]; then \
+	  echo "make run: model $(MODEL) not found; give one with make run MODEL=path/to/model.gguf" >&2; \
+	  exit 1; \
+	fi
+	@echo "./$(BUILD)/tern generate -m $(MODEL) -p \"Once upon a time\" -n 64 --temp 0"
+	@./$(BUILD)/tern generate -m "$(MODEL)" -p "Once upon a time" -n 64 --temp 0
+	@echo
+	@echo "Starting tern serve (it prints a curl line to try; Ctrl-C stops it)"
+	@exec ./$(BUILD)/tern serve -m "$(MODEL)" --port $(PORT) --chat-template chatml
 
 test: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
