@@ -1,6 +1,7 @@
 #include "tools/engine_flags.h"
 
 #include "tools/common_flags.h"
+#include "tools/kv_eviction_flags.h"
 
 namespace tern {
 
@@ -81,13 +82,8 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
     return InvalidArgument("--scheduling-policy must be goodput or decode-protect, got '" +
                            scheduling_policy + "'");
   }
-  if (kv_eviction == "none") {
-    c.kv_eviction = KvEviction::kNone;
-  } else if (kv_eviction == "streaming") {
-    c.kv_eviction = KvEviction::kStreaming;
-  } else {
-    return InvalidArgument("--kv-eviction must be none or streaming, got '" + kv_eviction + "'");
-  }
+  TERN_RETURN_IF_ERROR(CheckKvEvictionMode(kv_eviction));
+  c.kv_eviction = kv_eviction == "streaming" ? KvEviction::kStreaming : KvEviction::kNone;
   c.enable_chunked_prefill = !no_chunked_prefill;
   c.enable_prefix_caching = !no_prefix_caching;
   if (!kv_cache_memory.empty()) {

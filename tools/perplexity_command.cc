@@ -27,6 +27,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/kv_eviction_flags.h"
 #include "tools/text_run.h"
 
 namespace tern {
@@ -49,9 +50,7 @@ struct PerplexityArgs {
   std::string kl_base;
   int64_t threads = 0;
   KvDtypeFlags kv;
-  std::string kv_eviction = "none";
-  int64_t kv_sink_tokens = 4;
-  int64_t kv_window = 0;
+  KvEvictionFlags eviction;
 };
 
 // --kv-eviction streaming: the whole text as one stream through a KV of
@@ -70,9 +69,7 @@ int RunStreaming(const PerplexityArgs& a, Model& model) {
   }
   ThreadPool pool(a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads());
   SequenceRunner runner(model, (int32_t)a.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
-  StreamingKvConfig config;
-  config.sink_tokens = (int32_t)a.kv_sink_tokens;
-  config.window_tokens = (int32_t)a.kv_window;
+  const StreamingKvConfig config = a.eviction.ToConfig();
   const Clock::time_point start = Clock::now();
   auto result = RunStreamingPerplexity(runner, tokens, config, a.ctx / 2);
   if (!result.ok()) return Fail(result.status().message());
@@ -112,13 +109,10 @@ int RunPerplexity(int argc, char** argv) {
               "checked against this run's tokens before any window runs (default: none)");
   AddThreadsFlag(p, &a.threads);
   AddKvDtypeFlags(p, &a.kv, "f32");
-  p.AddString("--kv-eviction", "MODE", &a.kv_eviction,
-              "none: windows of --ctx (default); streaming: the text as one stream through a KV "
-              "of --ctx tokens with attention sinks, scored after the first ctx/2 tokens");
-  p.AddInt("--kv-sink-tokens", "S", &a.kv_sink_tokens,
-           "with --kv-eviction streaming: first tokens always kept (default 4; 0 = none)");
-  p.AddInt("--kv-window", "W", &a.kv_window,
-           "with --kv-eviction streaming: recent tokens kept at an eviction (default ctx/2)");
+  AddKvEvictionFlags(p, &a.eviction, "windows of --ctx",
+                     "the text as one stream through a KV of --ctx tokens with attention sinks, "
+                     "scored after the first ctx/2 tokens",
+                     "ctx/2");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
   if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
@@ -140,10 +134,7 @@ int RunPerplexity(int argc, char** argv) {
                   std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.ctx));
     }
   }
-  if (a.kv_eviction != "none" && a.kv_eviction != "streaming") {
-    return Fail("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
-  }
-  if (a.kv_eviction == "streaming" && (!a.kl_base.empty() || !a.save_logits.empty())) {
+  if (a.eviction.streaming() && (!a.kl_base.empty() || !a.save_logits.empty())) {
     return Fail("--kv-eviction streaming cannot be combined with --save-logits or --kl-base");
   }
   auto model_or = Model::Load(a.model);
@@ -152,7 +143,7 @@ int RunPerplexity(int argc, char** argv) {
   if (Status st = CheckKvDtypesFit(a.kv, model->config(), a.model); !st.ok()) {
     return Fail(st.message());
   }
-  if (a.kv_eviction == "streaming") return RunStreaming(a, *model);
+  if (a.eviction.streaming()) return RunStreaming(a, *model);
   if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
     return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
                 std::to_string(base.n_vocab) + " tokens, this model's " +
