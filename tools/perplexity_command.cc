@@ -42,13 +42,10 @@ int Fail(const std::string& message) {
 
 struct PerplexityArgs {
   std::string model;
-  std::string text_file;
-  int64_t ctx = 512;
+  TextRunFlags text;  // -f, -c, --chunks, -t
   int64_t batch = 0;
-  int64_t max_chunks = 0;
   std::string save_logits;
   std::string kl_base;
-  int64_t threads = 0;
   KvDtypeFlags kv;
   KvEvictionFlags eviction;
 };
@@ -61,24 +58,24 @@ int RunStreaming(const PerplexityArgs& a, Model& model) {
   if (!vocab.ok()) return Fail(vocab.status().message());
   auto tokenizer = Tokenizer::Create(std::move(vocab).value());
   if (!tokenizer.ok()) return Fail(tokenizer.status().message());
-  std::ifstream in(a.text_file, std::ios::binary);
+  std::ifstream in(a.text.text_file, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<int32_t> tokens = (*tokenizer)->Encode(text, true, false);
-  if (a.max_chunks > 0 && (int64_t)tokens.size() > a.max_chunks * a.ctx) {
-    tokens.resize(a.max_chunks * a.ctx);
+  if (a.text.max_chunks > 0 && (int64_t)tokens.size() > a.text.max_chunks * a.text.ctx) {
+    tokens.resize(a.text.max_chunks * a.text.ctx);
   }
-  ThreadPool pool(a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads());
-  SequenceRunner runner(model, (int32_t)a.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
+  ThreadPool pool(a.text.threads > 0 ? (int)a.text.threads : ThreadPool::DefaultNumThreads());
+  SequenceRunner runner(model, (int32_t)a.text.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
   const StreamingKvConfig config = a.eviction.ToConfig();
   const Clock::time_point start = Clock::now();
-  auto result = RunStreamingPerplexity(runner, tokens, config, a.ctx / 2);
+  auto result = RunStreamingPerplexity(runner, tokens, config, a.text.ctx / 2);
   if (!result.ok()) return Fail(result.status().message());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::fprintf(stderr,
                "perplexity: %zu tokens as one stream, KV of %lld tokens, %d sink tokens + %d "
                "recent kept at each eviction; %lld tokens evicted, %lld scored in %.2f s\n",
-               tokens.size(), (long long)a.ctx, config.sink_tokens,
-               config.window_tokens > 0 ? config.window_tokens : (int)(a.ctx / 2),
+               tokens.size(), (long long)a.text.ctx, config.sink_tokens,
+               config.window_tokens > 0 ? config.window_tokens : (int)(a.text.ctx / 2),
                (long long)result->num_evicted, (long long)result->num_scored, seconds);
   std::fprintf(stdout, "ppl = %.4f\n", result->ppl);
   return 0;
@@ -98,16 +95,14 @@ int RunPerplexity(int argc, char** argv) {
               "Perplexity of MODEL on the text in windows of --ctx tokens, each scored on its "
               "second half (llama.cpp's convention). Prints 'ppl = X +/- E' on stdout.");
   AddModelFlag(p, &a.model, "GGUF model (required)");
-  p.AddString("-f,--file", "PATH", &a.text_file, "text file (required), tokenized as is");
-  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
+  AddTextRunFlags(p, &a.text, "text file (required), tokenized as is");
   p.AddInt("-b,--batch", "N", &a.batch, "tokens per forward pass (default: --ctx)");
-  p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
   p.AddString("--save-logits", "FILE", &a.save_logits,
               "save the scored log-probabilities, as a base for --kl-base (default: none)");
   p.AddString("--kl-base", "FILE", &a.kl_base,
               "compare with a saved base run: KL divergence, top-1 agreement, delta ppl; "
               "checked against this run's tokens before any window runs (default: none)");
-  AddThreadsFlag(p, &a.threads);
+  AddThreadsFlag(p, &a.text.threads);
   AddKvDtypeFlags(p, &a.kv, "f32");
   AddKvEvictionFlags(p, &a.eviction, "windows of --ctx",
                      "the text as one stream through a KV of --ctx tokens with attention sinks, "
@@ -115,10 +110,8 @@ int RunPerplexity(int argc, char** argv) {
                      "ctx/2");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
-  if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
-  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
-
-  if (Status st = CheckReadableFile(a.text_file, "text file"); !st.ok()) return Fail(st.message());
+  if (Status st = CheckTextRunFlags(a.text, "text"); !st.ok()) return Fail(st.message());
+  if (Status st = CheckReadableFile(a.text.text_file, "text file"); !st.ok()) return Fail(st.message());
   if (!a.save_logits.empty()) {
     if (Status st = CheckWritableFile(a.save_logits, "--save-logits"); !st.ok()) {
       return Fail(st.message());
@@ -129,9 +122,9 @@ int RunPerplexity(int argc, char** argv) {
     auto base_or = ReadLogprobFile(a.kl_base);
     if (!base_or.ok()) return Fail(base_or.status().message());
     base = std::move(base_or).value();
-    if (base.ctx != a.ctx) {
+    if (base.ctx != a.text.ctx) {
       return Fail("cannot compare with " + a.kl_base + ": it was saved with --ctx " +
-                  std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.ctx));
+                  std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.text.ctx));
     }
   }
   if (a.eviction.streaming() && (!a.kl_base.empty() || !a.save_logits.empty())) {
@@ -151,13 +144,13 @@ int RunPerplexity(int argc, char** argv) {
   }
 
   PerplexityOptions options;
-  options.ctx = (int32_t)a.ctx;
+  options.ctx = (int32_t)a.text.ctx;
   options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
   options.kv_dtype = a.kv.k_dtype;
   options.kv_dtype_v = a.kv.v_dtype;
   options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
   auto run_or =
-      PrepareTextRun("perplexity", *model, a.text_file, options, a.threads, a.max_chunks);
+      PrepareTextRun("perplexity", *model, a.text.text_file, options, a.text.threads, a.text.max_chunks);
   if (!run_or.ok()) return Fail(run_or.status().message());
   PerplexityRun& run = *run_or;
   PerplexityEvaluator& ev = *run.evaluator;
