@@ -2,30 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
+
+#include "kv/kv_test_util.h"
 
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
-
-Ids Range(int32_t begin, int32_t n) {
-  Ids v(n);
-  std::iota(v.begin(), v.end(), begin);
-  return v;
-}
-
-std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size, std::string_view salt = "") {
-  std::vector<BlockHash> h;
-  ExtendBlockHashes(tokens, block_size, salt, &h);
-  return h;
-}
-
-Ids Table(const KvCacheManager& m, const std::string& id) {
-  auto t = m.BlockTable(id);
-  return Ids(t.begin(), t.end());
-}
+using namespace kv_test;
 
 TEST(BlockHashTest, ChainsOverFullBlocksOnly) {
   const Ids tokens = Range(0, 10);

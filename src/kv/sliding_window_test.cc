@@ -2,33 +2,16 @@
 // the next position go back to the pool while the request runs.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_test_util.h"
 
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
+using namespace kv_test;
 constexpr int32_t kFreed = KvCacheManager::kFreedBlock;
-
-Ids Range(int32_t begin, int32_t n) {
-  Ids v(n);
-  std::iota(v.begin(), v.end(), begin);
-  return v;
-}
-
-std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size) {
-  std::vector<BlockHash> h;
-  ExtendBlockHashes(tokens, block_size, "", &h);
-  return h;
-}
-
-Ids Table(const KvCacheManager& m, const std::string& id) {
-  auto t = m.BlockTable(id);
-  return Ids(t.begin(), t.end());
-}
 
 TEST(SlidingWindowKvTest, ReleasesBlocksBeforeTheWindowOfTheNextPosition) {
   KvCacheManager m(/*num_blocks=*/8, /*block_size=*/4, /*enable_prefix_caching=*/false);

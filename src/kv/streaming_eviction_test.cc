@@ -4,32 +4,15 @@
 // prefix cache never serves a re-rotated block.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_test_util.h"
 
 namespace tern {
 namespace {
 
-using Ids = std::vector<int32_t>;
-
-Ids Range(int32_t begin, int32_t n) {
-  Ids v(n);
-  std::iota(v.begin(), v.end(), begin);
-  return v;
-}
-
-std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size) {
-  std::vector<BlockHash> h;
-  ExtendBlockHashes(tokens, block_size, "", &h);
-  return h;
-}
-
-Ids Table(const KvCacheManager& m, const std::string& id) {
-  auto t = m.BlockTable(id);
-  return Ids(t.begin(), t.end());
-}
+using namespace kv_test;
 
 TEST(StreamingEvictionTest, DropsBlocksAfterTheSinksDownToTheWindowAndReRotatesTheRest) {
   KvCacheManager m(/*num_blocks=*/16, /*block_size=*/4, /*enable_prefix_caching=*/false);
