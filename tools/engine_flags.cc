@@ -61,12 +61,20 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                 "with --kv-eviction streaming: recent tokens kept at an eviction (default: half "
                 "of --max-model-len)");
   AddSpecFlags(parser, &f->spec);
+  parser.AddString("--step-log", "FILE", &c.step_log_path,
+                   "append one JSON line per engine step to FILE (docs/engine.md; default: "
+                   "$TERN_STEP_LOG, else none)");
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }
 
+void ApplyEnvSettings(const EnvSettings& env, EngineConfig* config) {
+  if (config->step_log_path.empty()) config->step_log_path = env.step_log_path;
+}
+
 StatusOr<EngineConfig> EngineFlags::ToConfig() const {
   EngineConfig c = config;
+  ApplyEnvSettings(EnvSettings::FromProcess(), &c);
   if (c.model_path.empty()) return InvalidArgument("missing -m MODEL (or the model as the lone argument)");
   if (chunked_prefill && no_chunked_prefill) {
     return InvalidArgument("--enable-chunked-prefill and --no-enable-chunked-prefill both given");

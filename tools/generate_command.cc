@@ -38,6 +38,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/engine_flags.h"
 #include "engine/engine.h"
 #include "tools/generation_flags.h"
 #include "tools/kv_eviction_flags.h"
@@ -180,6 +181,7 @@ int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
   config.kv_cache_dtype = a.gen.kv.k_dtype;
   if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
   config.enable_prefix_caching = false;
+  ApplyEnvSettings(EnvSettings::FromProcess(), &config);
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create(config);
   if (!created.ok()) return Fail(created.status().message());
   Engine& engine = **created;
