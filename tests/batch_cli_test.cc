@@ -78,6 +78,33 @@ TEST_F(BatchCliTest, WritesOneLinePerRequestInInputOrder) {
   EXPECT_GT(summary["peak_kv_usage"].get<double>(), 0.0);
 }
 
+// The step log: TERN_STEP_LOG is read once at start-up into the engine's
+// config; --step-log wins over it. One JSON line per engine step.
+TEST_F(BatchCliTest, StepLogFromTheEnvironmentOrTheFlagWhichWins) {
+  ASSERT_TRUE(WriteFileBytes(dir.File("in.jsonl"),
+                             "{\"prompt\": \"Once upon a time\", \"max_tokens\": 5, \"temperature\": 0}\n"));
+  auto lines = [&](const std::string& name) {
+    std::istringstream in(ReadFileBytes(dir.File(name)));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      EXPECT_NE(line.find("\"scheduled_tokens\":"), std::string::npos) << line;
+      ++n;
+    }
+    return n;
+  };
+  ASSERT_EQ(setenv("TERN_STEP_LOG", dir.File("env.jsonl").c_str(), 1), 0);
+  auto r = RunTern(Args("in.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("settings from the environment: TERN_STEP_LOG="), std::string::npos) << r.err;
+  const int env_lines = lines("env.jsonl");
+  EXPECT_GE(env_lines, 5);  // a prefill step, then a step per further token
+  r = RunTern(Args("in.jsonl", "--step-log " + ShellQuote(dir.File("flag.jsonl"))));
+  unsetenv("TERN_STEP_LOG");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines("flag.jsonl"), env_lines);
+  EXPECT_EQ(lines("env.jsonl"), env_lines) << "the flag wins: nothing more in the environment's file";
+}
+
 TEST_F(BatchCliTest, StopStringCutsTheTextAndReportsStop) {
   // Find the greedy text first, then stop on a word inside it.
   ASSERT_TRUE(WriteFileBytes(dir.File("a.jsonl"),

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/elapsed.h"
 #include "base/huge_pages.h"
 #include "base/thread_pool.h"
 #include "gguf/weight_summary.h"
@@ -39,9 +40,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 struct Stats {
   double median = 0, min = 0, max = 0;
@@ -216,7 +214,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     for (int32_t p0 = 0; p0 < depth; p0 += 512) {
       bench.Run(p0, std::min<int32_t>(512, depth - p0), rng);
     }
-    std::fprintf(stderr, "tern bench: depth %d filled in %.1f s\n", depth, Seconds(t0));
+    std::fprintf(stderr, "tern bench: depth %d filled in %.1f s\n", depth, SecondsSince(t0));
   }
 
   const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
@@ -245,7 +243,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
       bench.Run(depth, (int32_t)o.pp, rng);
-      tps.push_back((double)o.pp / Seconds(t0));
+      tps.push_back((double)o.pp / SecondsSince(t0));
     }
     r.tps = Summarize(tps);
     r.fma_peak_gflops = fma_peak;
@@ -263,7 +261,7 @@ int RunModelBench(const ModelBenchOptions& o) {
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
       for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(depth + i, 1, rng);
-      tps.push_back((double)o.tg / Seconds(t0));
+      tps.push_back((double)o.tg / SecondsSince(t0));
       bws.push_back(ProbeBandwidth(pool, probe_bytes));
     }
     r.tps = Summarize(tps);

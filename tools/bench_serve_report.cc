@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "metrics/percentile.h"
+#include "tools/report_text.h"
 
 namespace tern {
 
@@ -186,22 +187,6 @@ namespace {
 constexpr int kPanelW = 420, kPanelH = 260;
 constexpr int kLeft = 60, kRight = 16, kTop = 28, kBottom = 40;
 
-std::string Fmt(const char* fmt, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, a);
-  return buf;
-}
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
-  }
-  return out;
-}
 
 // A latency in ms as a short label: 0.5ms, 12ms, 3.4s.
 std::string MsLabel(double ms) {
@@ -218,13 +203,13 @@ struct Panel {
 void PanelFrame(std::string& svg, const Panel& p, const std::string& title,
                 const std::string& x_label) {
   svg += "<text x='" + Fmt("%.0f", p.x0 + kPanelW / 2.0) + "' y='" + Fmt("%.0f", p.y0 + 18.0) +
-         "' text-anchor='middle' font-weight='bold'>" + Escape(title) + "</text>\n";
+         "' text-anchor='middle' font-weight='bold'>" + HtmlEscape(title) + "</text>\n";
   svg += "<rect x='" + Fmt("%.1f", p.px(0)) + "' y='" + Fmt("%.1f", p.py(1)) + "' width='" +
          Fmt("%.1f", p.px(1) - p.px(0)) + "' height='" + Fmt("%.1f", p.py(0) - p.py(1)) +
          "' fill='none' stroke='#888'/>\n";
   svg += "<text x='" + Fmt("%.0f", (p.px(0) + p.px(1)) / 2) + "' y='" +
          Fmt("%.0f", p.y0 + kPanelH - 6.0) + "' text-anchor='middle' font-size='11'>" +
-         Escape(x_label) + "</text>\n";
+         HtmlEscape(x_label) + "</text>\n";
 }
 
 void XTick(std::string& svg, const Panel& p, double fx, const std::string& label) {
@@ -357,7 +342,7 @@ void SummaryPanel(std::string& svg, const Panel& p, const ServeBenchSummary& s) 
   int row = 0;
   for (const std::string& l : lines) {
     svg += "<text x='" + Fmt("%.1f", p.px(0) + 10) + "' y='" + Fmt("%.1f", p.py(1) + 20 + 22 * row++) +
-           "' font-size='13' font-family='monospace'>" + Escape(l) + "</text>\n";
+           "' font-size='13' font-family='monospace'>" + HtmlEscape(l) + "</text>\n";
   }
 }
 
@@ -372,7 +357,7 @@ std::string ServeLatencySvg(const ServeBenchSummary& s,
                     std::to_string(width) + " " + std::to_string(height) +
                     "' font-family='sans-serif' font-size='12'>\n";
   svg += "<rect width='100%' height='100%' fill='white'/>\n";
-  svg += "<text x='12' y='24' font-size='15' font-weight='bold'>" + Escape(title) + "</text>\n";
+  svg += "<text x='12' y='24' font-size='15' font-weight='bold'>" + HtmlEscape(title) + "</text>\n";
   std::vector<double> ttft, tpot, itl, e2el;
   for (const ServeRequestResult& r : results) {
     if (!r.success) continue;

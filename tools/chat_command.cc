@@ -34,6 +34,7 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/engine_flags.h"
 #include "tools/generation_flags.h"
 
 namespace tern {
@@ -266,6 +267,7 @@ StatusOr<std::unique_ptr<EngineBackend>> StartEngine(const ChatArgs& a, int32_t 
   config.kv_cache_dtype = a.gen.kv.k_dtype;
   if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
   config.enable_prefix_caching = true;  // the point: turn N+1 reuses turn N's KV
+  ApplyEnvSettings(EnvSettings::FromProcess(), &config);
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(config));
   return EngineBackend::Create(std::move(engine), template_source);
 }

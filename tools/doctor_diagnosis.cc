@@ -9,15 +9,11 @@
 #include "kv/block_hash.h"
 #include "kv/kv_config.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/report_text.h"
 
 namespace tern {
 namespace {
 
-std::string Fmt(const char* format, double a, double b = 0, double c = 0, double d = 0) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, format, a, b, c, d);
-  return buf;
-}
 
 std::string Bytes(int64_t b) { return FormatBytes((double)b); }
 

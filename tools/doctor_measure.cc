@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "gguf/weight_summary.h"
 #include "kernels/machine_probe.h"
 #include "kv/kv_config.h"
@@ -16,9 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Sequences of at most max_len tokens each in their own run of blocks.
 class BatchRunner {
@@ -119,7 +117,7 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
   for (int rep = 0; rep < 2; ++rep) {
     const auto t0 = Clock::now();
     runner.Run(1, 0, l.pp_tokens);
-    best = std::max(best, (double)l.pp_tokens / Since(t0));
+    best = std::max(best, (double)l.pp_tokens / SecondsSince(t0));
   }
   f->pp_tps = best;
   if (l.pp_long_tokens > 0) {
@@ -127,7 +125,7 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
     for (int rep = 0; rep < 2; ++rep) {
       const auto t0 = Clock::now();
       runner.Run(1, 0, l.pp_long_tokens);
-      f->pp_long_tps = std::max(f->pp_long_tps, (double)l.pp_long_tokens / Since(t0));
+      f->pp_long_tps = std::max(f->pp_long_tps, (double)l.pp_long_tokens / SecondsSince(t0));
     }
   }
   // Decode: every sequence at tg_depth, tg_steps steps; median step.
@@ -139,7 +137,7 @@ void MeasureModel(Model& model, ThreadPool& pool, const ModelProbeLengths& l,
     for (int32_t i = 0; i < l.tg_steps; ++i) {
       const auto t0 = Clock::now();
       runner.Run(seqs, l.tg_depth + i, 1);
-      steps.push_back(Since(t0));
+      steps.push_back(SecondsSince(t0));
     }
     return (double)seqs / Median(steps);
   };

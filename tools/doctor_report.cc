@@ -6,27 +6,11 @@
 
 #include "base/progress.h"
 #include "kv/kv_config.h"
+#include "tools/report_text.h"
 
 namespace tern {
 namespace {
 
-std::string F(const char* format, double a, double b = 0, double c = 0, double d = 0) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, format, a, b, c, d);
-  return buf;
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
 
 std::string VerifyTable(const std::vector<VerifyRun>& runs) {
   std::string out =
@@ -37,9 +21,9 @@ std::string VerifyTable(const std::vector<VerifyRun>& runs) {
       out += "| " + v.label + " | failed: " + v.error + " | | | | |\n";
       continue;
     }
-    out += "| " + v.label + F(" | %.2f | %.0f/%.0f", v.request_goodput, v.good, v.completed) +
-           F(" | %.0f | %.1f / %.1f", v.output_throughput, v.ttft_p50_ms, v.ttft_p99_ms) +
-           F(" | %.2f / %.2f |\n", v.tpot_p50_ms, v.tpot_p99_ms);
+    out += "| " + v.label + Fmt(" | %.2f | %.0f/%.0f", v.request_goodput, v.good, v.completed) +
+           Fmt(" | %.0f | %.1f / %.1f", v.output_throughput, v.ttft_p50_ms, v.ttft_p99_ms) +
+           Fmt(" | %.2f / %.2f |\n", v.tpot_p50_ms, v.tpot_p99_ms);
   }
   return out;
 }
@@ -69,15 +53,15 @@ double NiceCeil(double v) {
 }
 
 std::string SvgOpen(const std::string& title) {
-  return F("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" ", kW, kH) +
+  return Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" ", kW, kH) +
          "font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" "
          "fill=\"white\"/><text x=\"8\" y=\"16\" font-size=\"13\" font-weight=\"bold\">" +
-         Escape(title) + "</text>";
+         HtmlEscape(title) + "</text>";
 }
 
 std::string Frame(const Axis& x, const Axis& y, const std::string& xlabel,
                   const std::string& ylabel) {
-  std::string g = F("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+  std::string g = Fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
                     "stroke=\"#999\"/>",
                     kL, kT, kW - kL - kR, kH - kT - kB);
   auto ticks = [](const Axis& a) {
@@ -93,21 +77,21 @@ std::string Frame(const Axis& x, const Axis& y, const std::string& xlabel,
   };
   for (double v : ticks(x)) {
     const double px = x.Map(v, kL, kW - kR);
-    g += F("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"#eee\"/>", px, px, kT,
+    g += Fmt("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"#eee\"/>", px, px, kT,
            kH - kB);
-    g += F("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%g</text>", px, kH - kB + 14, v);
+    g += Fmt("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%g</text>", px, kH - kB + 14, v);
   }
   for (double v : ticks(y)) {
     const double py = y.Map(v, kH - kB, kT);
-    g += F("<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>", kL, kW - kR,
+    g += Fmt("<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>", kL, kW - kR,
            py, py);
-    g += F("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%g</text>", kL - 4, py + 4, v);
+    g += Fmt("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%g</text>", kL - 4, py + 4, v);
   }
-  g += F("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">", (kL + kW - kR) / 2, kH - 8) +
-       Escape(xlabel) + "</text>";
-  g += F("<text x=\"12\" y=\"%.0f\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">",
+  g += Fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">", (kL + kW - kR) / 2, kH - 8) +
+       HtmlEscape(xlabel) + "</text>";
+  g += Fmt("<text x=\"12\" y=\"%.0f\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">",
          (kT + kH - kB) / 2, (kT + kH - kB) / 2) +
-       Escape(ylabel) + "</text>";
+       HtmlEscape(ylabel) + "</text>";
   return g;
 }
 
@@ -126,10 +110,10 @@ std::string RooflineSvg(const DoctorReport& r) {
   struct P { double ai, gflops; std::string label; const char* color; };
   std::vector<P> pts = {
       {params2 * m.pp_tokens / w, m.pp_tps * params2 / 1e9,
-       F("prefill %.0f tok", m.pp_tokens), "#e8773b"},
+       Fmt("prefill %.0f tok", m.pp_tokens), "#e8773b"},
       {params2 / (w + kv * m.tg_depth), m.tg_tps * params2 / 1e9, "decode B=1", "#2f6fdf"},
       {params2 * m.batch / (w + m.batch * kv * m.tg_depth), m.batch_tg_tps * params2 / 1e9,
-       F("decode B=%.0f", m.batch), "#2a9d5c"}};
+       Fmt("decode B=%.0f", m.batch), "#2a9d5c"}};
   double ai_lo = 0.01, ai_hi = 1000, y_lo = 0.1, y_hi = 10;
   for (const P& p : pts) {
     ai_lo = std::min(ai_lo, p.ai / 2);
@@ -146,15 +130,15 @@ std::string RooflineSvg(const DoctorReport& r) {
   for (int i = 0; i <= 100; ++i) {
     const double ai = x.lo * std::pow(x.hi / x.lo, i / 100.0);
     const double roof = std::min(r.machine.fma_gflops, r.machine.read_gb_s * ai);
-    d += (i ? "L" : "M") + F("%.1f %.1f ", x.Map(ai, kL, kW - kR), y.Map(roof, kH - kB, kT));
+    d += (i ? "L" : "M") + Fmt("%.1f %.1f ", x.Map(ai, kL, kW - kR), y.Map(roof, kH - kB, kT));
   }
   g += "<path d=\"" + d + "\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\"/>";
-  g += F("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">", kW - kR - 4, y.Map(r.machine.fma_gflops, kH - kB, kT) - 4) +
-       F("FMA peak %.0f GFLOP/s; bandwidth %.1f GB/s</text>", r.machine.fma_gflops, r.machine.read_gb_s);
+  g += Fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">", kW - kR - 4, y.Map(r.machine.fma_gflops, kH - kB, kT) - 4) +
+       Fmt("FMA peak %.0f GFLOP/s; bandwidth %.1f GB/s</text>", r.machine.fma_gflops, r.machine.read_gb_s);
   for (const P& p : pts) {
     const double px = x.Map(p.ai, kL, kW - kR), py = y.Map(std::max(p.gflops, y.lo), kH - kB, kT);
     g += Circle(px, py, p.color);
-    g += F("<text x=\"%.1f\" y=\"%.1f\">", px + 7, py - 6) + Escape(p.label) + "</text>";
+    g += Fmt("<text x=\"%.1f\" y=\"%.1f\">", px + 7, py - 6) + HtmlEscape(p.label) + "</text>";
   }
   return g + "</svg>";
 }
@@ -200,10 +184,10 @@ std::string LengthsSvg(const DoctorReport& r) {
                   "text-anchor=\"%s\">",
                   px, px, kT, kH - kB, color, right_edge ? px - 3 : px + 3, kT + 12 + 14 * marks++,
                   color, right_edge ? "end" : "start");
-    return std::string(buf) + Escape(label) + "</text>";
+    return std::string(buf) + HtmlEscape(label) + "</text>";
   };
-  g += mark(r.workload.prompt.p95, "#b4501b", F("prompt p95 %.0f", r.workload.prompt.p95));
-  g += mark(r.workload.output.p95, "#1f4fa8", F("output p95 %.0f", r.workload.output.p95));
+  g += mark(r.workload.prompt.p95, "#b4501b", Fmt("prompt p95 %.0f", r.workload.prompt.p95));
+  g += mark(r.workload.output.p95, "#1f4fa8", Fmt("output p95 %.0f", r.workload.output.p95));
   return g + "</svg>";
 }
 
@@ -216,13 +200,13 @@ std::string KvSvg(const DoctorReport& r) {
   Axis x{0, (double)cmax, false}, y{0, std::max(ytop, 1e-3), false};
   std::string g = SvgOpen("KV cache (MiB) needed vs concurrency, at the p95 request length") +
                   Frame(x, y, "requests in flight", "MiB");
-  g += F("<path d=\"M%.1f %.1f L%.1f %.1f\" stroke=\"#2f6fdf\" stroke-width=\"2\"/>",
+  g += Fmt("<path d=\"M%.1f %.1f L%.1f %.1f\" stroke=\"#2f6fdf\" stroke-width=\"2\"/>",
          x.Map(0, kL, kW - kR), y.Map(0, kH - kB, kT), x.Map(cmax, kL, kW - kR),
          y.Map(per * cmax, kH - kB, kT));
   int lines = 0;
   auto hline = [&](double v, const char* color, const std::string& label) {
     if (v > y.hi) {
-      return F("<text x=\"%.0f\" y=\"%.0f\">", kL + 4, kT + 12) + Escape(label) +
+      return Fmt("<text x=\"%.0f\" y=\"%.0f\">", kL + 4, kT + 12) + HtmlEscape(label) +
              " (above the chart)</text>";
     }
     const double py = y.Map(v, kH - kB, kT);
@@ -231,14 +215,14 @@ std::string KvSvg(const DoctorReport& r) {
                   "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                   "stroke-dasharray=\"5 3\"/><text x=\"%.0f\" y=\"%.1f\" fill=\"%s\">",
                   kL, kW - kR, py, py, color, kL + 4, lines++ == 0 ? py - 4 : py + 13, color);
-    return std::string(buf) + Escape(label) + "</text>";
+    return std::string(buf) + HtmlEscape(label) + "</text>";
   };
   g += hline(budget, "#b42318", "KV budget " + FormatBytes((double)d.kv_budget_bytes));
   g += hline((double)d.kv_cache_memory_bytes / (1 << 20), "#2a9d5c",
              "recommended --kv-cache-memory " + FormatBytes((double)d.kv_cache_memory_bytes));
   const double px = x.Map(d.max_num_seqs, kL, kW - kR), py = y.Map(per * d.max_num_seqs, kH - kB, kT);
   g += Circle(px, py, "#2a9d5c");
-  g += F("<text x=\"%.1f\" y=\"%.1f\">--max-num-seqs %.0f</text>", px + 7, py + 14, d.max_num_seqs);
+  g += Fmt("<text x=\"%.1f\" y=\"%.1f\">--max-num-seqs %.0f</text>", px + 7, py + 14, d.max_num_seqs);
   return g + "</svg>";
 }
 
@@ -253,7 +237,7 @@ std::string VerifySvg(const DoctorReport& r) {
     for (int i = 0; i < 4; ++i) tops[i] = std::max(tops[i], v.*(ms[i].field));
   Axis x{0, 4, false};
   std::string g = SvgOpen("--verify: latency percentiles (ms, each on its own scale)") +
-                  F("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>",
+                  Fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>",
                     kL, kT, kW - kL - kR, kH - kT - kB);
   const char* colors[] = {"#8a8f98", "#2a9d5c", "#2f6fdf"};
   for (int i = 0; i < 4; ++i) {
@@ -271,14 +255,14 @@ std::string VerifySvg(const DoctorReport& r) {
                     py - 3, v);
       g += buf;
     }
-    g += F("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", (x0 + x1) / 2, kH - kB + 14) +
+    g += Fmt("<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", (x0 + x1) / 2, kH - kB + 14) +
          ms[i].name + "</text>";
   }
   for (size_t k = 0; k < r.verify.size(); ++k) {
-    g += F("<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"", kW - 190, kT + 6 + 14 * k) +
+    g += Fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"", kW - 190, kT + 6 + 14 * k) +
          colors[k % 3] + "\"/>" +
-         F("<text x=\"%.0f\" y=\"%.0f\">", kW - 176, kT + 15 + 14 * k) + Escape(r.verify[k].label) +
-         F(": goodput %.2f req/s</text>", r.verify[k].request_goodput);
+         Fmt("<text x=\"%.0f\" y=\"%.0f\">", kW - 176, kT + 15 + 14 * k) + HtmlEscape(r.verify[k].label) +
+         Fmt(": goodput %.2f req/s</text>", r.verify[k].request_goodput);
   }
   return g + "</svg>";
 }
@@ -297,21 +281,21 @@ std::string ReportText(const DoctorReport& r) {
   const WorkloadProfile& w = r.workload;
   const Diagnosis& d = r.diagnosis;
   std::string out = "tern doctor\n\n";
-  out += F("machine: %.1f GB/s memory read, %.0f GFLOP/s FMA peak, %.0f threads, ", mc.read_gb_s,
+  out += Fmt("machine: %.1f GB/s memory read, %.0f GFLOP/s FMA peak, %.0f threads, ", mc.read_gb_s,
            mc.fma_gflops, mc.threads) +
          FormatBytes((double)mc.mem_available_bytes) + " free\n";
   out += "model: " + m.path + " (" + m.arch + ", " + m.weight_type + ", " +
-         FormatBytes((double)m.weight_bytes) + F(" of weights, %.1fM layer parameters, context %.0f)\n",
+         FormatBytes((double)m.weight_bytes) + Fmt(" of weights, %.1fM layer parameters, context %.0f)\n",
                                                  (double)m.layer_matmul_params / 1e6, m.context_len);
-  out += F("  measured: prefill %.0f tok/s (%.0f-token prompt)", m.pp_tps, m.pp_tokens) +
-         (m.pp_long_tokens > 0 ? F(", %.0f tok/s (%.0f-token prompt)", m.pp_long_tps, m.pp_long_tokens)
+  out += Fmt("  measured: prefill %.0f tok/s (%.0f-token prompt)", m.pp_tps, m.pp_tokens) +
+         (m.pp_long_tokens > 0 ? Fmt(", %.0f tok/s (%.0f-token prompt)", m.pp_long_tps, m.pp_long_tokens)
                                : "") +
-         F("; decode %.1f tok/s (1 sequence at depth %.0f), ", m.tg_tps, m.tg_depth) +
-         F("%.1f tok/s (%.0f sequences together)\n", m.batch_tg_tps, m.batch);
-  out += F("workload: %.0f requests, ", w.num_requests) + r.workload_source + "\n";
-  out += F("  prompt tokens p50 %.0f p95 %.0f max %.0f; ", w.prompt.p50, w.prompt.p95, w.prompt.max) +
-         F("output tokens p50 %.0f p95 %.0f max %.0f; ", w.output.p50, w.output.p95, w.output.max) +
-         F("shared-prefix share %.1f%%; KV per request (p95) ", 100 * w.shared_prefix_share) +
+         Fmt("; decode %.1f tok/s (1 sequence at depth %.0f), ", m.tg_tps, m.tg_depth) +
+         Fmt("%.1f tok/s (%.0f sequences together)\n", m.batch_tg_tps, m.batch);
+  out += Fmt("workload: %.0f requests, ", w.num_requests) + r.workload_source + "\n";
+  out += Fmt("  prompt tokens p50 %.0f p95 %.0f max %.0f; ", w.prompt.p50, w.prompt.p95, w.prompt.max) +
+         Fmt("output tokens p50 %.0f p95 %.0f max %.0f; ", w.output.p50, w.output.p95, w.output.max) +
+         Fmt("shared-prefix share %.1f%%; KV per request (p95) ", 100 * w.shared_prefix_share) +
          FormatBytes((double)d.kv_bytes_per_request) + "\n\n";
   int n = 1;
   for (const Finding& f : d.findings) {
@@ -325,7 +309,7 @@ std::string ReportText(const DoctorReport& r) {
     out += "    " + f.flag + (f.value.empty() ? "" : " " + f.value) + ": " + f.why + "\n";
   }
   if (!r.verify.empty()) {
-    out += F("\n--verify: the workload through tern serve + tern bench serve (goodput bounds TTFT "
+    out += Fmt("\n--verify: the workload through tern serve + tern bench serve (goodput bounds TTFT "
              "%.0f ms, TPOT %.1f ms; medians of %.0f alternated runs per side)\n",
              d.slo_ttft_ms, d.slo_tpot_ms, r.verify[0].repeats) +
            VerifyTable(r.verify);
@@ -334,9 +318,9 @@ std::string ReportText(const DoctorReport& r) {
     }
     if (r.verify.size() == 2 && r.verify[0].error.empty() && r.verify[1].error.empty()) {
       const double before = r.verify[0].request_goodput, after = r.verify[1].request_goodput;
-      out += before > 0 ? F("  goodput %.2f -> %.2f req/s (%+.0f%%)\n", before, after,
+      out += before > 0 ? Fmt("  goodput %.2f -> %.2f req/s (%+.0f%%)\n", before, after,
                             100 * (after - before) / before)
-                        : F("  goodput %.2f -> %.2f req/s\n", before, after);
+                        : Fmt("  goodput %.2f -> %.2f req/s\n", before, after);
     }
   }
   return out;
@@ -406,9 +390,9 @@ std::string ReportHtml(const DoctorReport& r) {
       "pre{background:#f6f7f9;padding:12px;border-radius:6px;white-space:pre-wrap}"
       ".plots{display:flex;flex-wrap:wrap;gap:12px}.plots svg{border:1px solid #e3e6ea;border-radius:6px}"
       "</style></head><body><h1>tern doctor</h1>";
-  out += "<h2>Recommended flags</h2><pre>" + Escape(FlagsLine(r.diagnosis)) + "</pre>";
+  out += "<h2>Recommended flags</h2><pre>" + HtmlEscape(FlagsLine(r.diagnosis)) + "</pre>";
   out += "<div class=\"plots\">" + RooflineSvg(r) + LengthsSvg(r) + KvSvg(r) + VerifySvg(r) + "</div>";
-  out += "<h2>Report</h2><pre>" + Escape(ReportText(r)) + "</pre></body></html>\n";
+  out += "<h2>Report</h2><pre>" + HtmlEscape(ReportText(r)) + "</pre></body></html>\n";
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "tools/engine_flags.h"
 
 #include "tools/common_flags.h"
+#include "tools/kv_eviction_flags.h"
 
 namespace tern {
 
@@ -60,12 +61,20 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                 "with --kv-eviction streaming: recent tokens kept at an eviction (default: half "
                 "of --max-model-len)");
   AddSpecFlags(parser, &f->spec);
+  parser.AddString("--step-log", "FILE", &c.step_log_path,
+                   "append one JSON line per engine step to FILE (docs/engine.md; default: "
+                   "$TERN_STEP_LOG, else none)");
   parser.AddFlag("-v,--verbose", &c.verbose, "log a status line every 5 s; serve: and one access-log line per request "
                  "(default off)");
 }
 
+void ApplyEnvSettings(const EnvSettings& env, EngineConfig* config) {
+  if (config->step_log_path.empty()) config->step_log_path = env.step_log_path;
+}
+
 StatusOr<EngineConfig> EngineFlags::ToConfig() const {
   EngineConfig c = config;
+  ApplyEnvSettings(EnvSettings::FromProcess(), &c);
   if (c.model_path.empty()) return InvalidArgument("missing -m MODEL (or the model as the lone argument)");
   if (chunked_prefill && no_chunked_prefill) {
     return InvalidArgument("--enable-chunked-prefill and --no-enable-chunked-prefill both given");
@@ -81,13 +90,8 @@ StatusOr<EngineConfig> EngineFlags::ToConfig() const {
     return InvalidArgument("--scheduling-policy must be goodput or decode-protect, got '" +
                            scheduling_policy + "'");
   }
-  if (kv_eviction == "none") {
-    c.kv_eviction = KvEviction::kNone;
-  } else if (kv_eviction == "streaming") {
-    c.kv_eviction = KvEviction::kStreaming;
-  } else {
-    return InvalidArgument("--kv-eviction must be none or streaming, got '" + kv_eviction + "'");
-  }
+  TERN_RETURN_IF_ERROR(CheckKvEvictionMode(kv_eviction));
+  c.kv_eviction = kv_eviction == "streaming" ? KvEviction::kStreaming : KvEviction::kNone;
   c.enable_chunked_prefill = !no_chunked_prefill;
   c.enable_prefix_caching = !no_prefix_caching;
   if (!kv_cache_memory.empty()) {

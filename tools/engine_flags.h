@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "base/env_settings.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "sample/defaults.h"
@@ -34,6 +35,11 @@ struct EngineFlags {
   // Validates the raw values and fills config (errors name the flag).
   StatusOr<EngineConfig> ToConfig() const;
 };
+
+// Fills what the environment sets (base/env_settings.h) where no flag did:
+// TERN_STEP_LOG -> step_log_path. ToConfig() calls it; so does every command
+// that makes its EngineConfig by hand (chat, generate's speculative path).
+void ApplyEnvSettings(const EnvSettings& env, EngineConfig* config);
 
 // Registers -m/--model, -t/--threads, -v/--verbose and the engine options.
 void AddEngineFlags(ArgParser& parser, EngineFlags* flags);

@@ -36,6 +36,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/text_run.h"
 
 namespace tern {
 namespace {
@@ -48,10 +49,7 @@ int Fail(const std::string& message) {
 struct EvalArgs {
   std::string base;
   std::string quant;
-  std::string text_file;
-  int64_t ctx = 512;
-  int64_t max_chunks = 0;
-  int64_t threads = 0;
+  TextRunFlags text;  // -f, -c, --chunks, -t
   bool json = false;
   KvDtypeFlags kv;  // the quantized side's cache (given: the base's is f16)
 };
@@ -89,7 +87,7 @@ Status CheckComparable(const EvalArgs& a, const Side& base, const Side& quant) {
                            a.base + " of " + std::to_string(vb) + ": not the same model");
   }
   if (base.tokens != quant.tokens) {
-    return InvalidArgument(a.quant + " tokenizes " + a.text_file + " differently from " + a.base +
+    return InvalidArgument(a.quant + " tokenizes " + a.text.text_file + " differently from " + a.base +
                            ": not the same model");
   }
   return Status::Ok();
@@ -129,8 +127,8 @@ void PrintJson(const EvalArgs& a, const Result& r) {
   nlohmann::json j = {
       {"base", a.base},
       {"quant", a.quant},
-      {"text", a.text_file},
-      {"ctx", a.ctx},
+      {"text", a.text.text_file},
+      {"ctx", a.text.ctx},
       {"chunks", r.num_chunks},
       {"scored_positions", r.num_scored},
       {"ppl_base", r.ppl_base},
@@ -151,13 +149,13 @@ void PrintJson(const EvalArgs& a, const Result& r) {
 StatusOr<Result> Evaluate(const EvalArgs& a) {
   TERN_RETURN_IF_ERROR(CheckReadableFile(a.base, "base model"));
   TERN_RETURN_IF_ERROR(CheckReadableFile(a.quant, "quantized model"));
-  TERN_ASSIGN_OR_RETURN(std::string text, ReadText(a.text_file));
+  TERN_ASSIGN_OR_RETURN(std::string text, ReadText(a.text.text_file));
   TERN_ASSIGN_OR_RETURN(Side base, LoadSide(a.base, text));
   TERN_ASSIGN_OR_RETURN(Side quant, LoadSide(a.quant, text));
   TERN_RETURN_IF_ERROR(CheckComparable(a, base, quant));
 
   PerplexityOptions options;
-  options.ctx = (int32_t)a.ctx;
+  options.ctx = (int32_t)a.text.ctx;
   options.batch = options.ctx;
   options.bos_id = base.tokenizer->add_bos() ? base.tokenizer->bos_id() : -1;
   options.keep_logprobs = true;
@@ -168,17 +166,17 @@ StatusOr<Result> Evaluate(const EvalArgs& a) {
     quant_options.kv_dtype = a.kv.k_dtype;
     quant_options.kv_dtype_v = a.kv.v_dtype;
   }
-  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
+  const int threads = a.text.threads > 0 ? (int)a.text.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
   const size_t num_tokens = base.tokens.size();
   auto base_ev = PerplexityEvaluator::Create(*base.model, std::move(base.tokens), options, &pool);
-  if (!base_ev.ok()) return InvalidArgument(a.text_file + ": " + base_ev.status().message());
+  if (!base_ev.ok()) return InvalidArgument(a.text.text_file + ": " + base_ev.status().message());
   auto quant_ev =
       PerplexityEvaluator::Create(*quant.model, std::move(quant.tokens), quant_options, &pool);
-  if (!quant_ev.ok()) return InvalidArgument(a.text_file + ": " + quant_ev.status().message());
+  if (!quant_ev.ok()) return InvalidArgument(a.text.text_file + ": " + quant_ev.status().message());
   const int32_t total = (*base_ev)->num_chunks();
   const int32_t num_chunks =
-      a.max_chunks > 0 ? std::min<int32_t>((int32_t)a.max_chunks, total) : total;
+      a.text.max_chunks > 0 ? std::min<int32_t>((int32_t)a.text.max_chunks, total) : total;
   std::fprintf(stderr, "eval-quant: %zu tokens, %d chunks of %d tokens, %d threads, KV cache %s\n",
                num_tokens, num_chunks, options.ctx, threads,
                a.kv.given ? ("base f16, quant " + a.kv.Name()).c_str() : "f32");
@@ -227,10 +225,8 @@ int RunEvalQuant(int argc, char** argv) {
   AddModelFlag(p, &a.base, "base GGUF model (required)");
   p.AddString("-q,--quant", "PATH", &a.quant,
               "quantized GGUF model (required; with --kv-cache-dtype default: -m)");
-  p.AddString("-f,--file", "PATH", &a.text_file, "text file (required)");
-  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
-  p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
-  AddThreadsFlag(p, &a.threads);
+  AddTextRunFlags(p, &a.text, "text file (required)");
+  AddThreadsFlag(p, &a.text.threads);
   AddKvDtypeFlags(p, &a.kv, "f32");
   p.AddFlag("--json", &a.json,
             "print one JSON object (ppl_base, ppl_quant, delta_ppl, kl_mean, kl_p99, "
@@ -239,9 +235,7 @@ int RunEvalQuant(int argc, char** argv) {
   if (a.base.empty()) return Fail("no base model given: pass one with -m BASE.gguf");
   if (a.quant.empty() && a.kv.given) a.quant = a.base;
   if (a.quant.empty()) return Fail("no quantized model given: pass one with -q QUANT.gguf");
-  if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
-  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
-  if (a.max_chunks < 0) return Fail("--chunks must be >= 0");
+  if (Status st = CheckTextRunFlags(a.text, "text"); !st.ok()) return Fail(st.message());
 
   StatusOr<Result> r = Evaluate(a);
   if (!r.ok()) return Fail(r.status().message());

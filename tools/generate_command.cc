@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/elapsed.h"
 #include "base/paths.h"
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
@@ -37,18 +38,16 @@
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/engine_flags.h"
 #include "engine/engine.h"
 #include "tools/generation_flags.h"
+#include "tools/kv_eviction_flags.h"
 #include "tools/spec_flags.h"
 
 namespace tern {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 struct GenerateArgs {
   std::string model;
@@ -61,9 +60,7 @@ struct GenerateArgs {
   bool ids = false;
   int64_t threads = 0;
   // Streaming KV eviction past the context (model/streaming_kv.h).
-  std::string kv_eviction = "none";
-  int64_t kv_sink_tokens = 4;
-  int64_t kv_window = 0;
+  KvEvictionFlags eviction;
   SpecFlags spec;  // speculative decoding: runs through the engine
 
   bool chat() const { return !gen.chat_template.empty() || !gen.system.empty(); }
@@ -85,18 +82,11 @@ void AddFlags(ArgParser& p, GenerateArgs& a) {
   p.AddFlag("--ignore-eos", &a.ignore_eos, "keep generating after an end-of-text token");
   p.AddFlag("--ids", &a.ids, "print the generated token ids instead of text");
   AddThreadsFlag(p, &a.threads);
-  p.AddString("--kv-eviction", "MODE", &a.kv_eviction,
-              "none: stop when the context is full; streaming: keep going, dropping the oldest "
-              "tokens after the first --kv-sink-tokens (default none)");
-  p.AddInt("--kv-sink-tokens", "S", &a.kv_sink_tokens,
-           "with --kv-eviction streaming: first tokens always kept (default 4)");
-  p.AddInt("--kv-window", "W", &a.kv_window,
-           "with --kv-eviction streaming: recent tokens kept at an eviction (default: half the "
-           "context)");
+  AddKvEvictionFlags(p, &a.eviction, "stop when the context is full",
+                     "keep going, dropping the oldest tokens after the first --kv-sink-tokens",
+                     "half the context");
   AddSpecFlags(p, &a.spec);
   p.AddCheck([&a]() -> Status {
-    if (a.kv_eviction != "none" && a.kv_eviction != "streaming")
-      return InvalidArgument("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
     if (!a.prompt.empty() && !a.prompt_file.empty())
       return InvalidArgument("give the prompt with -p or -f, not both");
     if (a.ids && !a.gen.stop.empty())
@@ -191,6 +181,7 @@ int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
   config.kv_cache_dtype = a.gen.kv.k_dtype;
   if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
   config.enable_prefix_caching = false;
+  ApplyEnvSettings(EnvSettings::FromProcess(), &config);
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create(config);
   if (!created.ok()) return Fail(created.status().message());
   Engine& engine = **created;
@@ -279,7 +270,7 @@ int RunGenerate(int argc, char** argv) {
   if (!prompt_text.ok()) return Fail(prompt_text.status().message());
   EngineConfig speculative;
   if (Status st = a.spec.Apply(&speculative); !st.ok()) return Fail(st.message());
-  if (speculative.speculative_method != SpecMethod::kNone && a.kv_eviction != "none") {
+  if (speculative.speculative_method != SpecMethod::kNone && a.eviction.streaming()) {
     return Fail("--kv-eviction streaming cannot be combined with speculative decoding");
   }
 
@@ -322,10 +313,8 @@ int RunGenerate(int argc, char** argv) {
     return Fail(st.message());
   }
   SequenceRunner runner(*model, ctx, a.gen.kv.k_dtype, a.gen.kv.v_dtype, &pool);
-  const bool streaming = a.kv_eviction == "streaming";
-  StreamingKvConfig eviction;
-  eviction.sink_tokens = (int32_t)a.kv_sink_tokens;
-  eviction.window_tokens = (int32_t)a.kv_window;
+  const bool streaming = a.eviction.streaming();
+  const StreamingKvConfig eviction = a.eviction.ToConfig();
   if (streaming) {
     if (Status st = CheckStreamingKv(eviction, ctx); !st.ok()) return Fail(st.message());
   }

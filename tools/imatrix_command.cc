@@ -46,11 +46,8 @@ class ImatrixObserver : public MatMulObserver {
 
 struct ImatrixArgs {
   std::string model;
-  std::string text_file;
+  TextRunFlags text;  // -f, -c, --chunks, -t
   std::string out;
-  int64_t ctx = 512;
-  int64_t max_chunks = 0;
-  int64_t threads = 0;
 };
 
 }  // namespace
@@ -63,19 +60,15 @@ int RunImatrix(int argc, char** argv) {
               "column as '<weight>.imatrix' F32 tensors of a GGUF FILE, for "
               "'tern quantize --imatrix FILE'.");
   AddModelFlag(p, &a.model, "GGUF model (required)");
-  p.AddString("-f,--file", "PATH", &a.text_file, "calibration text file (required)");
+  AddTextRunFlags(p, &a.text, "calibration text file (required)");
   p.AddString("-o,--output", "FILE", &a.out, "imatrix GGUF file to write (required)");
-  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
-  p.AddInt("--chunks", "N", &a.max_chunks, "run at most N windows (default: all)");
-  AddThreadsFlag(p, &a.threads);
+  AddThreadsFlag(p, &a.text.threads);
   if (int rc = ParseOrExit(p, argc, argv, "imatrix"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
-  if (a.text_file.empty()) return Fail("no calibration text given: pass a file with -f TEXT");
+  if (Status st = CheckTextRunFlags(a.text, "calibration text"); !st.ok()) return Fail(st.message());
   if (a.out.empty()) return Fail("no output given: pass the file to write with -o FILE");
-  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
-  if (a.max_chunks < 0) return Fail("--chunks must be >= 0");
 
-  if (Status st = CheckReadableFile(a.text_file, "calibration text"); !st.ok()) {
+  if (Status st = CheckReadableFile(a.text.text_file, "calibration text"); !st.ok()) {
     return Fail(st.message());
   }
   if (SameFile(a.out, a.model)) return Fail("output " + a.out + " is the model file; write the imatrix elsewhere");
@@ -86,9 +79,9 @@ int RunImatrix(int argc, char** argv) {
   std::unique_ptr<Model> model = std::move(model_or).value();
 
   PerplexityOptions options;
-  options.ctx = (int32_t)a.ctx;
+  options.ctx = (int32_t)a.text.ctx;
   options.batch = options.ctx;
-  auto run_or = PrepareTextRun("imatrix", *model, a.text_file, options, a.threads, a.max_chunks);
+  auto run_or = PrepareTextRun("imatrix", *model, a.text.text_file, options, a.text.threads, a.text.max_chunks);
   if (!run_or.ok()) return Fail(run_or.status().message());
   PerplexityRun& run = *run_or;
   PerplexityEvaluator& ev = *run.evaluator;
@@ -115,7 +108,7 @@ int RunImatrix(int argc, char** argv) {
   if (acc.num_weights() == 0) {
     return Fail("the model reported no weight MatMul to observe; nothing to write");
   }
-  if (Status st = acc.Save(a.out, a.text_file, num_chunks); !st.ok()) return Fail(st.message());
+  if (Status st = acc.Save(a.out, a.text.text_file, num_chunks); !st.ok()) return Fail(st.message());
   std::fprintf(stdout, "wrote %s: %d weights, %d chunks of %d tokens\n", a.out.c_str(),
                acc.num_weights(), num_chunks, options.ctx);
   return 0;

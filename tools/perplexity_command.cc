@@ -27,6 +27,7 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/kv_dtype_flags.h"
+#include "tools/kv_eviction_flags.h"
 #include "tools/text_run.h"
 
 namespace tern {
@@ -41,17 +42,12 @@ int Fail(const std::string& message) {
 
 struct PerplexityArgs {
   std::string model;
-  std::string text_file;
-  int64_t ctx = 512;
+  TextRunFlags text;  // -f, -c, --chunks, -t
   int64_t batch = 0;
-  int64_t max_chunks = 0;
   std::string save_logits;
   std::string kl_base;
-  int64_t threads = 0;
   KvDtypeFlags kv;
-  std::string kv_eviction = "none";
-  int64_t kv_sink_tokens = 4;
-  int64_t kv_window = 0;
+  KvEvictionFlags eviction;
 };
 
 // --kv-eviction streaming: the whole text as one stream through a KV of
@@ -62,26 +58,24 @@ int RunStreaming(const PerplexityArgs& a, Model& model) {
   if (!vocab.ok()) return Fail(vocab.status().message());
   auto tokenizer = Tokenizer::Create(std::move(vocab).value());
   if (!tokenizer.ok()) return Fail(tokenizer.status().message());
-  std::ifstream in(a.text_file, std::ios::binary);
+  std::ifstream in(a.text.text_file, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<int32_t> tokens = (*tokenizer)->Encode(text, true, false);
-  if (a.max_chunks > 0 && (int64_t)tokens.size() > a.max_chunks * a.ctx) {
-    tokens.resize(a.max_chunks * a.ctx);
+  if (a.text.max_chunks > 0 && (int64_t)tokens.size() > a.text.max_chunks * a.text.ctx) {
+    tokens.resize(a.text.max_chunks * a.text.ctx);
   }
-  ThreadPool pool(a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads());
-  SequenceRunner runner(model, (int32_t)a.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
-  StreamingKvConfig config;
-  config.sink_tokens = (int32_t)a.kv_sink_tokens;
-  config.window_tokens = (int32_t)a.kv_window;
+  ThreadPool pool(a.text.threads > 0 ? (int)a.text.threads : ThreadPool::DefaultNumThreads());
+  SequenceRunner runner(model, (int32_t)a.text.ctx, a.kv.k_dtype, a.kv.v_dtype, &pool);
+  const StreamingKvConfig config = a.eviction.ToConfig();
   const Clock::time_point start = Clock::now();
-  auto result = RunStreamingPerplexity(runner, tokens, config, a.ctx / 2);
+  auto result = RunStreamingPerplexity(runner, tokens, config, a.text.ctx / 2);
   if (!result.ok()) return Fail(result.status().message());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::fprintf(stderr,
                "perplexity: %zu tokens as one stream, KV of %lld tokens, %d sink tokens + %d "
                "recent kept at each eviction; %lld tokens evicted, %lld scored in %.2f s\n",
-               tokens.size(), (long long)a.ctx, config.sink_tokens,
-               config.window_tokens > 0 ? config.window_tokens : (int)(a.ctx / 2),
+               tokens.size(), (long long)a.text.ctx, config.sink_tokens,
+               config.window_tokens > 0 ? config.window_tokens : (int)(a.text.ctx / 2),
                (long long)result->num_evicted, (long long)result->num_scored, seconds);
   std::fprintf(stdout, "ppl = %.4f\n", result->ppl);
   return 0;
@@ -101,30 +95,23 @@ int RunPerplexity(int argc, char** argv) {
               "Perplexity of MODEL on the text in windows of --ctx tokens, each scored on its "
               "second half (llama.cpp's convention). Prints 'ppl = X +/- E' on stdout.");
   AddModelFlag(p, &a.model, "GGUF model (required)");
-  p.AddString("-f,--file", "PATH", &a.text_file, "text file (required), tokenized as is");
-  p.AddInt("-c,--ctx", "N", &a.ctx, "window length in tokens (default 512)");
+  AddTextRunFlags(p, &a.text, "text file (required), tokenized as is");
   p.AddInt("-b,--batch", "N", &a.batch, "tokens per forward pass (default: --ctx)");
-  p.AddInt("--chunks", "N", &a.max_chunks, "evaluate at most N windows (default: all)");
   p.AddString("--save-logits", "FILE", &a.save_logits,
               "save the scored log-probabilities, as a base for --kl-base (default: none)");
   p.AddString("--kl-base", "FILE", &a.kl_base,
               "compare with a saved base run: KL divergence, top-1 agreement, delta ppl; "
               "checked against this run's tokens before any window runs (default: none)");
-  AddThreadsFlag(p, &a.threads);
+  AddThreadsFlag(p, &a.text.threads);
   AddKvDtypeFlags(p, &a.kv, "f32");
-  p.AddString("--kv-eviction", "MODE", &a.kv_eviction,
-              "none: windows of --ctx (default); streaming: the text as one stream through a KV "
-              "of --ctx tokens with attention sinks, scored after the first ctx/2 tokens");
-  p.AddInt("--kv-sink-tokens", "S", &a.kv_sink_tokens,
-           "with --kv-eviction streaming: first tokens always kept (default 4; 0 = none)");
-  p.AddInt("--kv-window", "W", &a.kv_window,
-           "with --kv-eviction streaming: recent tokens kept at an eviction (default ctx/2)");
+  AddKvEvictionFlags(p, &a.eviction, "windows of --ctx",
+                     "the text as one stream through a KV of --ctx tokens with attention sinks, "
+                     "scored after the first ctx/2 tokens",
+                     "ctx/2");
   if (int rc = ParseOrExit(p, argc, argv, "perplexity"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("no model given: pass one with -m MODEL.gguf");
-  if (a.text_file.empty()) return Fail("no text given: pass a file with -f TEXT");
-  if (a.ctx < 4 || a.ctx > (1 << 20)) return Fail("--ctx must be in [4, 1048576]");
-
-  if (Status st = CheckReadableFile(a.text_file, "text file"); !st.ok()) return Fail(st.message());
+  if (Status st = CheckTextRunFlags(a.text, "text"); !st.ok()) return Fail(st.message());
+  if (Status st = CheckReadableFile(a.text.text_file, "text file"); !st.ok()) return Fail(st.message());
   if (!a.save_logits.empty()) {
     if (Status st = CheckWritableFile(a.save_logits, "--save-logits"); !st.ok()) {
       return Fail(st.message());
@@ -135,15 +122,12 @@ int RunPerplexity(int argc, char** argv) {
     auto base_or = ReadLogprobFile(a.kl_base);
     if (!base_or.ok()) return Fail(base_or.status().message());
     base = std::move(base_or).value();
-    if (base.ctx != a.ctx) {
+    if (base.ctx != a.text.ctx) {
       return Fail("cannot compare with " + a.kl_base + ": it was saved with --ctx " +
-                  std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.ctx));
+                  std::to_string(base.ctx) + ", this run has --ctx " + std::to_string(a.text.ctx));
     }
   }
-  if (a.kv_eviction != "none" && a.kv_eviction != "streaming") {
-    return Fail("--kv-eviction must be none or streaming, got '" + a.kv_eviction + "'");
-  }
-  if (a.kv_eviction == "streaming" && (!a.kl_base.empty() || !a.save_logits.empty())) {
+  if (a.eviction.streaming() && (!a.kl_base.empty() || !a.save_logits.empty())) {
     return Fail("--kv-eviction streaming cannot be combined with --save-logits or --kl-base");
   }
   auto model_or = Model::Load(a.model);
@@ -152,7 +136,7 @@ int RunPerplexity(int argc, char** argv) {
   if (Status st = CheckKvDtypesFit(a.kv, model->config(), a.model); !st.ok()) {
     return Fail(st.message());
   }
-  if (a.kv_eviction == "streaming") return RunStreaming(a, *model);
+  if (a.eviction.streaming()) return RunStreaming(a, *model);
   if (!a.kl_base.empty() && base.n_vocab != model->config().n_vocab) {
     return Fail("cannot compare with " + a.kl_base + ": its vocabulary has " +
                 std::to_string(base.n_vocab) + " tokens, this model's " +
@@ -160,13 +144,13 @@ int RunPerplexity(int argc, char** argv) {
   }
 
   PerplexityOptions options;
-  options.ctx = (int32_t)a.ctx;
+  options.ctx = (int32_t)a.text.ctx;
   options.batch = a.batch > 0 ? (int32_t)a.batch : options.ctx;
   options.kv_dtype = a.kv.k_dtype;
   options.kv_dtype_v = a.kv.v_dtype;
   options.keep_logprobs = !a.save_logits.empty() || !a.kl_base.empty();
   auto run_or =
-      PrepareTextRun("perplexity", *model, a.text_file, options, a.threads, a.max_chunks);
+      PrepareTextRun("perplexity", *model, a.text.text_file, options, a.text.threads, a.text.max_chunks);
   if (!run_or.ok()) return Fail(run_or.status().message());
   PerplexityRun& run = *run_or;
   PerplexityEvaluator& ev = *run.evaluator;

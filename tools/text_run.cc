@@ -7,6 +7,19 @@
 
 namespace tern {
 
+void AddTextRunFlags(ArgParser& p, TextRunFlags* f, const std::string& file_help) {
+  p.AddString("-f,--file", "PATH", &f->text_file, file_help);
+  p.AddInt("-c,--ctx", "N", &f->ctx, "window length in tokens (default 512)");
+  p.AddInt("--chunks", "N", &f->max_chunks, "evaluate at most N windows (default: all)");
+}
+
+Status CheckTextRunFlags(const TextRunFlags& f, const std::string& what) {
+  if (f.text_file.empty()) return InvalidArgument("no " + what + " given: pass a file with -f TEXT");
+  if (f.ctx < 4 || f.ctx > (1 << 20)) return InvalidArgument("--ctx must be in [4, 1048576]");
+  if (f.max_chunks < 0) return InvalidArgument("--chunks must be >= 0");
+  return Status::Ok();
+}
+
 StatusOr<PerplexityRun> PrepareTextRun(const char* tool, Model& model,
                                        const std::string& text_file,
                                        PerplexityOptions& options, int64_t threads,

@@ -282,7 +282,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   auto runner = std::make_unique<ForwardModelRunner>(impl->model.get(), impl->kv_storage.get(),
                                                      impl->pool.get());
   impl->core = std::make_unique<EngineCore>(std::move(scheduler), std::move(runner),
-                                            std::move(proposer));
+                                            std::move(proposer), config.step_log_path);
 
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   Impl* raw = engine->impl_.get();

@@ -156,6 +156,9 @@ struct EngineConfig {
   // Off: every decode step proposes num_speculative_tokens.
   bool speculative_adaptive = true;
   bool verbose = false;                 // one status line every few seconds
+  // One JSON line per step appended here (docs/engine.md); "" = none.
+  // --step-log FILE, else TERN_STEP_LOG (base/env_settings.h).
+  std::string step_log_path;
 };
 
 // A snapshot of the engine's counters (all totals since start).

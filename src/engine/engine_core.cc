@@ -1,16 +1,15 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace tern {
 
 EngineCore::EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner,
-                       std::unique_ptr<Proposer> proposer)
+                       std::unique_ptr<Proposer> proposer, const std::string& step_log_path)
     : scheduler_(std::move(scheduler)), runner_(std::move(runner)), proposer_(std::move(proposer)) {
-  if (const char* path = std::getenv("TERN_STEP_LOG"); path != nullptr && *path != 0) {
-    step_log_ = std::fopen(path, "a");
-    if (step_log_ == nullptr) std::fprintf(stderr, "TERN_STEP_LOG: cannot open %s\n", path);
+  if (!step_log_path.empty()) {
+    step_log_ = std::fopen(step_log_path.c_str(), "a");
+    if (step_log_ == nullptr) std::fprintf(stderr, "step log: cannot open %s\n", step_log_path.c_str());
   }
 }
 

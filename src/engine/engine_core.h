@@ -3,7 +3,8 @@
 // every request's new output. Engine drives it from its loop thread; tests
 // drive it directly with a fake runner.
 //
-// Env TERN_STEP_LOG=FILE appends one JSON line per step to FILE (start time
+// step_log_path (EngineConfig::step_log_path: --step-log FILE or
+// TERN_STEP_LOG=FILE) appends one JSON line per step to FILE (start time
 // in ms since the engine core was made, batch size, scheduled and sampled
 // tokens, prefill tokens, preemptions, KV usage, duration in ms): the raw
 // record behind ITL and TTFT figures, for finding which steps were slow.
@@ -29,7 +30,8 @@ class EngineCore {
   // proposer: speculative decoding's (null: off); it fills the proposals of
   // the decodes the scheduler reserved room for, before the runner runs.
   EngineCore(std::unique_ptr<Scheduler> scheduler, std::unique_ptr<ModelRunner> runner,
-             std::unique_ptr<Proposer> proposer = nullptr);
+             std::unique_ptr<Proposer> proposer = nullptr,
+             const std::string& step_log_path = "");
   ~EngineCore();
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -63,7 +65,7 @@ class EngineCore {
   int64_t Propose(SchedulerOutput& scheduled);
   StepStats last_step_;
   double peak_kv_cache_usage_ = 0;
-  std::FILE* step_log_ = nullptr;  // TERN_STEP_LOG
+  std::FILE* step_log_ = nullptr;  // step_log_path, open for appending
   Clock::time_point created_ = Clock::now();
 };
 

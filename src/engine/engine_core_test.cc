@@ -36,12 +36,14 @@ struct Result {
 };
 
 std::unique_ptr<EngineCore> MakeCore(const SchedulerConfig& config, int32_t num_blocks,
-                                     int32_t block_size, bool caching, Scheduler** sched_out) {
+                                     int32_t block_size, bool caching, Scheduler** sched_out,
+                                     const std::string& step_log_path = "") {
   auto sched = std::make_unique<Scheduler>(
       config, std::make_unique<KvCacheManager>(num_blocks, block_size, caching));
   *sched_out = sched.get();
   return std::make_unique<EngineCore>(
-      std::move(sched), std::make_unique<FakeModelRunner>(num_blocks, block_size, kVocab));
+      std::move(sched), std::make_unique<FakeModelRunner>(num_blocks, block_size, kVocab), nullptr,
+      step_log_path);
 }
 
 void Record(std::vector<RequestDelta> deltas, std::map<std::string, Result>* results) {
@@ -202,12 +204,11 @@ TEST(EngineCoreSimulationTest, GoodputPolicyKeepsEveryRequestEqualToItsSoloRun) 
   EXPECT_GT(totals.aborts, 0u);
 }
 
-// TERN_STEP_LOG: one JSON record per step, in step order, with the step's
+// The step log (--step-log, TERN_STEP_LOG): one JSON record per step, in step order, with the step's
 // token counts.
 TEST(EngineCoreTest, StepLogWritesOneRecordPerStep) {
   const std::string path = ::testing::TempDir() + "/tern_step_log_test.jsonl";
   std::remove(path.c_str());
-  ASSERT_EQ(setenv("TERN_STEP_LOG", path.c_str(), 1), 0);
   SchedulerConfig c;
   c.max_model_len = kMaxModelLen;
   c.max_num_batched_tokens = 4;
@@ -215,8 +216,7 @@ TEST(EngineCoreTest, StepLogWritesOneRecordPerStep) {
   int steps = 0;
   {
     Scheduler* sched = nullptr;
-    auto core = MakeCore(c, kMaxModelLen, 1, false, &sched);
-    unsetenv("TERN_STEP_LOG");
+    auto core = MakeCore(c, kMaxModelLen, 1, false, &sched, path);
     SamplingParams p;
     p.max_tokens = 3;
     p.ignore_eos = true;

@@ -1,15 +1,16 @@
 #include "kv/kv_cache_manager.h"
-#include "kv/kv_test_util.h"
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
+
+#include "kv/kv_test_util.h"
 
 namespace tern {
 namespace {
 
-using namespace kvtest;  // NOLINT: test helpers
+using namespace kv_test;
+
 TEST(BlockHashTest, ChainsOverFullBlocksOnly) {
   const Ids tokens = Range(0, 10);
   std::vector<BlockHash> h = Hashes(tokens, 4);

@@ -1,5 +1,6 @@
-// Helpers shared by the KvCacheManager tests (kv_cache_manager_test.cc,
-// sliding_window_test.cc, streaming_eviction_test.cc).
+// Helpers the KV cache manager's tests share (kv_cache_manager_test,
+// sliding_window_test, streaming_eviction_test): token ranges, the block
+// hashes of a token list, a request's block table.
 #pragma once
 
 #include <numeric>
@@ -9,7 +10,7 @@
 
 #include "kv/kv_cache_manager.h"
 
-namespace tern::kvtest {
+namespace tern::kv_test {
 
 using Ids = std::vector<int32_t>;
 
@@ -20,7 +21,6 @@ inline Ids Range(int32_t begin, int32_t n) {
   return v;
 }
 
-// The block hashes of tokens' full blocks.
 inline std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size,
                                      std::string_view salt = "") {
   std::vector<BlockHash> h;
@@ -28,10 +28,9 @@ inline std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size,
   return h;
 }
 
-// A request's block table as a vector.
 inline Ids Table(const KvCacheManager& m, const std::string& id) {
   auto t = m.BlockTable(id);
   return Ids(t.begin(), t.end());
 }
 
-}  // namespace tern::kvtest
+}  // namespace tern::kv_test

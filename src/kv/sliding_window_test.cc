@@ -2,7 +2,6 @@
 // the next position go back to the pool while the request runs.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -11,7 +10,7 @@
 namespace tern {
 namespace {
 
-using namespace kvtest;  // NOLINT: test helpers
+using namespace kv_test;
 constexpr int32_t kFreed = KvCacheManager::kFreedBlock;
 
 TEST(SlidingWindowKvTest, ReleasesBlocksBeforeTheWindowOfTheNextPosition) {

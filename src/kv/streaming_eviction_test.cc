@@ -4,7 +4,6 @@
 // prefix cache never serves a re-rotated block.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -13,7 +12,8 @@
 namespace tern {
 namespace {
 
-using namespace kvtest;  // NOLINT: test helpers
+using namespace kv_test;
+
 TEST(StreamingEvictionTest, DropsBlocksAfterTheSinksDownToTheWindowAndReRotatesTheRest) {
   KvCacheManager m(/*num_blocks=*/16, /*block_size=*/4, /*enable_prefix_caching=*/false);
   m.SetStreamingEviction(/*sink_tokens=*/4, /*window_tokens=*/6, /*max_tokens=*/16);

@@ -1,15 +1,11 @@
 #include "server/openai_fields.h"
 
+#include "server/json_field.h"
+
 namespace tern {
 namespace {
 
 using json = nlohmann::json;
-
-const json* Field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 ApiError Unsupported(const std::string& field, const std::string& why) {
   return ApiError::Invalid("'" + field + "' is not supported by this server" + why, field);

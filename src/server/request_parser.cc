@@ -7,6 +7,7 @@
 #include "sample/defaults.h"
 #include "sample/request_checks.h"
 #include "server/openai_fields.h"
+#include "server/json_field.h"
 #include "server/structured_output.h"
 #include "server/tool_calls.h"
 
@@ -16,18 +17,6 @@ namespace {
 using json = nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
-std::string TypeName(const json& v) { return v.type_name(); }
-
-MaybeError WrongType(const std::string& key, const char* want, const json& v) {
-  return ApiError::Invalid("'" + key + "' must be " + want + ", got " + TypeName(v), key);
-}
-
-// A field that is absent or null keeps its default.
-const json* Field(const json& obj, const std::string& key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 // An integer that fits int32 (the range itself is request_checks.h's).
 MaybeError GetInt(const json& obj, const std::string& key, int64_t* out) {

@@ -3,6 +3,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "server/json_field.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
@@ -10,16 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-
-const json* Field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-ApiError Wrong(const std::string& key, const char* want, const json& v) {
-  return ApiError::Invalid("'" + key + "' must be " + want + ", got " + v.type_name(), key);
-}
 
 // The schema at path in the body, with its key order.
 std::string OrderedSchemaText(std::string_view body, std::initializer_list<const char*> path) {
@@ -30,7 +21,7 @@ std::string OrderedSchemaText(std::string_view body, std::initializer_list<const
 
 std::optional<ApiError> ParseResponseFormat(const json& rf, std::string_view body,
                                             OutputConstraintSpec* out) {
-  if (!rf.is_object()) return Wrong("response_format", "an object", rf);
+  if (!rf.is_object()) return WrongType("response_format", "an object", rf);
   const json* type = Field(rf, "type");
   if (!type || !type->is_string()) {
     return ApiError::Invalid("'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"",
@@ -59,7 +50,7 @@ std::optional<ApiError> ParseResponseFormat(const json& rf, std::string_view bod
   if (!schema) {
     out->text = "{}";  // any JSON value, as OpenAI takes a missing schema
   } else if (!schema->is_object() && !schema->is_boolean()) {
-    return Wrong(out->param, "an object", *schema);
+    return WrongType(out->param, "an object", *schema);
   } else {
     out->text = OrderedSchemaText(body, {"response_format", "json_schema", "schema"});
   }
@@ -91,19 +82,19 @@ std::optional<ApiError> ParseOutputConstraint(const json& obj, std::string_view 
     } else if (g->is_object()) {
       out->text = OrderedSchemaText(body, {"guided_json"});
     } else {
-      return Wrong("guided_json", "an object or a string", *g);
+      return WrongType("guided_json", "an object or a string", *g);
     }
     return std::nullopt;
   }
   if (const json* g = Field(obj, "guided_regex")) {
-    if (!g->is_string()) return Wrong("guided_regex", "a string", *g);
+    if (!g->is_string()) return WrongType("guided_regex", "a string", *g);
     out->kind = OutputConstraintSpec::Kind::kRegex;
     out->param = "guided_regex";
     out->text = g->get<std::string>();
     return std::nullopt;
   }
   if (const json* g = Field(obj, "guided_choice")) {
-    if (!g->is_array() || g->empty()) return Wrong("guided_choice", "a non-empty array of strings", *g);
+    if (!g->is_array() || g->empty()) return WrongType("guided_choice", "a non-empty array of strings", *g);
     for (const json& c : *g) {
       if (!c.is_string() || c.get<std::string>().empty()) {
         return ApiError::Invalid("'guided_choice' must hold non-empty strings", "guided_choice");
@@ -115,7 +106,7 @@ std::optional<ApiError> ParseOutputConstraint(const json& obj, std::string_view 
     return std::nullopt;
   }
   if (const json* g = Field(obj, "guided_grammar")) {
-    if (!g->is_string()) return Wrong("guided_grammar", "a string (GBNF)", *g);
+    if (!g->is_string()) return WrongType("guided_grammar", "a string (GBNF)", *g);
     out->kind = OutputConstraintSpec::Kind::kGrammar;
     out->param = "guided_grammar";
     out->text = g->get<std::string>();

@@ -2,17 +2,13 @@
 
 #include <random>
 
+#include "server/json_field.h"
+
 namespace tern {
 namespace {
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-
-const json* Field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 std::string Trim(std::string_view s) {
   size_t b = 0, e = s.size();

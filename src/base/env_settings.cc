@@ -1,0 +1,34 @@
+#include "base/env_settings.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "base/log.h"
+
+namespace tern {
+
+EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& getenv) {
+  EnvSettings s;
+  auto get = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    if (v == nullptr || *v == 0) return "";
+    s.found.push_back(std::string(name) + "=" + v);
+    return v;
+  };
+  s.step_log_path = get("TERN_STEP_LOG");
+  return s;
+}
+
+EnvSettings EnvSettings::FromProcess() {
+  EnvSettings s = Read([](const char* name) { return std::getenv(name); });
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    if (s.found.empty()) return;
+    std::string text;
+    for (const std::string& f : s.found) text += (text.empty() ? "" : ", ") + f;
+    TERN_LOG_INFO("settings from the environment: %s", text.c_str());
+  });
+  return s;
+}
+
+}  // namespace tern

@@ -1,0 +1,29 @@
+// The settings a process takes from environment variables, read in one
+// place when a command starts (not deep inside the engine or the KV cache),
+// copied into the config objects (EngineConfig) where a command-line flag, if
+// given, wins, and logged once:
+//   TERN_STEP_LOG=FILE    one JSON line per engine step (--step-log FILE)
+// Not yet gathered here (planned): TERN_POOL_SPIN (base/thread_pool.cc),
+// TERN_KV_HUGEPAGES (kv/kv_storage.cc), TERN_ISA (kernels/kernels.cc),
+// TERN_MODELS_DIR (base/paths.cc). HF_* and TERN_CACHE are read by
+// hub/hub_config.h's HubConfig::FromEnvironment, the same way.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tern {
+
+struct EnvSettings {
+  std::string step_log_path;  // "" = none
+  std::vector<std::string> found;  // "NAME=value" of each variable that was set
+
+  // getenv is a parameter so that tests can feed their own variables.
+  static EnvSettings Read(const std::function<const char*(const char*)>& getenv);
+  // Read(std::getenv), and the first call logs the variables found (one
+  // info line, none when nothing is set).
+  static EnvSettings FromProcess();
+};
+
+}  // namespace tern

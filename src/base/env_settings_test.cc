@@ -1,0 +1,34 @@
+#include "base/env_settings.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace tern {
+namespace {
+
+EnvSettings ReadFrom(const std::map<std::string, std::string>& env) {
+  return EnvSettings::Read([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(EnvSettingsTest, NothingSetMeansDefaultsAndNothingToLog) {
+  const EnvSettings s = ReadFrom({{"HOME", "/home/x"}});
+  EXPECT_EQ(s.step_log_path, "");
+  EXPECT_TRUE(s.found.empty());
+}
+
+TEST(EnvSettingsTest, StepLogIsReadAndListed) {
+  const EnvSettings s = ReadFrom({{"TERN_STEP_LOG", "/tmp/steps.jsonl"}});
+  EXPECT_EQ(s.step_log_path, "/tmp/steps.jsonl");
+  ASSERT_EQ(s.found.size(), 1u);
+  EXPECT_EQ(s.found[0], "TERN_STEP_LOG=/tmp/steps.jsonl");
+  // Empty is unset.
+  EXPECT_TRUE(ReadFrom({{"TERN_STEP_LOG", ""}}).found.empty());
+}
+
+}  // namespace
+}  // namespace tern
