@@ -151,32 +151,24 @@ void ScaleMinK4(int j, const uint8_t* s, int* sc, int* mn) {
   }
 }
 
-void UnpackQ4K(const uint8_t* p, KBlock* k) {
-  const BlockQ4_K* b = (const BlockQ4_K*)p;
+// Q4_K and Q5_K (Block): 8 sub-blocks of 32, quants in nibbles (Q5_K: and a
+// fifth bit in qh).
+template <class Block>
+void UnpackQ45K(const uint8_t* p, KBlock* k) {
+  const Block* b = (const Block*)p;
   k->num_sub = 8;
   k->d = Fp16ToFp32(b->d);
   k->dmin = Fp16ToFp32(b->dmin);
   for (int j = 0; j < 8; ++j) ScaleMinK4(j, b->scales, &k->sc[j], &k->mn[j]);
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
-      k->q[64 * c + l] = b->qs[32 * c + l] & 0xF;
-      k->q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
-    }
-  }
-}
-
-void UnpackQ5K(const uint8_t* p, KBlock* k) {
-  const BlockQ5_K* b = (const BlockQ5_K*)p;
-  k->num_sub = 8;
-  k->d = Fp16ToFp32(b->d);
-  k->dmin = Fp16ToFp32(b->dmin);
-  for (int j = 0; j < 8; ++j) ScaleMinK4(j, b->scales, &k->sc[j], &k->mn[j]);
-  for (int c = 0; c < 4; ++c) {
-    for (int l = 0; l < 32; ++l) {
-      const int h0 = (b->qh[l] >> (2 * c)) & 1;
-      const int h1 = (b->qh[l] >> (2 * c + 1)) & 1;
-      k->q[64 * c + l] = (b->qs[32 * c + l] & 0xF) | (h0 << 4);
-      k->q[64 * c + 32 + l] = (b->qs[32 * c + l] >> 4) | (h1 << 4);
+      int lo = b->qs[32 * c + l] & 0xF, hi = b->qs[32 * c + l] >> 4;
+      if constexpr (requires(const Block& blk) { blk.qh; }) {
+        lo |= ((b->qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((b->qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      k->q[64 * c + l] = lo;
+      k->q[64 * c + 32 + l] = hi;
     }
   }
 }
@@ -205,8 +197,8 @@ void UnpackQ6K(const uint8_t* p, KBlock* k) {
 
 template <DType kType>
 void UnpackK(const uint8_t* p, KBlock* k) {
-  if constexpr (kType == DType::kQ4_K) UnpackQ4K(p, k);
-  else if constexpr (kType == DType::kQ5_K) UnpackQ5K(p, k);
+  if constexpr (kType == DType::kQ4_K) UnpackQ45K<BlockQ4_K>(p, k);
+  else if constexpr (kType == DType::kQ5_K) UnpackQ45K<BlockQ5_K>(p, k);
   else UnpackQ6K(p, k);
 }
 
