@@ -27,18 +27,22 @@ inline int8_t QuantizeOne(float v, float id) {
   return (int8_t)std::clamp(q, -127, 127);
 }
 
+// n values into qs with d = max |x| / 127 (the block's scale, returned) and
+// q = round(x / d).
+float QuantizeBlock(const float* x, int n, int8_t* qs) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < n; ++j) qs[j] = QuantizeOne(x[j], id);
+  return d;
+}
+
 void RefQuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = QuantizeBlock(x + b * 32, 32, out[b].qs);
     int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      out[b].qs[j] = QuantizeOne(xb[j], id);
-      sum += out[b].qs[j];
-    }
+    for (int j = 0; j < 32; ++j) sum += out[b].qs[j];
     out[b].d = d;
     out[b].s = d * (float)sum;
   }
@@ -46,12 +50,7 @@ void RefQuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
 
 void RefQuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
-    const float* xb = x + b * 256;
-    float amax = 0.0f;
-    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 256; ++j) out[b].qs[j] = QuantizeOne(xb[j], id);
+    const float d = QuantizeBlock(x + b * 256, 256, out[b].qs);
     for (int i = 0; i < 16; ++i) {
       int s = 0;
       for (int j = 0; j < 16; ++j) s += out[b].qs[16 * i + j];
