@@ -196,20 +196,20 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
       }
       KvPagesView view = kv;
       view.block_table = seq.block_table;
-      AttnGroupArgs args;
-      args.q = seq.q + q0 * row + (int64_t)first_head * head_dim;
-      args.out = seq.out + q0 * row + (int64_t)first_head * head_dim;
-      args.group = sub_group;
-      args.num_queries = (int32_t)std::min(bundle, seq.num_queries - q0);
-      args.row_stride = row;
-      args.positions = seq.positions + q0;
-      args.sliding_window = sliding_window;
-      args.head_dim = head_dim;
-      args.kv_head = kv_head;
-      args.num_kv_heads = num_kv_heads;
-      args.scale = scale;
-      args.softcap = softcap;
-      args.kv = &view;
+      const AttnGroupArgs args{
+          .q = seq.q + q0 * row + (int64_t)first_head * head_dim,
+          .out = seq.out + q0 * row + (int64_t)first_head * head_dim,
+          .group = sub_group,
+          .num_queries = (int32_t)std::min(bundle, seq.num_queries - q0),
+          .row_stride = row,
+          .positions = seq.positions + q0,
+          .sliding_window = sliding_window,
+          .head_dim = head_dim,
+          .kv_head = kv_head,
+          .num_kv_heads = num_kv_heads,
+          .scale = scale,
+          .softcap = softcap,
+          .kv = &view};
       if (softcap > 0.0f || !kt.attend_group(args)) AttendGroupGeneric(kt, args);
     }
   };

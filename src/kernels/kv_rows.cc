@@ -34,7 +34,7 @@ void StoreKvRow(DType t, const float* x, int64_t n, uint8_t* out) {
       return;
     case DType::kQ4_0:
       CHECK(n % 32 == 0);
-      quant::QuantizeQ4_0(x, reinterpret_cast<quant::BlockQ4_0*>(out), n / 32, nullptr, false);
+      quant::QuantizeLegacy(x, reinterpret_cast<quant::BlockQ4_0*>(out), n / 32, nullptr, false);
       return;
     default:
       CHECK(IsKvDtype(t));

@@ -22,22 +22,23 @@ void DequantizeQ5_1(const BlockQ5_1* x, float* y, int64_t num_blocks);
 void DequantizeQ8_0(const BlockQ8_0* x, float* y, int64_t num_blocks);
 void DequantizeQ8_1(const BlockQ8_1* x, float* y, int64_t num_blocks);
 
-void QuantizeQ4_0(const float* x, BlockQ4_0* y, int64_t num_blocks, const float* importance,
-                  bool search);
-void QuantizeQ4_1(const float* x, BlockQ4_1* y, int64_t num_blocks, const float* importance,
-                  bool search);
-void QuantizeQ5_0(const float* x, BlockQ5_0* y, int64_t num_blocks, const float* importance,
-                  bool search);
-void QuantizeQ5_1(const float* x, BlockQ5_1* y, int64_t num_blocks, const float* importance,
-                  bool search);
+// Block: BlockQ4_0, BlockQ4_1, BlockQ5_0 or BlockQ5_1 (instantiated in
+// quant_legacy.cc). Each block's scale (and min) searched against the
+// importance where one is given and search is set, else rounded from the
+// block's extremes.
+template <class Block>
+void QuantizeLegacy(const float* x, Block* y, int64_t num_blocks, const float* importance,
+                    bool search);
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t num_blocks);
 void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t num_blocks);
 
 // K-quants, 256-element super-blocks (quant_k.cc).
 void DequantizeQ2_K(const BlockQ2_K* x, float* y, int64_t num_blocks);
 void DequantizeQ3_K(const BlockQ3_K* x, float* y, int64_t num_blocks);
-void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks);
-void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks);
+// Block: BlockQ4_K or BlockQ5_K (instantiated in quant_k.cc), as
+// QuantizeQ45K below.
+template <class Block>
+void DequantizeQ45K(const Block* x, float* y, int64_t num_blocks);
 void DequantizeQ6_K(const BlockQ6_K* x, float* y, int64_t num_blocks);
 void DequantizeQ8_K(const BlockQ8_K* x, float* y, int64_t num_blocks);
 
@@ -45,9 +46,10 @@ void QuantizeQ2_K(const float* x, BlockQ2_K* y, int64_t num_blocks, const float*
                   bool search);
 void QuantizeQ3_K(const float* x, BlockQ3_K* y, int64_t num_blocks, const float* importance,
                   bool search);
-void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t num_blocks, const float* importance,
-                  bool search);
-void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t num_blocks, const float* importance,
+// Block: BlockQ4_K or BlockQ5_K (8 sub-blocks of 32, 6-bit scales and mins;
+// Q5_K's fifth bits in qh).
+template <class Block>
+void QuantizeQ45K(const float* x, Block* y, int64_t num_blocks, const float* importance,
                   bool search);
 void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t num_blocks, const float* importance,
                   bool search);

@@ -32,16 +32,16 @@ void Quantize(DType t, const float* src, void* dst, int64_t n, const float* w, b
       for (int64_t i = 0; i < n; ++i) d[i] = Fp32ToBf16(src[i]);
       return;
     }
-    case DType::kQ4_0: return QuantizeQ4_0(src, As<BlockQ4_0>(dst), nb, w, search);
-    case DType::kQ4_1: return QuantizeQ4_1(src, As<BlockQ4_1>(dst), nb, w, search);
-    case DType::kQ5_0: return QuantizeQ5_0(src, As<BlockQ5_0>(dst), nb, w, search);
-    case DType::kQ5_1: return QuantizeQ5_1(src, As<BlockQ5_1>(dst), nb, w, search);
+    case DType::kQ4_0: return QuantizeLegacy(src, As<BlockQ4_0>(dst), nb, w, search);
+    case DType::kQ4_1: return QuantizeLegacy(src, As<BlockQ4_1>(dst), nb, w, search);
+    case DType::kQ5_0: return QuantizeLegacy(src, As<BlockQ5_0>(dst), nb, w, search);
+    case DType::kQ5_1: return QuantizeLegacy(src, As<BlockQ5_1>(dst), nb, w, search);
     case DType::kQ8_0: return QuantizeQ8_0(src, As<BlockQ8_0>(dst), nb);
     case DType::kQ8_1: return QuantizeQ8_1(src, As<BlockQ8_1>(dst), nb);
     case DType::kQ2_K: return QuantizeQ2_K(src, As<BlockQ2_K>(dst), nb, w, search);
     case DType::kQ3_K: return QuantizeQ3_K(src, As<BlockQ3_K>(dst), nb, w, search);
-    case DType::kQ4_K: return QuantizeQ4_K(src, As<BlockQ4_K>(dst), nb, w, search);
-    case DType::kQ5_K: return QuantizeQ5_K(src, As<BlockQ5_K>(dst), nb, w, search);
+    case DType::kQ4_K: return QuantizeQ45K(src, As<BlockQ4_K>(dst), nb, w, search);
+    case DType::kQ5_K: return QuantizeQ45K(src, As<BlockQ5_K>(dst), nb, w, search);
     case DType::kQ6_K: return QuantizeQ6_K(src, As<BlockQ6_K>(dst), nb, w, search);
     case DType::kQ8_K: return QuantizeQ8_K(src, As<BlockQ8_K>(dst), nb);
     default:
@@ -91,8 +91,8 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::kQ8_1: return DequantizeQ8_1(As<BlockQ8_1>(src), dst, nb);
     case DType::kQ2_K: return DequantizeQ2_K(As<BlockQ2_K>(src), dst, nb);
     case DType::kQ3_K: return DequantizeQ3_K(As<BlockQ3_K>(src), dst, nb);
-    case DType::kQ4_K: return DequantizeQ4_K(As<BlockQ4_K>(src), dst, nb);
-    case DType::kQ5_K: return DequantizeQ5_K(As<BlockQ5_K>(src), dst, nb);
+    case DType::kQ4_K: return DequantizeQ45K(As<BlockQ4_K>(src), dst, nb);
+    case DType::kQ5_K: return DequantizeQ45K(As<BlockQ5_K>(src), dst, nb);
     case DType::kQ6_K: return DequantizeQ6_K(As<BlockQ6_K>(src), dst, nb);
     case DType::kQ8_K: return DequantizeQ8_K(As<BlockQ8_K>(src), dst, nb);
     default:

@@ -297,6 +297,20 @@ void PackLowNibbles(const uint8_t* q, uint8_t* qs) {
   }
 }
 
+// quantize(x_b, w_b, b) for each super-block b: x_b its 256 values, w_b its
+// importance with the floor applied (nullptr without importance).
+template <class Quantize>
+void ForEachSuperBlock(const float* x, int64_t num_blocks, const float* importance,
+                       Quantize quantize) {
+  const float importance_floor = ImportanceFloor(importance, num_blocks);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    float w_buf[kQK_K];
+    const float* w =
+        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
+    quantize(x + b * kQK_K, w, b);
+  }
+}
+
 }  // namespace
 
 // ---- Scale packing ----------------------------------------------------------
@@ -364,19 +378,8 @@ void DequantizeQ3_K(const BlockQ3_K* x, float* y, int64_t num_blocks) {
   }
 }
 
-void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks) {
-  for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
-    const float d = Fp16ToFp32(x[b].d), dmin = Fp16ToFp32(x[b].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      UnpackScaleMinK4(x[b].scales, s, &sc, &m);
-      const float dl = d * (float)sc, ml = dmin * (float)m;
-      for (int i = 32 * s; i < 32 * s + 32; ++i) y[i] = dl * (float)Q4Bits(x[b].qs, i) - ml;
-    }
-  }
-}
-
-void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks) {
+template <class Block>
+void DequantizeQ45K(const Block* x, float* y, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
     const float d = Fp16ToFp32(x[b].d), dmin = Fp16ToFp32(x[b].dmin);
     for (int s = 0; s < 8; ++s) {
@@ -384,12 +387,15 @@ void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks) {
       UnpackScaleMinK4(x[b].scales, s, &sc, &m);
       const float dl = d * (float)sc, ml = dmin * (float)m;
       for (int i = 32 * s; i < 32 * s + 32; ++i) {
-        const int q = Q4Bits(x[b].qs, i) | (HighBit(x[b].qh, i) << 4);
+        int q = Q4Bits(x[b].qs, i);
+        if constexpr (requires(const Block& blk) { blk.qh; }) q |= HighBit(x[b].qh, i) << 4;
         y[i] = dl * (float)q - ml;
       }
     }
   }
 }
+template void DequantizeQ45K(const BlockQ4_K*, float*, int64_t);
+template void DequantizeQ45K(const BlockQ5_K*, float*, int64_t);
 
 void DequantizeQ6_K(const BlockQ6_K* x, float* y, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, y += kQK_K) {
@@ -416,12 +422,8 @@ void DequantizeQ8_K(const BlockQ8_K* x, float* y, int64_t num_blocks) {
 
 void QuantizeQ2_K(const float* x, BlockQ2_K* y, int64_t num_blocks, const float* importance,
                   bool search) {
-  const float importance_floor = ImportanceFloor(importance, num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
-    float w_buf[kQK_K];
-    const float* w =
-        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
-    const AffineSuper s = QuantizeAffineSuper(x, w, 16, 16, 3, 15, search);
+  ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
+    const AffineSuper s = QuantizeAffineSuper(xb, w, 16, 16, 3, 15, search);
     BlockQ2_K& out = y[b];
     out.d = s.d;
     out.dmin = s.dmin;
@@ -430,17 +432,13 @@ void QuantizeQ2_K(const float* x, BlockQ2_K* y, int64_t num_blocks, const float*
     for (int i = 0; i < kQK_K; ++i) {
       out.qs[32 * (i / 128) + i % 32] |= (uint8_t)(s.q[i] << (2 * ((i % 128) / 32)));
     }
-  }
+  });
 }
 
 void QuantizeQ3_K(const float* x, BlockQ3_K* y, int64_t num_blocks, const float* importance,
                   bool search) {
-  const float importance_floor = ImportanceFloor(importance, num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
-    float w_buf[kQK_K];
-    const float* w =
-        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
-    const SymmetricSuper s = QuantizeSymmetricSuper(x, w, 4, 32, search);
+  ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
+    const SymmetricSuper s = QuantizeSymmetricSuper(xb, w, 4, 32, search);
     BlockQ3_K& out = y[b];
     out.d = s.d;
     PackScalesQ3_K(s.scale_level, out.scales);
@@ -451,51 +449,34 @@ void QuantizeQ3_K(const float* x, BlockQ3_K* y, int64_t num_blocks, const float*
       out.qs[32 * (i / 128) + i % 32] |= (uint8_t)((q & 3) << (2 * ((i % 128) / 32)));
       if (q & 4) out.hmask[i % 32] |= (uint8_t)(1 << (i / 32));
     }
-  }
+  });
 }
 
-void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t num_blocks, const float* importance,
+template <class Block>
+void QuantizeQ45K(const float* x, Block* y, int64_t num_blocks, const float* importance,
                   bool search) {
-  const float importance_floor = ImportanceFloor(importance, num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
-    float w_buf[kQK_K];
-    const float* w =
-        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
-    const AffineSuper s = QuantizeAffineSuper(x, w, 8, 32, 15, 63, search);
+  constexpr bool kFifthBit = requires(Block& blk) { blk.qh; };
+  ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
+    const AffineSuper s = QuantizeAffineSuper(xb, w, 8, 32, kFifthBit ? 31 : 15, 63, search);
     y[b].d = s.d;
     y[b].dmin = s.dmin;
     PackScaleMinK4(s.scale_level, s.min_level, y[b].scales);
     PackLowNibbles(s.q, y[b].qs);
-  }
-}
-
-void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t num_blocks, const float* importance,
-                  bool search) {
-  const float importance_floor = ImportanceFloor(importance, num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
-    float w_buf[kQK_K];
-    const float* w =
-        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
-    const AffineSuper s = QuantizeAffineSuper(x, w, 8, 32, 31, 63, search);
-    y[b].d = s.d;
-    y[b].dmin = s.dmin;
-    PackScaleMinK4(s.scale_level, s.min_level, y[b].scales);
-    PackLowNibbles(s.q, y[b].qs);
-    std::memset(y[b].qh, 0, sizeof(y[b].qh));
-    for (int i = 0; i < kQK_K; ++i) {
-      if (s.q[i] & 16) y[b].qh[i % 32] |= (uint8_t)(1 << (i / 32));
+    if constexpr (kFifthBit) {
+      std::memset(y[b].qh, 0, sizeof(y[b].qh));
+      for (int i = 0; i < kQK_K; ++i) {
+        if (s.q[i] & 16) y[b].qh[i % 32] |= (uint8_t)(1 << (i / 32));
+      }
     }
-  }
+  });
 }
+template void QuantizeQ45K(const float*, BlockQ4_K*, int64_t, const float*, bool);
+template void QuantizeQ45K(const float*, BlockQ5_K*, int64_t, const float*, bool);
 
 void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t num_blocks, const float* importance,
                   bool search) {
-  const float importance_floor = ImportanceFloor(importance, num_blocks);
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK_K) {
-    float w_buf[kQK_K];
-    const float* w =
-        importance ? FloorImportance(importance + b * kQK_K, importance_floor, w_buf) : nullptr;
-    const SymmetricSuper s = QuantizeSymmetricSuper(x, w, 32, 128, search);
+  ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
+    const SymmetricSuper s = QuantizeSymmetricSuper(xb, w, 32, 128, search);
     BlockQ6_K& out = y[b];
     out.d = s.d;
     for (int j = 0; j < 16; ++j) out.scales[j] = s.scale_level[j];
@@ -507,7 +488,7 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t num_blocks, const float*
       out.ql[64 * (i / 128) + i % 64] |= (uint8_t)((q & 0xF) << low_shift);
       out.qh[32 * (i / 128) + i % 32] |= (uint8_t)((q >> 4) << (2 * ((i % 128) / 32)));
     }
-  }
+  });
 }
 
 void QuantizeQ8_K(const float* x, BlockQ8_K* y, int64_t num_blocks) {

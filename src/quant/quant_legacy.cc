@@ -166,61 +166,38 @@ void DequantizeQ8_1(const BlockQ8_1* x, float* y, int64_t num_blocks) {
   }
 }
 
-void QuantizeQ4_0(const float* x, BlockQ4_0* y, int64_t num_blocks, const float* importance,
-                  bool search) {
+template <class Block>
+void QuantizeLegacy(const float* x, Block* y, int64_t num_blocks, const float* importance,
+                    bool search) {
+  constexpr bool kAffine = requires(Block& blk) { blk.m; };
+  constexpr bool kFifthBit = requires(Block& blk) { blk.qh; };
+  // Symmetric: q - nmax; affine: q in [0, nmax].
+  constexpr int nmax = kAffine ? (kFifthBit ? 31 : 15) : (kFifthBit ? 16 : 8);
   uint8_t q[kQK];
   for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
     const float* w = importance ? importance + b * kQK : nullptr;
-    if (search && w) {
-      y[b].d = SearchSymmetricBlock(x, w, 8, q);
+    if constexpr (kAffine) {
+      if (search && w) {
+        SearchAffineBlock(x, w, nmax, q, &y[b].d, &y[b].m);
+      } else {
+        RoundAffineBlock(x, nmax, q, &y[b].d, &y[b].m);
+      }
+    } else if (search && w) {
+      y[b].d = SearchSymmetricBlock(x, w, nmax, q);
     } else {
-      RoundSymmetricBlock(x, 8, q, &y[b].d);
+      RoundSymmetricBlock(x, nmax, q, &y[b].d);
     }
-    PackNibbles(q, y[b].qs, nullptr);
+    if constexpr (kFifthBit) {
+      PackNibbles(q, y[b].qs, y[b].qh);
+    } else {
+      PackNibbles(q, y[b].qs, nullptr);
+    }
   }
 }
-
-void QuantizeQ4_1(const float* x, BlockQ4_1* y, int64_t num_blocks, const float* importance,
-                  bool search) {
-  uint8_t q[kQK];
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
-    const float* w = importance ? importance + b * kQK : nullptr;
-    if (search && w) {
-      SearchAffineBlock(x, w, 15, q, &y[b].d, &y[b].m);
-    } else {
-      RoundAffineBlock(x, 15, q, &y[b].d, &y[b].m);
-    }
-    PackNibbles(q, y[b].qs, nullptr);
-  }
-}
-
-void QuantizeQ5_0(const float* x, BlockQ5_0* y, int64_t num_blocks, const float* importance,
-                  bool search) {
-  uint8_t q[kQK];
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
-    const float* w = importance ? importance + b * kQK : nullptr;
-    if (search && w) {
-      y[b].d = SearchSymmetricBlock(x, w, 16, q);
-    } else {
-      RoundSymmetricBlock(x, 16, q, &y[b].d);
-    }
-    PackNibbles(q, y[b].qs, y[b].qh);
-  }
-}
-
-void QuantizeQ5_1(const float* x, BlockQ5_1* y, int64_t num_blocks, const float* importance,
-                  bool search) {
-  uint8_t q[kQK];
-  for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
-    const float* w = importance ? importance + b * kQK : nullptr;
-    if (search && w) {
-      SearchAffineBlock(x, w, 31, q, &y[b].d, &y[b].m);
-    } else {
-      RoundAffineBlock(x, 31, q, &y[b].d, &y[b].m);
-    }
-    PackNibbles(q, y[b].qs, y[b].qh);
-  }
-}
+template void QuantizeLegacy(const float*, BlockQ4_0*, int64_t, const float*, bool);
+template void QuantizeLegacy(const float*, BlockQ4_1*, int64_t, const float*, bool);
+template void QuantizeLegacy(const float*, BlockQ5_0*, int64_t, const float*, bool);
+template void QuantizeLegacy(const float*, BlockQ5_1*, int64_t, const float*, bool);
 
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {

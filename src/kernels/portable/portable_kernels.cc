@@ -117,20 +117,26 @@ inline int32_t BlockSum(const int16_t* w, const int8_t* a) {
   return s;
 }
 
+// A weight row's blocks as 16-bit quants q[nb * 32] and scales d[nb], m[nb].
+template <DType kType>
+void UnpackRow16(const uint8_t* row, int64_t nb, int16_t* q, float* d, float* m) {
+  for (int64_t b = 0; b < nb; ++b) {
+    int qb[32];
+    RefUnpackLegacyBlock(kType, row + b * BlockBytes(kType), qb, d + b, m + b);
+    for (int j = 0; j < 32; ++j) q[b * 32 + j] = (int16_t)qb[j];
+  }
+}
+
 template <DType kType>
 void PortableGemmLegacy(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
   const int64_t nb = cols / 32;
-  const int64_t block_bytes = BlockBytes(kType);
   std::vector<int16_t> q(cols);
-  std::vector<float> d(nb), m(nb);
+  std::vector<float> scales(2 * nb);  // d, then m
+  const float* d = scales.data();
+  const float* m = scales.data() + nb;
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = w + r * wrb;
-    for (int64_t b = 0; b < nb; ++b) {
-      int qb[32];
-      RefUnpackLegacyBlock(kType, row + b * block_bytes, qb, &d[b], &m[b]);
-      for (int j = 0; j < 32; ++j) q[b * 32 + j] = (int16_t)qb[j];
-    }
+    UnpackRow16<kType>(w + r * wrb, nb, q.data(), scales.data(), scales.data() + nb);
     for (int64_t t = 0; t < num_tokens; ++t) {
       const ActBlockQ8* a = (const ActBlockQ8*)(act + t * arb);
       // The spec's float terms (ref_kernels.cc), so the same bits.

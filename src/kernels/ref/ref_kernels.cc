@@ -27,18 +27,22 @@ inline int8_t QuantizeOne(float v, float id) {
   return (int8_t)std::clamp(q, -127, 127);
 }
 
+// n values into qs with d = max |x| / 127 (the block's scale, returned) and
+// q = round(x / d).
+float QuantizeBlock(const float* x, int n, int8_t* qs) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < n; ++j) qs[j] = QuantizeOne(x[j], id);
+  return d;
+}
+
 void RefQuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = QuantizeBlock(x + b * 32, 32, out[b].qs);
     int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      out[b].qs[j] = QuantizeOne(xb[j], id);
-      sum += out[b].qs[j];
-    }
+    for (int j = 0; j < 32; ++j) sum += out[b].qs[j];
     out[b].d = d;
     out[b].s = d * (float)sum;
   }
@@ -46,12 +50,7 @@ void RefQuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
 
 void RefQuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
-    const float* xb = x + b * 256;
-    float amax = 0.0f;
-    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 256; ++j) out[b].qs[j] = QuantizeOne(xb[j], id);
+    const float d = QuantizeBlock(x + b * 256, 256, out[b].qs);
     for (int i = 0; i < 16; ++i) {
       int s = 0;
       for (int j = 0; j < 16; ++j) s += out[b].qs[16 * i + j];
@@ -151,32 +150,24 @@ void ScaleMinK4(int j, const uint8_t* s, int* sc, int* mn) {
   }
 }
 
-void UnpackQ4K(const uint8_t* p, KBlock* k) {
-  const BlockQ4_K* b = (const BlockQ4_K*)p;
+// Q4_K and Q5_K (Block): 8 sub-blocks of 32, quants in nibbles (Q5_K: and a
+// fifth bit in qh).
+template <class Block>
+void UnpackQ45K(const uint8_t* p, KBlock* k) {
+  const Block* b = (const Block*)p;
   k->num_sub = 8;
   k->d = Fp16ToFp32(b->d);
   k->dmin = Fp16ToFp32(b->dmin);
   for (int j = 0; j < 8; ++j) ScaleMinK4(j, b->scales, &k->sc[j], &k->mn[j]);
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
-      k->q[64 * c + l] = b->qs[32 * c + l] & 0xF;
-      k->q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
-    }
-  }
-}
-
-void UnpackQ5K(const uint8_t* p, KBlock* k) {
-  const BlockQ5_K* b = (const BlockQ5_K*)p;
-  k->num_sub = 8;
-  k->d = Fp16ToFp32(b->d);
-  k->dmin = Fp16ToFp32(b->dmin);
-  for (int j = 0; j < 8; ++j) ScaleMinK4(j, b->scales, &k->sc[j], &k->mn[j]);
-  for (int c = 0; c < 4; ++c) {
-    for (int l = 0; l < 32; ++l) {
-      const int h0 = (b->qh[l] >> (2 * c)) & 1;
-      const int h1 = (b->qh[l] >> (2 * c + 1)) & 1;
-      k->q[64 * c + l] = (b->qs[32 * c + l] & 0xF) | (h0 << 4);
-      k->q[64 * c + 32 + l] = (b->qs[32 * c + l] >> 4) | (h1 << 4);
+      int lo = b->qs[32 * c + l] & 0xF, hi = b->qs[32 * c + l] >> 4;
+      if constexpr (requires(const Block& blk) { blk.qh; }) {
+        lo |= ((b->qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((b->qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      k->q[64 * c + l] = lo;
+      k->q[64 * c + 32 + l] = hi;
     }
   }
 }
@@ -205,8 +196,8 @@ void UnpackQ6K(const uint8_t* p, KBlock* k) {
 
 template <DType kType>
 void UnpackK(const uint8_t* p, KBlock* k) {
-  if constexpr (kType == DType::kQ4_K) UnpackQ4K(p, k);
-  else if constexpr (kType == DType::kQ5_K) UnpackQ5K(p, k);
+  if constexpr (kType == DType::kQ4_K) UnpackQ45K<BlockQ4_K>(p, k);
+  else if constexpr (kType == DType::kQ5_K) UnpackQ45K<BlockQ5_K>(p, k);
   else UnpackQ6K(p, k);
 }
 

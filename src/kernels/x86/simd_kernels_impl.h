@@ -1891,6 +1891,166 @@ inline void KvHeadBytes(DType t, int64_t e0, int64_t n, int64_t* off, int64_t* l
   *len = (b1 - b0) * bb;
 }
 
+// The rows of an attention item: (query, head) pairs, query by query.
+struct ItemRows {
+  int32_t lo[kMaxAttnGroup], hi[kMaxAttnGroup];  // the positions a row attends to
+  const float* q[kMaxAttnGroup];
+  float* out[kMaxAttnGroup];
+  int64_t off[kMaxAttnGroup];  // bytes from the first KV head's K/V
+  int32_t all_lo = INT32_MAX, all_hi = -1;  // over all rows
+  // The rows of each KV head, query by query.
+  int kvh_rows[kMaxAttnGroup][kMaxAttnGroup];
+  int num_kvh_rows[kMaxAttnGroup] = {};
+};
+
+// The rows of a (V elements of elem_bytes).
+inline void SetUpRows(const AttnGroupArgs& a, int64_t elem_bytes, ItemRows* rows) {
+  const int64_t hd = a.head_dim;
+  const int heads = a.group * a.num_kv_heads;  // query heads per query
+  for (int qi = 0; qi < a.num_queries; ++qi) {
+    const int32_t hi = a.positions[qi];
+    const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
+    rows->all_lo = std::min(rows->all_lo, lo);
+    rows->all_hi = std::max(rows->all_hi, hi);
+    for (int h = 0; h < heads; ++h) {
+      const int r = qi * heads + h;
+      rows->lo[r] = lo;
+      rows->hi[r] = hi;
+      rows->q[r] = a.q + qi * a.row_stride + h * hd;
+      rows->out[r] = a.out + qi * a.row_stride + h * hd;
+      rows->off[r] = (int64_t)(h / a.group) * hd * elem_bytes;
+      const int kvh = h / a.group;
+      rows->kvh_rows[kvh][rows->num_kvh_rows[kvh]++] = r;
+    }
+  }
+}
+
+#ifdef TERN_AVX512_VNNI
+// Scores8x2's queries of each pair of a KV head's rows (t, t + 1 in that
+// order), 8 floats of each in turn, at qpairs + the pair's first row x 2 hd.
+inline void PairQueries(const ItemRows& rows, int num_kv_heads, int64_t hd, float* qpairs) {
+  for (int kvh = 0; kvh < num_kv_heads; ++kvh) {
+    for (int t = 0; t + 1 < rows.num_kvh_rows[kvh]; t += 2) {
+      const int r0 = rows.kvh_rows[kvh][t], r1 = rows.kvh_rows[kvh][t + 1];
+      float* dst = qpairs + (int64_t)r0 * 2 * hd;
+      for (int64_t d = 0; d < hd; d += 8) {
+        std::memcpy(dst + 2 * d, rows.q[r0] + d, 8 * sizeof(float));
+        std::memcpy(dst + 2 * d + 8, rows.q[r1] + d, 8 * sizeof(float));
+      }
+    }
+  }
+}
+#endif
+
+// Prefetches of the K rows kAhead positions past the 8 at i (into the
+// next chunk; krow holds n8 + kAhead rows) and of the V rows of those 8
+// (vraw: n rows), the bytes of one KV head (off, len) in each.
+template <int kAhead>
+inline void PrefetchKvHead(const uint8_t* const* krow, const uint8_t* const* vraw, int i, int n,
+                           int n8, int64_t kpf_off, int64_t kpf_len, int64_t vpf_off,
+                           int64_t vpf_len) {
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* kpf = krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + kpf_off;
+    for (int64_t b = 0; b < kpf_len; b += 64) _mm_prefetch((const char*)kpf + b, _MM_HINT_T0);
+    if (i + j < n) {
+      for (int64_t b = 0; b < vpf_len; b += 64) {
+        _mm_prefetch((const char*)vraw[i + j] + vpf_off + b, _MM_HINT_T0);
+      }
+    }
+  }
+}
+
+// A row's scores sc of positions [p0, p0 + 8) (where it needs them), masked
+// to its range [lo, hi] of the chunk: stored at sg, and into its running
+// maximum; -inf where it needs none of them; nothing where its range is
+// empty.
+inline void PutScores(__m256 sc, int32_t p0, int32_t lo, int32_t hi, float* sg,
+                      __m256* row_max) {
+  if (lo > hi) return;
+  if (p0 > hi || p0 + 7 < lo) {
+    _mm256_store_ps(sg, _mm256_set1_ps(-INFINITY));
+    return;
+  }
+  if (p0 < lo || p0 + 7 > hi) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
+    const __m256i valid = _mm256_andnot_si256(
+        _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
+                        _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
+        _mm256_set1_epi32(-1));
+    sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
+  }
+  _mm256_store_ps(sg, sc);
+  *row_max = _mm256_max_ps(*row_max, sc);
+}
+
+// The slots of a chunk's positions [base, fill_end) (K; V up to end): the
+// block table walked position by position from `first` (one division per
+// chunk, not one per position); positions before `first` read its slot.
+// vrow: vraw + v_head_off.
+inline void ChunkSlots(const KvPagesView& kv, int32_t base, int32_t first, int32_t end,
+                       int32_t fill_end, int64_t v_head_off, const uint8_t** krow,
+                       const uint8_t** vraw, const uint8_t** vrow) {
+  int32_t blk = first / kv.block_size, in_blk = first % kv.block_size;
+  const int64_t kslot = kv.KSlotBytes(), kstride = kv.KBlockStride();
+  const int64_t vslot = kv.VSlotBytes(), vstride = kv.VBlockStride();
+  for (int32_t p = base; p < fill_end; ++p) {
+    const int64_t b = kv.block_table[blk];
+    krow[p - base] = kv.k + b * kstride + (int64_t)in_blk * kslot;
+    if (p < end) {
+      vraw[p - base] = kv.v + b * vstride + (int64_t)in_blk * vslot;
+      vrow[p - base] = vraw[p - base] + v_head_off;
+    }
+    if (p >= first && ++in_blk == kv.block_size) in_blk = 0, ++blk;
+  }
+}
+
+// The online softmax of one row over a chunk: its scores sg[0, n8) (-inf
+// where masked) become weights exp(s - max), its running max and sum move
+// on, and its output so far is rescaled where the max grew. chunk_max: the
+// lanes' maxima of the chunk's scores.
+inline void SoftmaxStep(__m256 chunk_max, float* sg, int n8, int64_t hd, float* running_max,
+                        float* running_sum, float* out) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, chunk_max);
+  float cmax = *running_max;
+  for (float l : lanes) cmax = std::max(cmax, l);
+  const float correction = std::exp(*running_max - cmax);
+  if (correction != 1.0f) {
+    Avx2ScaleF32(correction, hd, out);
+    *running_sum *= correction;
+  }
+  *running_max = cmax;
+  const __m256 mv = _mm256_set1_ps(cmax);
+  __m256 sum = _mm256_setzero_ps();
+  for (int i = 0; i < n8; i += 8) {
+    const __m256 x = _mm256_load_ps(sg + i);
+    // Masked lanes (-inf): Exp8 clamps, so zero them explicitly.
+    const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(x, mv)),
+                                   _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
+    _mm256_store_ps(sg + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  *running_sum += Hsum(sum);
+}
+
+// out rows += the chunk's weights (scores, rows kStride apart) x its n V
+// rows, the rows of each KV head at their offset row_off.
+template <bool kF16>
+inline void AccumulateChunkV(const AttnGroupArgs& a, const uint8_t* const* vrow, int n,
+                             const float* scores, int64_t kStride, const int64_t* row_off,
+                             float* acc_out, int rows) {
+  const int64_t hd = a.head_dim;
+  if (a.num_kv_heads == 1) {
+    AccumulateVGroup<kF16>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
+  } else {
+    for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
+      AccumulateVGroup<kF16>(vrow, row_off[r], n, scores + r * kStride, kStride,
+                             acc_out + r * hd, hd, a.group);
+    }
+  }
+}
+
 // Rows = (query, head) pairs: num_queries x group x num_kv_heads; the rows
 // of a KV head read its K/V at a fixed offset from the first's.
 // K of any KV dtype: F32 rows are read in place, the others decoded
@@ -1918,29 +2078,18 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   constexpr int kStride = kSimdAttnChunk;
   alignas(32) float scores[kMaxAttnGroup * kStride];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
-  int32_t row_lo[kMaxAttnGroup], row_hi[kMaxAttnGroup];
-  const float* row_q[kMaxAttnGroup];
-  float* row_out[kMaxAttnGroup];
-  int64_t row_off[kMaxAttnGroup];  // bytes from the first KV head's K/V
+  ItemRows item;
+  SetUpRows(a, kElem, &item);
+  const int32_t* row_lo = item.lo;
+  const int32_t* row_hi = item.hi;
+  const float* const* row_q = item.q;
+  float* const* row_out = item.out;
+  const int64_t* row_off = item.off;
+  const int32_t all_lo = item.all_lo, all_hi = item.all_hi;
   // Rows in one contiguous block for AccumulateVGroup: out rows are
   // accumulated in a scratch [rows][hd] and copied out at the end.
   float* acc_out = nullptr;
   thread_local std::vector<float> scratch;
-  int32_t all_lo = INT32_MAX, all_hi = -1;
-  for (int qi = 0; qi < a.num_queries; ++qi) {
-    const int32_t hi = a.positions[qi];
-    const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
-    all_lo = std::min(all_lo, lo);
-    all_hi = std::max(all_hi, hi);
-    for (int h = 0; h < heads; ++h) {
-      const int r = qi * heads + h;
-      row_lo[r] = lo;
-      row_hi[r] = hi;
-      row_q[r] = a.q + qi * a.row_stride + h * hd;
-      row_out[r] = a.out + qi * a.row_stride + h * hd;
-      row_off[r] = (int64_t)(h / a.group) * hd * kElem;
-    }
-  }
   if (a.num_queries == 1) {
     acc_out = a.out;  // the group's heads are contiguous already
   } else {
@@ -1953,31 +2102,15 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     std::memset(acc_out + r * hd, 0, sizeof(float) * hd);
   }
   const __m256 scale = _mm256_set1_ps(a.scale);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  // The rows of each KV head, query by query.
-  int kvh_rows[kMaxAttnGroup][kMaxAttnGroup], num_kvh_rows[kMaxAttnGroup] = {};
-  for (int qi = 0; qi < a.num_queries; ++qi) {
-    for (int h = 0; h < heads; ++h) {
-      const int kvh = h / a.group;
-      kvh_rows[kvh][num_kvh_rows[kvh]++] = qi * heads + h;
-    }
-  }
+  const auto& kvh_rows = item.kvh_rows;
+  const int* num_kvh_rows = item.num_kvh_rows;
 #ifdef TERN_AVX512_VNNI
   // Scores8x2's queries of each pair of a KV head's rows (t, t + 1 in that
   // order), at the pair's first row.
   const __m512 scale512 = _mm512_set1_ps(a.scale);
   thread_local AlignedVector<float> qpairs;
   if ((int64_t)qpairs.size() < (int64_t)rows * 2 * hd) qpairs.resize((int64_t)rows * 2 * hd);
-  for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
-    for (int t = 0; t + 1 < num_kvh_rows[kvh]; t += 2) {
-      const int r0 = kvh_rows[kvh][t], r1 = kvh_rows[kvh][t + 1];
-      float* dst = qpairs.data() + (int64_t)r0 * 2 * hd;
-      for (int64_t d = 0; d < hd; d += 8) {
-        std::memcpy(dst + 2 * d, row_q[r0] + d, 8 * sizeof(float));
-        std::memcpy(dst + 2 * d + 8, row_q[r1] + d, 8 * sizeof(float));
-      }
-    }
-  }
+  PairQueries(item, a.num_kv_heads, hd, qpairs.data());
 #endif
   // K rows are prefetched kAhead positions ahead of the scores (into the
   // next chunk), V rows of a chunk while its scores are computed (16 was no
@@ -2013,23 +2146,8 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     const int n8 = (n + 7) / 8 * 8;
     // Rows of this chunk (positions before `first` read a valid row, their
     // scores are masked), then up to kAhead of the next chunk to prefetch.
-    // The block table is walked position by position from `first` (one
-    // division per chunk, not one per position).
     const int32_t fill_end = std::min(end + kAhead, all_hi + 1);
-    {
-      int32_t blk = first / kv.block_size, in_blk = first % kv.block_size;
-      const int64_t kslot = kv.KSlotBytes(), kstride = kv.KBlockStride();
-      const int64_t vslot = kv.VSlotBytes(), vstride = kv.VBlockStride();
-      for (int32_t p = base; p < fill_end; ++p) {
-        const int64_t b = kv.block_table[blk];
-        krow[p - base] = kv.k + b * kstride + (int64_t)in_blk * kslot;
-        if (p < end) {
-          vraw[p - base] = kv.v + b * vstride + (int64_t)in_blk * vslot;
-          vrow[p - base] = vraw[p - base] + v_head_off;
-        }
-        if (p >= first && ++in_blk == kv.block_size) in_blk = 0, ++blk;
-      }
-    }
+    ChunkSlots(kv, base, first, end, fill_end, v_head_off, krow, vraw, vrow);
     for (int i = fill_end - base; i < n8 + kAhead; ++i) krow[i] = krow[0];
     // Scores, 8 positions at a time: each KV head's 8 K rows (F16: converted
     // to f32 once for all its rows, the same values the FMAs would convert)
@@ -2047,18 +2165,8 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       const int32_t p0 = base + i;
       for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
         const int64_t ke0 = e_first + kvh * hd;  // this head's first K element
-        for (int j = 0; j < 8; ++j) {
-          const uint8_t* kpf =
-              krow[std::min(i + kAhead + j, n8 + kAhead - 1)] + kpf_off[kvh];
-          for (int64_t b = 0; b < kpf_len[kvh]; b += 64) {
-            _mm_prefetch((const char*)kpf + b, _MM_HINT_T0);
-          }
-          if (i + j < n) {
-            for (int64_t b = 0; b < vpf_len[kvh]; b += 64) {
-              _mm_prefetch((const char*)vraw[i + j] + vpf_off[kvh] + b, _MM_HINT_T0);
-            }
-          }
-        }
+        PrefetchKvHead<kAhead>(krow, vraw, i, n, n8, kpf_off[kvh], kpf_len[kvh], vpf_off[kvh],
+                               vpf_len[kvh]);
         const uint8_t* kp[8];
         int64_t koff = ke0 * 4;  // F32 K rows in place
         bool converted = false;
@@ -2079,26 +2187,8 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
             koff = 0;
           }
         };
-        // Row r's scores sc (needs(r)), masked to its range: stored, and
-        // into its running maximum; -inf where it needs none of them.
         const auto put = [&](int r, __m256 sc) {
-          const int32_t lo = lo_in[r], hi = hi_in[r];
-          if (lo > hi) return;
-          float* sg = scores + r * kStride;
-          if (p0 > hi || p0 + 7 < lo) {
-            _mm256_store_ps(sg + i, _mm256_set1_ps(-INFINITY));
-            return;
-          }
-          if (p0 < lo || p0 + 7 > hi) {
-            const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(p0), lane);
-            const __m256i valid = _mm256_andnot_si256(
-                _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), pos),
-                                _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(hi))),
-                _mm256_set1_epi32(-1));
-            sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, _mm256_castsi256_ps(valid));
-          }
-          _mm256_store_ps(sg + i, sc);
-          row_max[r] = _mm256_max_ps(row_max[r], sc);
+          PutScores(sc, p0, lo_in[r], hi_in[r], scores + r * kStride + i, &row_max[r]);
         };
         const int m = num_kvh_rows[kvh];
         for (int t = 0; t < m;) {
@@ -2131,30 +2221,9 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
     }
     for (int r = 0; r < rows; ++r) {
-      float* sg = scores + r * kStride;
       if (lo_in[r] > hi_in[r]) continue;
-      const __m256 mx = row_max[r];
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, mx);
-      float cmax = running_max[r];
-      for (float l : lanes) cmax = std::max(cmax, l);
-      const float correction = std::exp(running_max[r] - cmax);
-      if (correction != 1.0f) {
-        Avx2ScaleF32(correction, hd, acc_out + r * hd);
-        running_sum[r] *= correction;
-      }
-      running_max[r] = cmax;
-      const __m256 mv = _mm256_set1_ps(cmax);
-      __m256 sum = _mm256_setzero_ps();
-      for (int i = 0; i < n8; i += 8) {
-        const __m256 x = _mm256_load_ps(sg + i);
-        // Masked lanes (-inf): Exp8 clamps, so zero them explicitly.
-        const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(x, mv)),
-                                       _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
-        _mm256_store_ps(sg + i, e);
-        sum = _mm256_add_ps(sum, e);
-      }
-      running_sum[r] += Hsum(sum);
+      SoftmaxStep(row_max[r], scores + r * kStride, n8, hd, &running_max[r], &running_sum[r],
+                  acc_out + r * hd);
     }
     if (v_decode) {
       for (int i = 0; i < n; ++i) {
@@ -2163,14 +2232,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         vrow[i] = (const uint8_t*)dst;
       }
     }
-    if (a.num_kv_heads == 1) {
-      AccumulateVGroup<kF16>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
-    } else {
-      for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
-        AccumulateVGroup<kF16>(vrow, row_off[r], n, scores + r * kStride, kStride,
-                               acc_out + r * hd, hd, a.group);
-      }
-    }
+    AccumulateChunkV<kF16>(a, vrow, n, scores, kStride, row_off, acc_out, rows);
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = running_sum[r] > 0.0f ? 1.0f / running_sum[r] : 0.0f;
