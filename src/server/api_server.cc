@@ -139,6 +139,10 @@ bool ApiServer::CheckModel(const std::string& model, HttpExchange& exchange) con
   return false;
 }
 
+bool ApiServer::AnswersAtOnce(const HttpRequest& request) {
+  return request.path == "/health" && (request.method == "GET" || request.method == "HEAD");
+}
+
 void ApiServer::Handle(const HttpRequest& request, HttpExchange& exchange) {
   if (!options_.access_log) {
     Dispatch(request, exchange, nullptr);

@@ -70,6 +70,9 @@ class ApiServer {
   int32_t pending_requests() const { return pending_requests_.load(); }
 
   void Handle(const HttpRequest& request, HttpExchange& exchange);
+  // Requests Handle() answers at once, touching no engine lock (GET and
+  // HEAD /health): HttpServerOptions::answer_on_accept.
+  static bool AnswersAtOnce(const HttpRequest& request);
 
  private:
   void Dispatch(const HttpRequest& request, HttpExchange& exchange, AccessLogEntry* entry);

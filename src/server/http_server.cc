@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -20,6 +21,9 @@ namespace tern {
 namespace {
 
 constexpr int kPollSliceMs = 200;
+// Connections the accept thread holds at most while their first bytes are
+// due (see AcceptLoop).
+constexpr size_t kMaxFresh = 64;
 
 bool SendAll(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -272,6 +276,7 @@ Status HttpServer::Listen() {
 }
 
 void HttpServer::Start() {
+  starter_thread_ = std::thread([this] { StarterLoop(); });
   accept_thread_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -308,9 +313,36 @@ bool HttpServer::EvictSlowestHeadLocked() {
 }
 
 void HttpServer::AcceptLoop() {
+  using Clock = std::chrono::steady_clock;
+  // With answer_on_accept, a connection whose first bytes have not arrived
+  // yet waits here (polled with the listening socket) up to
+  // first_bytes_wait_ms: a health check is still answered on this thread
+  // when its request comes just after its connection. Silent connections
+  // then go to the starter as usual.
+  struct Fresh {
+    int fd;
+    std::string remote;
+    Clock::time_point deadline;
+  };
+  std::vector<Fresh> fresh;
+  std::vector<pollfd> polled;
   while (!stopping_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, kPollSliceMs) <= 0) continue;
+    polled.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    int timeout_ms = kPollSliceMs;
+    const auto now = Clock::now();
+    for (const Fresh& f : fresh) {
+      polled.push_back(pollfd{f.fd, POLLIN, 0});
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(f.deadline - now).count();
+      timeout_ms = std::clamp<int>((int)left, 0, timeout_ms);
+    }
+    if (::poll(polled.data(), polled.size(), timeout_ms) < 0) continue;
+    const auto after_poll = Clock::now();
+    for (size_t i = fresh.size(); i-- > 0;) {
+      if (polled[i + 1].revents == 0 && after_poll < fresh[i].deadline) continue;
+      Admit(fresh[i].fd, std::move(fresh[i].remote));
+      fresh.erase(fresh.begin() + (ptrdiff_t)i);
+    }
+    if (!(polled[0].revents & POLLIN)) continue;
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof(peer);
     int fd = ::accept4(listen_fd_, (sockaddr*)&peer, &peer_len, SOCK_CLOEXEC);
@@ -319,31 +351,97 @@ void HttpServer::AcceptLoop() {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      int live = 0;  // connections not already on their way out
-      for (const auto& [cfd, c] : conns_) live += !c.evicted;
-      // At the limit, the connection that has spent longest sending a
-      // request head (or idling between requests) makes room: slow or idle
-      // clients cannot lock out a client that sends its request promptly.
-      if (stopping_.load() || (live >= options_.max_connections && !EvictSlowestHeadLocked())) {
-        RejectBusy(fd);
+    std::string remote = AddressText(peer);
+    if (options_.answer_on_accept && fresh.size() < kMaxFresh) {
+      char byte;
+      const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        fresh.push_back(Fresh{fd, std::move(remote),
+                              after_poll + std::chrono::milliseconds(options_.first_bytes_wait_ms)});
         continue;
       }
-      conns_[fd] = Conn{true, false, std::chrono::steady_clock::now()};
-      num_connections_.store((int)conns_.size());
     }
+    Admit(fd, std::move(remote));
+  }
+  for (Fresh& f : fresh) Admit(f.fd, std::move(f.remote));  // stopping: rejected
+}
+
+void HttpServer::Admit(int fd, std::string remote) {
+  if (options_.answer_on_accept && !stopping_.load() && AnswerOnAccept(fd, remote)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int live = 0;  // connections not already on their way out
+    for (const auto& [cfd, c] : conns_) live += !c.evicted;
+    // At the limit, the connection that has spent longest sending a
+    // request head (or idling between requests) makes room: slow or idle
+    // clients cannot lock out a client that sends its request promptly.
+    if (stopping_.load() || (live >= options_.max_connections && !EvictSlowestHeadLocked())) {
+      RejectBusy(fd);
+      return;
+    }
+    conns_[fd] = Conn{true, false, std::chrono::steady_clock::now()};
+    num_connections_.store((int)conns_.size());
+    to_start_.emplace_back(fd, std::move(remote));
+  }
+  start_cv_.notify_one();
+}
+
+// Starts a thread for each accepted connection, in order; after Stop() has
+// joined the accept thread, starts what is left and exits.
+void HttpServer::StarterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    start_cv_.wait(lock, [&] { return !to_start_.empty() || starter_stop_; });
+    if (to_start_.empty()) return;
+    auto [fd, remote] = std::move(to_start_.front());
+    to_start_.pop_front();
+    lock.unlock();
     try {
-      std::thread([this, fd, remote = AddressText(peer)] { ServeConnection(fd, remote); })
-          .detach();
+      std::thread([this, fd, remote] { ServeConnection(fd, remote); }).detach();
+      lock.lock();
     } catch (const std::system_error& e) {  // out of threads: answer 503
       TERN_LOG_WARN("http: cannot start a connection thread: %s", e.what());
-      std::lock_guard<std::mutex> lock(mu_);
+      lock.lock();
       conns_.erase(fd);
       num_connections_.store((int)conns_.size());
       RejectBusy(fd);
+      all_closed_.notify_all();
     }
   }
+}
+
+bool HttpServer::AnswerOnAccept(int fd, const std::string& remote_addr) {
+  // Peeked, not read: a request that is not picked (or not whole yet)
+  // stays in the socket for the connection's thread.
+  char buf[4096];
+  const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+  if (n <= 0) return false;
+  HttpParser parser(options_.limits);
+  parser.Append(std::string_view(buf, (size_t)n));
+  HttpRequest request;
+  if (parser.Next(&request) != HttpParser::Result::kRequest || parser.buffered_bytes() != 0 ||
+      !options_.answer_on_accept(request)) {
+    return false;
+  }
+  if (::recv(fd, buf, (size_t)n, MSG_DONTWAIT) != n) {  // cannot happen: n bytes are queued
+    ::close(fd);
+    return true;
+  }
+  request.remote_addr = remote_addr;
+  SetTimeout(fd, SO_SNDTIMEO, 1000);  // a small answer into an empty send buffer
+  SocketExchange exchange(fd, options_.stream_buffer_bytes, options_.send_timeout_ms);
+  exchange.Reset(request, /*keep_alive=*/false);
+  try {
+    handler_(request, exchange);
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("http: handler failed on %s %s: %s", request.method.c_str(),
+                   request.path.c_str(), e.what());
+  }
+  if (!exchange.answered()) {
+    exchange.Respond(500, "application/json", ErrorBody(500, "the handler sent no response"));
+  }
+  ::close(fd);
+  return true;
 }
 
 void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
@@ -433,6 +531,12 @@ void HttpServer::ServeConnection(int fd, const std::string& remote_addr) {
 void HttpServer::Stop(std::chrono::milliseconds grace) {
   stopping_.store(true);
   if (accept_thread_.joinable()) accept_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    starter_stop_ = true;
+  }
+  start_cv_.notify_all();
+  if (starter_thread_.joinable()) starter_thread_.join();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;

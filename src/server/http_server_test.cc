@@ -271,6 +271,86 @@ TEST_F(HttpServerTest, RejectsConnectionsBeyondTheLimitWith503) {
   ::close(second);
 }
 
+TEST_F(HttpServerTest, HealthCheckIsAnsweredOnTheAcceptThreadEvenWhenEveryConnectionIsBusy) {
+  HttpServerOptions o;
+  o.max_connections = 1;
+  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
+  o.first_bytes_wait_ms = 60000;  // the request below surely comes within it
+  StartServer(o);
+  int first = Connect(server_->port());
+  Send(first, "GET /slow HTTP/1.1\r\n\r\n");
+  {
+    std::unique_lock<std::mutex> lock(mu_);  // the only connection slot is busy
+    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(30), [&] { return slow_entered_; }));
+  }
+  int health = Connect(server_->port());
+  Send(health, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string resp = ReadAll(health);  // the server closes after the answer
+  EXPECT_EQ(resp.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << resp;
+  EXPECT_NE(resp.find("Connection: close\r\n"), std::string::npos) << resp;
+  EXPECT_NE(resp.find("\r\n\r\nGET /health "), std::string::npos) << resp;
+  EXPECT_EQ(server_->num_evicted(), 0);
+  EXPECT_EQ(server_->num_connections(), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slow_released_ = true;
+    cv_.notify_all();
+  }
+  EXPECT_NE(ReadUntil(first, "slow").find("slow"), std::string::npos);
+  ::close(first);
+  ::close(health);
+}
+
+TEST_F(HttpServerTest, OnlyAWholeFirstPickedRequestIsAnsweredOnTheAcceptThread) {
+  HttpServerOptions o;
+  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
+  o.first_bytes_wait_ms = 50;
+  StartServer(o);
+  // Not picked: a connection thread answers, keep-alive.
+  int other = Connect(server_->port());
+  Send(other, "GET /a HTTP/1.1\r\n\r\n");
+  EXPECT_NE(ReadUntil(other, "GET /a ").find("Connection: keep-alive"), std::string::npos);
+  // Picked, but its head comes in two parts: the connection's thread
+  // answers it and the next one on the same connection (keep-alive).
+  int split = Connect(server_->port());
+  Send(split, "GET /health HTTP/1.1\r\nHost: x\r\n");
+  ASSERT_TRUE(WaitForConnections(*server_, 2));
+  Send(split, "\r\n");
+  std::string r1 = ReadUntil(split, "GET /health ");
+  EXPECT_NE(r1.find("Connection: keep-alive"), std::string::npos) << r1;
+  Send(split, "GET /health HTTP/1.1\r\n\r\n");
+  std::string r2 = ReadUntil(split, "GET /health ");
+  EXPECT_NE(r2.find("Connection: keep-alive"), std::string::npos) << r2;
+  // A silent connection gets its thread after first_bytes_wait_ms.
+  int silent = Connect(server_->port());
+  ASSERT_TRUE(WaitForConnections(*server_, 3));
+  Send(silent, "GET /b HTTP/1.1\r\n\r\n");
+  EXPECT_NE(ReadUntil(silent, "GET /b ").find("Connection: keep-alive"), std::string::npos);
+  ::close(other);
+  ::close(split);
+  ::close(silent);
+}
+
+TEST_F(HttpServerTest, StopClosesAConnectionWaitingForItsFirstBytes) {
+  HttpServerOptions o;
+  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
+  o.first_bytes_wait_ms = 60000;
+  StartServer(o);
+  int silent = Connect(server_->port());
+  // Answered while the other waits: the accept thread is not stuck on it.
+  int health = Connect(server_->port());
+  Send(health, "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ReadAll(health).rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+  EXPECT_EQ(server_->num_connections(), 0);  // the silent one is still on the accept thread
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop(std::chrono::milliseconds(3000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2000));
+  std::string resp = ReadAll(silent);  // closed (503: the server is stopping)
+  EXPECT_EQ(resp.rfind("HTTP/1.1 503 ", 0), 0u) << resp;
+  ::close(silent);
+  ::close(health);
+}
+
 TEST_F(HttpServerTest, StalledRequestGets408) {
   HttpServerOptions o;
   o.body_timeout_ms = 300;
