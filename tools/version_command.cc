@@ -30,20 +30,13 @@ namespace {
 std::string VersionText() {
   namespace k = kernels;
   const k::CpuFeatures cpu = k::DetectCpuFeatures();
-  // Every table is compiled into every build (x86 SIMD files carry their own
-  // target flags); whether the CPU can run one is known at run time.
-  struct Table {
-    const char* name;
-    bool usable;
-  };
-  const Table tables[] = {{"scalar", true},
-                          {"avx2", k::Avx2KernelTable() != nullptr},
-                          {"avx512vnni", k::Avx512VnniKernelTable() != nullptr},
-                          {"amx", k::AmxKernelTable() != nullptr}};
+  // Every registered table is compiled into every build (x86 SIMD files
+  // carry their own target flags); whether the CPU can run one is known at
+  // run time.
   std::string compiled, usable;
-  for (const Table& t : tables) {
+  for (const k::KernelTableEntry& t : k::KernelTables()) {
     compiled += std::string(compiled.empty() ? "" : " ") + t.name;
-    if (t.usable) usable += std::string(usable.empty() ? "" : " ") + t.name;
+    if (t.get() != nullptr) usable += std::string(usable.empty() ? "" : " ") + t.name;
   }
   auto yes = [](bool b) { return b ? "yes" : "no"; };
   char features[160];
