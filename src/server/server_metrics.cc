@@ -49,11 +49,6 @@ class Writer {
   void Header(const std::string& name, const char* type, const char* help) {
     out_ += "# HELP tern:" + name + " " + help + "\n# TYPE tern:" + name + " " + type + "\n";
   }
-  // A metric with one unlabelled sample: its header and its value.
-  void One(const std::string& name, const char* type, const char* help, double value) {
-    Header(name, type, help);
-    Sample(name, value);
-  }
   void Sample(const std::string& name, double value, const std::string& extra_label = "") {
     out_ += "tern:" + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
             Number(value) + "\n";
@@ -119,31 +114,44 @@ void ServerMetrics::Observe(const RequestMetrics& m) {
 std::string ServerMetrics::Render(const std::string& model_name, const EngineStats* stats) const {
   EngineStats s = stats ? *stats : EngineStats{};
   Writer w(model_name);
-  w.One("num_requests_running", "gauge", "Number of requests in the running batch.", s.num_running);
-  w.One("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.", s.num_waiting);
-  w.One("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).", s.kv_cache_usage);
-  w.One("kv_cache_capacity_tokens", "gauge",
-           "Token slots of the KV cache (its blocks x block size, at its element type).", (double)s.kv_cache_capacity_tokens);
-  w.One("prompt_tokens_total", "counter", "Number of prompt tokens of the requests served (prefix-cache hits included).", (double)s.prompt_tokens_total);
-  w.One("generation_tokens_total", "counter", "Number of generated tokens.", (double)s.generation_tokens_total);
-  w.One("forced_tokens_total", "counter", "Generated tokens appended by jump-forward (structured outputs).", (double)s.forced_tokens_total);
-  w.One("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", (double)s.prefix_cache_queries_total);
-  w.One("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", (double)s.prefix_cache_hits_total);
-  w.One("kv_evicted_tokens_total", "counter",
-           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).", (double)s.kv_evicted_tokens_total);
-  w.One("num_preemptions_total", "counter", "Number of request preemptions.", (double)s.num_preemptions_total);
+  w.Header("num_requests_running", "gauge", "Number of requests in the running batch.");
+  w.Sample("num_requests_running", s.num_running);
+  w.Header("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.");
+  w.Sample("num_requests_waiting", s.num_waiting);
+  w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
+  w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
+  w.Header("kv_cache_capacity_tokens", "gauge",
+           "Token slots of the KV cache (its blocks x block size, at its element type).");
+  w.Sample("kv_cache_capacity_tokens", (double)s.kv_cache_capacity_tokens);
+  w.Header("prompt_tokens_total", "counter", "Number of prompt tokens of the requests served (prefix-cache hits included).");
+  w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
+  w.Header("generation_tokens_total", "counter", "Number of generated tokens.");
+  w.Sample("generation_tokens_total", (double)s.generation_tokens_total);
+  w.Header("forced_tokens_total", "counter", "Generated tokens appended by jump-forward (structured outputs).");
+  w.Sample("forced_tokens_total", (double)s.forced_tokens_total);
+  w.Header("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+  w.Sample("prefix_cache_queries_total", (double)s.prefix_cache_queries_total);
+  w.Header("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
+  w.Sample("prefix_cache_hits_total", (double)s.prefix_cache_hits_total);
+  w.Header("kv_evicted_tokens_total", "counter",
+           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).");
+  w.Sample("kv_evicted_tokens_total", (double)s.kv_evicted_tokens_total);
+  w.Header("num_preemptions_total", "counter", "Number of request preemptions.");
+  w.Sample("num_preemptions_total", (double)s.num_preemptions_total);
   w.Header("request_success_total", "counter", "Number of finished requests by finish reason.");
-  for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort}) {
-    const char* reason = FinishReasonName(r);
+  for (const char* reason : {"stop", "length", "abort"}) {
     auto it = s.request_success_total.find(reason);
     uint64_t v = it == s.request_success_total.end() ? 0 : it->second;
     w.Sample("request_success_total", (double)v, std::string("finished_reason=\"") + reason + "\"");
   }
   // Speculative decoding (vLLM's names; 0 while it is off).
-  w.One("spec_decode_num_drafts_total", "counter",
-           "Decode steps that verified speculative proposals.", (double)s.spec_num_drafts_total);
-  w.One("spec_decode_num_draft_tokens_total", "counter", "Speculative tokens proposed and verified.", (double)s.spec_num_draft_tokens_total);
-  w.One("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.", (double)s.spec_num_accepted_tokens_total);
+  w.Header("spec_decode_num_drafts_total", "counter",
+           "Decode steps that verified speculative proposals.");
+  w.Sample("spec_decode_num_drafts_total", (double)s.spec_num_drafts_total);
+  w.Header("spec_decode_num_draft_tokens_total", "counter", "Speculative tokens proposed and verified.");
+  w.Sample("spec_decode_num_draft_tokens_total", (double)s.spec_num_draft_tokens_total);
+  w.Header("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.");
+  w.Sample("spec_decode_num_accepted_tokens_total", (double)s.spec_num_accepted_tokens_total);
   w.Header("spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Speculative tokens accepted at each proposal position (0 = first).");
   for (size_t i = 0; i < s.spec_accepted_per_position.size(); ++i) {
