@@ -36,6 +36,7 @@
 #include "base/atomic_file.h"
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "sample/request_checks.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/arg_parser.h"
 #include "tools/bench_serve_instances.h"
@@ -176,7 +177,12 @@ Status Resolve(BenchServeOptions& o, std::vector<std::string>& positional) {
       o.file_output_len < 1) {
     return InvalidArgument("dataset lengths must be >= 1 (prefix lengths >= 0)");
   }
-  if (!(o.temperature >= 0)) return InvalidArgument("--temperature must be >= 0");
+  {
+    // The server's own range (sample/request_checks.h), refused before any request.
+    SamplingParams s;
+    s.temperature = (float)o.temperature;
+    if (MaybeFieldError e = CheckSamplingRanges(s)) return InvalidArgument(e->Text("--temperature"));
+  }
   if (o.request_timeout_s < 0) return InvalidArgument("--request-timeout must be >= 0");
   if (o.dataset_name != "random" && o.dataset_name != "prefix-repetition" &&
       o.dataset_name != "file") {

@@ -182,7 +182,7 @@ class ChatSession {
       stats.completion_tokens = o->metrics.generated_tokens;
       stats.ttft_s = o->metrics.ttft_s;
       stats.e2e_s = o->metrics.e2e_s;
-      stats.finish_reason = stop.matched() ? "stop" : FinishReasonName(o->finish_reason);
+      stats.finish_reason = FinishReasonName(stop.matched() ? FinishReason::kStop : o->finish_reason);
     }
     std::fputc('\n', out);
     std::fflush(out);

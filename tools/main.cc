@@ -4,6 +4,8 @@
 #include <string>
 
 #include "base/atomic_file.h"
+#include "base/env_settings.h"
+#include "base/thread_pool.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 
@@ -53,6 +55,10 @@ int main(int argc, char** argv) {
   // Past RLIMIT_FSIZE a write fails (EFBIG) and the atomic writers remove
   // their temp files, instead of SIGXFSZ killing the process mid-write.
   tern::IgnoreFileSizeSignal();
+  // The environment's settings, read and logged once; each command copies
+  // the rest into its config objects (flags win).
+  const tern::EnvSettings env = tern::EnvSettings::FromProcess();
+  if (env.pool_spin_us >= 0) tern::ThreadPool::SetMaxSpinMicros(env.pool_spin_us);
   if (argc < 2) {
     PrintUsage(stderr);
     return 1;

@@ -1,5 +1,6 @@
 #include "base/env_settings.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -16,6 +17,9 @@ EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& get
     return v;
   };
   s.step_log_path = get("TERN_STEP_LOG");
+  if (const std::string spin = get("TERN_POOL_SPIN"); !spin.empty()) {
+    s.pool_spin_us = std::max<int64_t>(0, std::atoll(spin.c_str()));
+  }
   return s;
 }
 

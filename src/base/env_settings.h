@@ -3,12 +3,14 @@
 // copied into the config objects (EngineConfig) where a command-line flag, if
 // given, wins, and logged once:
 //   TERN_STEP_LOG=FILE    one JSON line per engine step (--step-log FILE)
-// Not yet gathered here (planned): TERN_POOL_SPIN (base/thread_pool.cc),
-// TERN_KV_HUGEPAGES (kv/kv_storage.cc), TERN_ISA (kernels/kernels.cc),
+//   TERN_POOL_SPIN=US     how long pool threads spin before they block
+//                         (ThreadPool::SetMaxSpinMicros, applied by main)
+// Not yet gathered here (planned): TERN_KV_HUGEPAGES (kv/kv_storage.cc), TERN_ISA (kernels/kernels.cc),
 // TERN_MODELS_DIR (base/paths.cc). HF_* and TERN_CACHE are read by
 // hub/hub_config.h's HubConfig::FromEnvironment, the same way.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@ namespace tern {
 
 struct EnvSettings {
   std::string step_log_path;  // "" = none
+  int64_t pool_spin_us = -1;  // -1 = the pool's default
   std::vector<std::string> found;  // "NAME=value" of each variable that was set
 
   // getenv is a parameter so that tests can feed their own variables.

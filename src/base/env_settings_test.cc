@@ -30,5 +30,11 @@ TEST(EnvSettingsTest, StepLogIsReadAndListed) {
   EXPECT_TRUE(ReadFrom({{"TERN_STEP_LOG", ""}}).found.empty());
 }
 
+TEST(EnvSettingsTest, PoolSpinInMicroseconds) {
+  EXPECT_EQ(ReadFrom({}).pool_spin_us, -1);
+  EXPECT_EQ(ReadFrom({{"TERN_POOL_SPIN", "50"}}).pool_spin_us, 50);
+  EXPECT_EQ(ReadFrom({{"TERN_POOL_SPIN", "-3"}}).pool_spin_us, 0);
+}
+
 }  // namespace
 }  // namespace tern

@@ -3,8 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cstdlib>
 
 #include "base/cpu_cores.h"
 
@@ -12,15 +12,11 @@ namespace tern {
 namespace {
 
 // The longest spin window before a wait blocks, in nanoseconds; the window
-// shrinks to kMinSpinNs while spins keep timing out. TERN_POOL_SPIN=N sets
-// it in microseconds (0: block at once).
-int64_t MaxSpinNs() {
-  static const int64_t ns = [] {
-    const char* env = std::getenv("TERN_POOL_SPIN");
-    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) * 1000 : int64_t{200'000};
-  }();
-  return ns;
-}
+// shrinks to kMinSpinNs while spins keep timing out. Set at start-up by
+// ThreadPool::SetMaxSpinMicros (TERN_POOL_SPIN, base/env_settings.h).
+std::atomic<int64_t> g_max_spin_ns{200'000};
+
+int64_t MaxSpinNs() { return g_max_spin_ns.load(std::memory_order_relaxed); }
 constexpr int64_t kMinSpinNs = 5'000;
 // `pause` for this long at the start of a spin, then sched_yield.
 constexpr int64_t kPauseNs = 2'000;
@@ -206,5 +202,9 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t grain) {
 }
 
 int ThreadPool::DefaultNumThreads() { return AvailableCores(); }
+
+void ThreadPool::SetMaxSpinMicros(int64_t us) {
+  g_max_spin_ns.store(std::max<int64_t>(0, us) * 1000, std::memory_order_relaxed);
+}
 
 }  // namespace tern

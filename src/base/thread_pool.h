@@ -64,6 +64,10 @@ class ThreadPool {
 
   // Threads a command uses without -t: AvailableCores().
   static int DefaultNumThreads();
+  // The longest a waiting thread spins before it blocks (default 200 us; 0:
+  // block at once), for every pool of the process. Set once at start-up,
+  // before pools run: tools/main.cc applies TERN_POOL_SPIN (EnvSettings).
+  static void SetMaxSpinMicros(int64_t us);
 
  private:
   struct alignas(64) Slot {
