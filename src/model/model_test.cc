@@ -584,6 +584,16 @@ TEST(ModelTest, TiedEmbeddingsUseTokenEmbeddingAsOutput) {
   EXPECT_EQ(Greedy(*model, {1}, 50), std::vector<int32_t>(golden.begin(), golden.begin() + 50));
 }
 
+// Copies a llama file's metadata as a qwen2 file's: the architecture renamed
+// and every "llama." key moved to "qwen2.".
+void CopyMetadataAsQwen2(const gguf::GgufFile& src, gguf::GgufWriter& w) {
+  for (const auto& [k, v] : src.metadata()) {
+    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
+    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
+    else w.SetValue(k, v);
+  }
+}
+
 TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
   SKIP_IF_ABSENT(ModelPath("stories260K.gguf"));
   // The same network as a qwen2 file: keys renamed, zero Q/K/V biases, and
@@ -592,11 +602,7 @@ TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
   auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
   ASSERT_TRUE(src.ok());
   gguf::GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) {
-    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
-    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
-    else w.SetValue(k, v);
-  }
+  CopyMetadataAsQwen2(**src, w);
   const int hd = 8;
   for (const gguf::TensorInfo& t : (*src)->tensors()) {
     ASSERT_EQ(t.dtype, DType::kF32);
@@ -637,11 +643,7 @@ TEST(ModelErrorTest, Qwen2WithoutBiasNamesTheTensor) {
   auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
   ASSERT_TRUE(src.ok());
   gguf::GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) {
-    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
-    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
-    else w.SetValue(k, v);
-  }
+  CopyMetadataAsQwen2(**src, w);
   for (const gguf::TensorInfo& t : (*src)->tensors()) {
     ASSERT_TRUE(w.AddTensor(t.name, t.dtype, t.shape, t.data, t.num_bytes).ok());
   }
