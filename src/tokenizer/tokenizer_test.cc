@@ -42,6 +42,22 @@ std::vector<VectorFile> FindVectorFiles() {
   return files;
 }
 
+// Calls fn(name, path, tokenizer) for each of `names` that exists under
+// VocabDir(); a vocabulary that exists but does not load is a failure.
+template <size_t N, typename Fn>
+void ForEachPresentVocab(const std::string (&names)[N], Fn fn) {
+  for (const std::string& name : names) {
+    const std::string path = VocabDir() + "/" + name;
+    if (!std::filesystem::exists(path)) continue;
+    auto tokenizer = LoadTokenizer(path);
+    if (!tokenizer.ok()) {
+      ADD_FAILURE() << name << ": " << tokenizer.status().message();
+      continue;
+    }
+    fn(name, path, **tokenizer);
+  }
+}
+
 TEST(TokenizerVectorsTest, EveryVocabularyMatchesItsReferenceVectors) {
   const std::vector<VectorFile> files = FindVectorFiles();
   if (files.empty()) GTEST_SKIP() << "no test vectors under " << VocabDir();
@@ -80,19 +96,16 @@ TEST(TokenizerVectorsTest, DecodeInvertsEncodeForLosslessVocabularies) {
                                "ggml-vocab-mpt.gguf", "ggml-vocab-refact.gguf",
                                "ggml-vocab-starcoder.gguf"};
   int num_checked = 0;
-  for (const std::string& name : names) {
-    const std::string path = VocabDir() + "/" + name;
-    if (!std::filesystem::exists(path)) continue;
-    auto tokenizer = LoadTokenizer(path);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  ForEachPresentVocab(names, [&](const std::string& name, const std::string& path,
+                                 const Tokenizer& tok) {
     auto cases = LoadVocabCases(path + ".inp", path + ".out");
     ASSERT_TRUE(cases.ok()) << cases.status().message();
     for (const VocabCase& c : *cases) {
-      const std::vector<int32_t> ids = (*tokenizer)->Encode(c.text, false, false);
-      EXPECT_EQ((*tokenizer)->Decode(ids), c.text) << name << ": '" << Escape(c.text) << "'";
+      const std::vector<int32_t> ids = tok.Encode(c.text, false, false);
+      EXPECT_EQ(tok.Decode(ids), c.text) << name << ": '" << Escape(c.text) << "'";
       ++num_checked;
     }
-  }
+  });
   if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
 }
 
@@ -104,12 +117,8 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
                                "ggml-vocab-phi-3.gguf"};
   std::mt19937 rng(1234);
   int num_checked = 0;
-  for (const std::string& name : names) {
-    const std::string path = VocabDir() + "/" + name;
-    if (!std::filesystem::exists(path)) continue;
-    auto tokenizer = LoadTokenizer(path);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-    const Tokenizer& tok = **tokenizer;
+  ForEachPresentVocab(names, [&](const std::string& name, const std::string&,
+                                 const Tokenizer& tok) {
     const bool lossless = name != "ggml-vocab-bert-bge.gguf";
     for (int round = 0; round < 50; ++round) {
       std::string text;
@@ -137,7 +146,7 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
       }
       ++num_checked;
     }
-  }
+  });
   if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
 }
 
