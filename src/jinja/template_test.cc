@@ -190,6 +190,20 @@ TEST(TemplateTest, ToJson) {
   EXPECT_EQ(Render("{{ t | tojson(indent=2) }}", ctx),
             "{\n  \"name\": \"f\",\n  \"args\": [\n    1,\n    true\n  ]\n}");
   EXPECT_EQ(Render("{{ 'a\"<' | tojson }}"), "\"a\\\"<\"");
+  EXPECT_EQ(Render("{{ [] | tojson(indent=2) }} {{ {} | tojson(indent=2) }}"), "[] {}");
+  EXPECT_EQ(Render("{{ [[], {}] | tojson }}"), "[[], {}]");
+}
+
+// dict() and namespace() take mappings, then keyword arguments (later keys win).
+TEST(TemplateTest, DictAndNamespaceSetMappingsThenKeywords) {
+  EXPECT_EQ(Render("{{ dict({'a': 1, 'b': 2}, b=3) | tojson }}"), "{\"a\": 1, \"b\": 3}");
+  EXPECT_EQ(Render("{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }} {{ ns.b }}"), "1 2");
+  for (const char* fn : {"dict", "namespace"}) {
+    const Status s = RenderStatus(std::string("{{ ") + fn + "(1) }}");
+    ASSERT_FALSE(s.ok()) << fn;
+    EXPECT_NE(s.message().find(std::string(fn) + "(): positional argument must be a mapping"),
+              std::string::npos) << s.message();
+  }
 }
 
 TEST(TemplateTest, MapSelectReject) {
