@@ -20,6 +20,7 @@ using testing_util::LoadTokenizer;
 using testing_util::LoadVocabCases;
 using testing_util::VocabCase;
 using testing_util::VocabDir;
+using testing_util::VocabGgufFiles;
 
 struct VectorFile {
   std::string name;  // e.g. ggml-vocab-llama-spm.gguf
@@ -155,10 +156,8 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
 // plain text unless parse_special, and is that one token when it is.
 TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
   int num_checked = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(VocabDir(), ec)) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with(".gguf")) continue;
+  for (const std::string& path : VocabGgufFiles()) {
+    const std::string name = std::filesystem::path(path).filename().string();
     auto tokenizer = LoadTokenizer(path);
     ASSERT_TRUE(tokenizer.ok()) << path << ": " << tokenizer.status().message();
     const Tokenizer& tok = **tokenizer;
@@ -179,10 +178,10 @@ TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
       ++specials;
       const std::vector<int32_t> plain = tok.Encode("x " + text + " y", false, false);
       EXPECT_EQ(std::count(plain.begin(), plain.end(), id), 0)
-          << entry.path().filename() << " id " << id << " " << Escape(text);
+          << name << " id " << id << " " << Escape(text);
       const std::vector<int32_t> parsed = tok.Encode(text, false, true);
       EXPECT_EQ(parsed, std::vector<int32_t>{id})
-          << entry.path().filename() << " id " << id << " " << Escape(text);
+          << name << " id " << id << " " << Escape(text);
     }
     EXPECT_GT(specials, 0) << path;
     ++num_checked;
@@ -194,10 +193,7 @@ TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
 // nonspacing marks), so accented and bare spellings tokenize alike.
 TEST(TokenizerTest, WpmStripsAccentsInEveryScript) {
   const std::string path = VocabDir() + "/ggml-vocab-bert-bge.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   const std::pair<const char*, const char*> pairs[] = {
       {"Caf\u00e9 na\u00efve", "cafe naive"},
       {"\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac", "\u03b5\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03b1"},
@@ -223,10 +219,7 @@ TEST(TokenizerTest, WpmStripsAccentsInEveryScript) {
 
 TEST(TokenizerTest, SpmAddsBosAndRoundTripsWithSpecials) {
   const std::string path = VocabDir() + "/ggml-vocab-llama-spm.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   EXPECT_EQ(tok.bos_id(), 1);
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_TRUE(tok.add_bos());
@@ -250,10 +243,7 @@ TEST(TokenizerTest, SpmAddsBosAndRoundTripsWithSpecials) {
 
 TEST(TokenizerTest, SpmFallsBackToByteTokens) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   // U+9FA5 is not a piece of this 512-token vocabulary: three byte tokens.
   const std::string text = "\xe9\xbe\xa5";
   const std::vector<int32_t> ids = tok.Encode(text, false, false);
@@ -267,12 +257,10 @@ TEST(TokenizerTest, SpmFallsBackToByteTokens) {
 
 TEST(TokenizerTest, OutOfRangeIdsDecodeToNothing) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  TOKENIZER_OR_SKIP(tok, path);
   const std::vector<int32_t> ids = {-5, 100000};
-  EXPECT_EQ((*tokenizer)->Decode(ids), "");
-  EXPECT_EQ((*tokenizer)->TokenText(-1), "");
+  EXPECT_EQ(tok.Decode(ids), "");
+  EXPECT_EQ(tok.TokenText(-1), "");
 }
 
 }  // namespace
