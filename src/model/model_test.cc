@@ -22,6 +22,13 @@ std::string ModelPath(const std::string& rel) { return ModelsDir() + "/" + rel; 
 #define SKIP_IF_ABSENT(path) \
   if (!FileExists(path)) GTEST_SKIP() << "test model not found: " << (path)
 
+// Skips the test when `path` is absent, fails it when the model there does not
+// load, else declares `std::unique_ptr<Model> model`.
+#define MODEL_OR_SKIP(model, path) \
+  SKIP_IF_ABSENT(path);            \
+  auto model = LoadOrDie(path);    \
+  ASSERT_NE(model, nullptr)
+
 std::vector<int32_t> ReadIds(const std::string& path) {
   std::ifstream in(path);
   std::vector<int32_t> ids;
@@ -61,9 +68,7 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 
 TEST(ModelTest, LoadsStories260KConfig) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.arch, "llama");
   EXPECT_EQ(c.n_vocab, 512);
@@ -83,20 +88,16 @@ TEST(ModelTest, LoadsStories260KConfig) {
 
 TEST(ModelTest, Stories260KGreedyMatchesGolden200) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/stories260K.greedy200.ids"));
   ASSERT_EQ(golden.size(), 200u);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(Greedy(*model, {1}, 200), golden);
 }
 
 TEST(ModelTest, Stories260KGreedyMatchesGoldenWithF16Kv) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/stories260K.greedy200.ids"));
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(Greedy(*model, {1}, 200, DType::kF16), golden);
 }
 
@@ -131,9 +132,7 @@ GreedyRun GreedyWithGaps(Model& model, const std::vector<int32_t>& prompt, int n
 // the token's 4 KV heads.
 TEST(ModelTest, Stories260KQuantizedKvGreedyEqualsF16UpToFirstNearTie) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const std::vector<std::vector<int32_t>> prompts = {
       {1}, {1, 403, 407, 261, 378}, {1, 400, 86, 268, 391, 294, 350, 261, 287, 348, 65}};
   constexpr float kNearTie = 0.1f;
@@ -158,11 +157,9 @@ TEST(ModelTest, Stories260KQuantizedKvGreedyEqualsF16UpToFirstNearTie) {
 
 TEST(ModelTest, Stories260KLogitsMatchGoldenAtPositions0To3) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   std::ifstream in(ModelPath("golden/stories260K.logits-pos0-3.txt"));
   ASSERT_TRUE(in) << "golden logits file missing";
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   // Each line: "pos P input ID logits[0:512]: v0 v1 ...".
   std::vector<int32_t> inputs;
   std::vector<std::vector<float>> golden;
@@ -193,11 +190,9 @@ TEST(ModelTest, Stories260KLogitsMatchGoldenAtPositions0To3) {
 
 TEST(ModelTest, TinyRandomLlama2GreedyMatchesGolden32) {
   const std::string path = ModelPath("llama-2-tiny-random.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/llama-2-tiny-random.greedy32.ids"));
   ASSERT_EQ(golden.size(), 32u);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->config().n_vocab, 32000);
   EXPECT_EQ(Greedy(*model, {1}, 32), golden);
 }
@@ -224,9 +219,7 @@ std::vector<std::vector<int32_t>> EightPrompts() {
 
 TEST(ModelTest, EightSequencesInOneBatchMatchEachAlone) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const auto prompts = EightPrompts();
   const int kSteps = 12;
   const int kSeqs = 8;
@@ -289,9 +282,7 @@ TEST(ModelTest, EightSequencesInOneBatchMatchEachAlone) {
 
 TEST(ModelTest, ChunkedPrefillMatchesWholePrefill) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   std::vector<int32_t> prompt = {1};
   for (int i = 0; i < 100; ++i) prompt.push_back(259 + (i * 13) % 250);
   SequenceRunner whole(*model, 128, DType::kF32, nullptr, 512);
@@ -313,9 +304,7 @@ TEST(ModelTest, ChunkedPrefillMatchesWholePrefill) {
 
 TEST(ModelTest, AppendBeyondContextFailsAndRunsNothing) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   SequenceRunner runner(*model, 8, DType::kF32, nullptr);
   const std::vector<int32_t> tokens(9, 1);
   const Status st = runner.Append(tokens, false);
