@@ -432,50 +432,50 @@ double ArgmaxAgreement(Model& quantized, const std::vector<int32_t>& tokens) {
   return (double)agree / tokens.size();
 }
 
-TEST(ModelTest, QuantizedStories260KAgreesWithF32) {
-  const std::string f32_path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(f32_path);
-  auto f32 = LoadOrDie(f32_path);
-  ASSERT_NE(f32, nullptr);
-  const std::vector<int32_t> ref = Greedy(*f32, {1}, 64);
-  // Minimum teacher-forced argmax agreement over 64 steps.
-  const std::vector<std::pair<std::string, double>> cases = {
-      {"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q5_0", 0.85}, {"Q4_1", 0.7},
-      {"Q4_0", 0.7}};
+// For each (quant, minimum) whose file quantized/<prefix><quant>.gguf exists:
+// teacher-forced argmax agreement with `ref` (the F32 model's greedy tokens
+// from BOS) is at least the minimum, and the first `same_steps` greedy tokens
+// are ref's.
+void ExpectQuantizedAgree(const std::string& prefix,
+                          const std::vector<std::pair<std::string, double>>& cases,
+                          const std::vector<int32_t>& ref, int same_steps) {
   for (const auto& [name, min_agree] : cases) {
-    const std::string path = ModelPath("quantized/stories260K-" + name + ".gguf");
+    const std::string path = ModelPath("quantized/" + prefix + name + ".gguf");
     if (!FileExists(path)) continue;
-    auto model = Model::Load(path);
-    ASSERT_TRUE(model.ok()) << model.status().message();
-    const double agree = ArgmaxAgreement(**model, ref);
-    EXPECT_GE(agree, min_agree) << name;
-    // The first greedy steps are the same tokens.
-    const std::vector<int32_t> got = Greedy(**model, {1}, 4);
-    EXPECT_EQ(got, std::vector<int32_t>(ref.begin(), ref.begin() + 4)) << name;
-    std::printf("[ info ] %s: argmax agreement with F32 %.3f\n", name.c_str(), agree);
+    auto model = LoadOrDie(path);
+    if (model == nullptr) continue;
+    const double agree = ArgmaxAgreement(*model, ref);
+    EXPECT_GE(agree, min_agree) << prefix << name;
+    if (same_steps > 0) {
+      EXPECT_EQ(Greedy(*model, {1}, same_steps),
+                std::vector<int32_t>(ref.begin(), ref.begin() + same_steps))
+          << prefix << name;
+    }
+    std::printf("[ info ] %s%s: argmax agreement with F32 %.3f\n", prefix.c_str(), name.c_str(),
+                agree);
   }
 }
 
+TEST(ModelTest, QuantizedStories260KAgreesWithF32) {
+  const std::string path = ModelPath("stories260K.gguf");
+  MODEL_OR_SKIP(f32, path);
+  // Minimum teacher-forced argmax agreement over 64 steps; the first greedy
+  // steps are the same tokens.
+  ExpectQuantizedAgree("stories260K-",
+                       {{"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q5_0", 0.85},
+                        {"Q4_1", 0.7}, {"Q4_0", 0.7}},
+                       Greedy(*f32, {1}, 64), /*same_steps=*/4);
+}
+
 TEST(ModelTest, QuantizedTinyKAgreesWithF32) {
-  const std::string f32_path = ModelPath("quantized/tiny-k-F32.gguf");
-  SKIP_IF_ABSENT(f32_path);
-  auto f32 = LoadOrDie(f32_path);
-  ASSERT_NE(f32, nullptr);
-  const std::vector<int32_t> ref = Greedy(*f32, {1}, 64);
+  const std::string path = ModelPath("quantized/tiny-k-F32.gguf");
+  MODEL_OR_SKIP(f32, path);
   // Minimum teacher-forced argmax agreement over 64 steps (random weights,
   // so looser than for the trained model).
-  const std::vector<std::pair<std::string, double>> cases = {
-      {"Q8_0", 0.9}, {"Q6_K", 0.8}, {"Q5_K_M", 0.7}, {"Q4_K_M", 0.6}, {"Q4_K_S", 0.6},
-      {"Q4_0", 0.5}, {"Q3_K_M", 0.4}, {"Q2_K", 0.2}};
-  for (const auto& [name, min_agree] : cases) {
-    const std::string path = ModelPath("quantized/tiny-k-" + name + ".gguf");
-    if (!FileExists(path)) continue;
-    auto model = Model::Load(path);
-    ASSERT_TRUE(model.ok()) << model.status().message();
-    const double agree = ArgmaxAgreement(**model, ref);
-    EXPECT_GE(agree, min_agree) << name;
-    std::printf("[ info ] tiny-k %s: argmax agreement with F32 %.3f\n", name.c_str(), agree);
-  }
+  ExpectQuantizedAgree("tiny-k-",
+                       {{"Q8_0", 0.9}, {"Q6_K", 0.8}, {"Q5_K_M", 0.7}, {"Q4_K_M", 0.6},
+                        {"Q4_K_S", 0.6}, {"Q4_0", 0.5}, {"Q3_K_M", 0.4}, {"Q2_K", 0.2}},
+                       Greedy(*f32, {1}, 64), /*same_steps=*/0);
 }
 
 // --- Errors -------------------------------------------------------------------
