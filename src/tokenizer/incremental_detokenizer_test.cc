@@ -41,7 +41,8 @@ TEST(IncrementalDetokenizerTest, EveryPrefixOfEveryVectorMatchesOneShotDecode) {
     if (!cases.ok()) continue;
     const Tokenizer& tok = **tokenizer;
     for (const auto& c : *cases) {
-      const std::string label = std::filesystem::path(path).filename().string() + " '" + Escape(c.text) + "'";
+      const std::string label =
+          std::filesystem::path(path).filename().string() + " '" + Escape(c.text) + "'";
       ExpectMatchesDecode(tok, c.ids, label);
       if (tok.bos_id() >= 0) {
         std::vector<int32_t> with_bos = {tok.bos_id()};
