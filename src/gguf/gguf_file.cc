@@ -386,30 +386,32 @@ std::optional<std::vector<std::string>> GgufFile::GetStringArray(std::string_vie
   return out;
 }
 
-std::optional<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const {
-  const Value* v = Find(key);
+namespace {
+
+// The elements of array value `v` converted by `as` (a Value member returning
+// std::optional), or nullopt when `v` is not an array or any element does not
+// convert.
+template <typename T, typename As>
+std::optional<std::vector<T>> ConvertArray(const Value* v, As as) {
   if (!v || v->type != ValueType::kArray) return std::nullopt;
-  std::vector<float> out;
+  std::vector<T> out;
   out.reserve(v->array.size());
   for (const Value& item : v->array) {
-    std::optional<double> x = item.AsFloat();
+    const auto x = (item.*as)();
     if (!x) return std::nullopt;
-    out.push_back(static_cast<float>(*x));
+    out.push_back(static_cast<T>(*x));
   }
   return out;
 }
 
+}  // namespace
+
+std::optional<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const {
+  return ConvertArray<float>(Find(key), &Value::AsFloat);
+}
+
 std::optional<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
-  const Value* v = Find(key);
-  if (!v || v->type != ValueType::kArray) return std::nullopt;
-  std::vector<int64_t> out;
-  out.reserve(v->array.size());
-  for (const Value& item : v->array) {
-    std::optional<int64_t> x = item.AsInt();
-    if (!x) return std::nullopt;
-    out.push_back(*x);
-  }
-  return out;
+  return ConvertArray<int64_t>(Find(key), &Value::AsInt);
 }
 
 const TensorInfo* GgufFile::FindTensor(std::string_view name) const {

@@ -35,6 +35,16 @@ void ExpectError(const std::vector<uint8_t>& bytes, const std::string& needle,
   EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
 }
 
+// The header of a v3 file with no tensors and `n_kv` keys (to be appended).
+testing::GgufBytes KeysOnlyHeader(uint64_t n_kv) {
+  testing::GgufBytes b;
+  b.Put<uint32_t>(kGgufMagic);
+  b.Put<uint32_t>(3);
+  b.Put<uint64_t>(0);
+  b.Put<uint64_t>(n_kv);
+  return b;
+}
+
 TEST(GgufRobustTest, TinyFileIsValid) {
   TinyFile t;
   auto f = GgufFile::FromBuffer(t.bytes(), "tiny.gguf");
@@ -163,11 +173,7 @@ TEST(GgufRobustTest, RejectsDuplicates) {
   t.bytes()[t.b_name_len_at + 8] = 'a';
   ExpectError(t.bytes(), "tensor 'a': duplicate tensor name");
   // Two keys with the same name.
-  testing::GgufBytes b;
-  b.Put<uint32_t>(kGgufMagic);
-  b.Put<uint32_t>(3);
-  b.Put<uint64_t>(0);
-  b.Put<uint64_t>(2);
+  testing::GgufBytes b = KeysOnlyHeader(2);
   for (int i = 0; i < 2; ++i) {
     b.PutString("general.name");
     b.Put<uint32_t>(8);
@@ -178,11 +184,7 @@ TEST(GgufRobustTest, RejectsDuplicates) {
 
 TEST(GgufRobustTest, LimitsArrayNesting) {
   auto nested = [](int depth) {
-    testing::GgufBytes b;
-    b.Put<uint32_t>(kGgufMagic);
-    b.Put<uint32_t>(3);
-    b.Put<uint64_t>(0);
-    b.Put<uint64_t>(1);
+    testing::GgufBytes b = KeysOnlyHeader(1);
     b.PutString("deep");
     b.Put<uint32_t>(9);
     for (int i = 0; i < depth - 1; ++i) {
@@ -208,11 +210,7 @@ TEST(GgufRobustTest, LimitsArrayNesting) {
 }
 
 TEST(GgufRobustTest, RejectsInvalidBool) {
-  testing::GgufBytes b;
-  b.Put<uint32_t>(kGgufMagic);
-  b.Put<uint32_t>(3);
-  b.Put<uint64_t>(0);
-  b.Put<uint64_t>(1);
+  testing::GgufBytes b = KeysOnlyHeader(1);
   b.PutString("flag");
   b.Put<uint32_t>(7);
   b.Put<uint8_t>(2);

@@ -133,6 +133,17 @@ const std::map<std::string, TestFn, std::less<>>& Tests() {
   return *tests;
 }
 
+// namespace() and dict(): `target` with every key of the positional mappings,
+// then the keyword arguments, set in order (later ones win).
+StatusOr<Value> SetFromMappings(Value target, const char* fn, const CallArgs& args) {
+  for (const Value& v : args.positional) {
+    if (!v.is_dict()) return InvalidArgument(std::string(fn) + "(): positional argument must be a mapping");
+    for (const auto& [k, val] : v.dict()) target.Set(k, val);
+  }
+  for (const auto& [k, v] : args.keyword) target.Set(k, v);
+  return target;
+}
+
 }  // namespace
 
 bool IsKnownTest(std::string_view name) { return Tests().find(name) != Tests().end(); }
@@ -166,23 +177,11 @@ ValueDict BuiltinGlobals(const TemplateOptions& options) {
     }
     return Value::List(std::move(out));
   }));
-  globals.emplace_back("namespace", Value::MakeFunction("namespace", [](const CallArgs& args) -> StatusOr<Value> {
-    Value ns = Value::Namespace();
-    for (const Value& v : args.positional) {
-      if (!v.is_dict()) return InvalidArgument("namespace(): positional argument must be a mapping");
-      for (const auto& [k, val] : v.dict()) ns.Set(k, val);
-    }
-    for (const auto& [k, v] : args.keyword) ns.Set(k, v);
-    return ns;
+  globals.emplace_back("namespace", Value::MakeFunction("namespace", [](const CallArgs& args) {
+    return SetFromMappings(Value::Namespace(), "namespace", args);
   }));
-  globals.emplace_back("dict", Value::MakeFunction("dict", [](const CallArgs& args) -> StatusOr<Value> {
-    Value d = Value::Dict();
-    for (const Value& v : args.positional) {
-      if (!v.is_dict()) return InvalidArgument("dict(): positional argument must be a mapping");
-      for (const auto& [k, val] : v.dict()) d.Set(k, val);
-    }
-    for (const auto& [k, v] : args.keyword) d.Set(k, v);
-    return d;
+  globals.emplace_back("dict", Value::MakeFunction("dict", [](const CallArgs& args) {
+    return SetFromMappings(Value::Dict(), "dict", args);
   }));
   return globals;
 }

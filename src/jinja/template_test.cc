@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+
 namespace tern {
 namespace {
 
@@ -20,6 +22,15 @@ Status RenderStatus(std::string_view source, const Value& context = Value::Dict(
   if (!t.ok()) return t.status();
   StatusOr<std::string> out = t->Render(context);
   return out.ok() ? Status::Ok() : out.status();
+}
+
+// Parsing or rendering `source` fails with a message that has every needle.
+void ExpectRenderError(std::string_view source, std::initializer_list<std::string_view> needles) {
+  const Status s = RenderStatus(source);
+  ASSERT_FALSE(s.ok()) << source;
+  for (std::string_view needle : needles) {
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  }
 }
 
 TemplateOptions HfOptions() {
@@ -190,6 +201,16 @@ TEST(TemplateTest, ToJson) {
   EXPECT_EQ(Render("{{ t | tojson(indent=2) }}", ctx),
             "{\n  \"name\": \"f\",\n  \"args\": [\n    1,\n    true\n  ]\n}");
   EXPECT_EQ(Render("{{ 'a\"<' | tojson }}"), "\"a\\\"<\"");
+  EXPECT_EQ(Render("{{ [] | tojson(indent=2) }} {{ {} | tojson(indent=2) }}"), "[] {}");
+  EXPECT_EQ(Render("{{ [[], {}] | tojson }}"), "[[], {}]");
+}
+
+// dict() and namespace() take mappings, then keyword arguments (later keys win).
+TEST(TemplateTest, DictAndNamespaceSetMappingsThenKeywords) {
+  EXPECT_EQ(Render("{{ dict({'a': 1, 'b': 2}, b=3) | tojson }}"), "{\"a\": 1, \"b\": 3}");
+  EXPECT_EQ(Render("{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }} {{ ns.b }}"), "1 2");
+  ExpectRenderError("{{ dict(1) }}", {"dict(): positional argument must be a mapping"});
+  ExpectRenderError("{{ namespace(1) }}", {"namespace(): positional argument must be a mapping"});
 }
 
 TEST(TemplateTest, MapSelectReject) {
@@ -292,10 +313,7 @@ TEST(TemplateTest, GenerationBlockRendersBody) {
 // ------------------------------------------------------------ errors
 
 TEST(TemplateTest, UnclosedTagsAreParseErrors) {
-  Status s = RenderStatus("{% if x %}abc");
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("endif"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("line 1, column 1"), std::string::npos) << s.message();
+  ExpectRenderError("{% if x %}abc", {"endif", "line 1, column 1"});
   EXPECT_FALSE(RenderStatus("{{ x ").ok());
   EXPECT_FALSE(RenderStatus("{# open").ok());
   EXPECT_FALSE(RenderStatus("{% for x in y %}").ok());
@@ -305,29 +323,16 @@ TEST(TemplateTest, UnclosedTagsAreParseErrors) {
 }
 
 TEST(TemplateTest, UnknownFilterAndTestAreNamed) {
-  Status s = RenderStatus("line\n  {{ x | frobnicate }}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("unknown filter 'frobnicate'"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("line 2, column 10"), std::string::npos) << s.message();
-  s = RenderStatus("{{ x is shiny }}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("unknown test 'shiny'"), std::string::npos) << s.message();
-  s = RenderStatus("{% include 'x' %}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("unknown tag 'include'"), std::string::npos) << s.message();
+  ExpectRenderError("line\n  {{ x | frobnicate }}",
+                    {"unknown filter 'frobnicate'", "line 2, column 10"});
+  ExpectRenderError("{{ x is shiny }}", {"unknown test 'shiny'"});
+  ExpectRenderError("{% include 'x' %}", {"unknown tag 'include'"});
 }
 
 TEST(TemplateTest, RenderErrorsCarryLocation) {
-  Status s = RenderStatus("ok\n{{ 1 // 0 }}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("line 2"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("zero"), std::string::npos) << s.message();
-  s = RenderStatus("{{ 'a' + 1 }}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("'str' and 'int'"), std::string::npos) << s.message();
-  s = RenderStatus("{{ nothing() }}");
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("'nothing' is undefined"), std::string::npos) << s.message();
+  ExpectRenderError("ok\n{{ 1 // 0 }}", {"line 2", "zero"});
+  ExpectRenderError("{{ 'a' + 1 }}", {"'str' and 'int'"});
+  ExpectRenderError("{{ nothing() }}", {"'nothing' is undefined"});
 }
 
 TEST(TemplateTest, LimitsStopRunawayTemplates) {

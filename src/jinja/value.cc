@@ -182,11 +182,32 @@ void AppendJsonString(const std::string& s, std::string* out) {
   *out += '"';
 }
 
-void AppendJson(const Value& v, int indent, int depth, std::string* out) {
+void AppendJson(const Value& v, int indent, int depth, std::string* out);
+
+// Appends a JSON array or object: `open`, then append_item(i) for each of the
+// n items (separated, and on their own lines when indent >= 0), then `close`.
+template <typename AppendItem>
+void AppendJsonItems(size_t n, char open, char close, int indent, int depth, std::string* out,
+                     AppendItem append_item) {
   auto newline = [&](int d) {
     *out += '\n';
     out->append(static_cast<size_t>(indent) * d, ' ');
   };
+  *out += open;
+  if (n == 0) {
+    *out += close;
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) *out += indent >= 0 ? "," : ", ";
+    if (indent >= 0) newline(depth + 1);
+    append_item(i);
+  }
+  if (indent >= 0) newline(depth);
+  *out += close;
+}
+
+void AppendJson(const Value& v, int indent, int depth, std::string* out) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:
@@ -211,36 +232,17 @@ void AppendJson(const Value& v, int indent, int depth, std::string* out) {
       return;
     case Value::Kind::kList: {
       const ValueList& items = v.list();
-      if (items.empty()) {
-        *out += "[]";
-        return;
-      }
-      *out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) *out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        AppendJson(items[i], indent, depth + 1, out);
-      }
-      if (indent >= 0) newline(depth);
-      *out += ']';
+      AppendJsonItems(items.size(), '[', ']', indent, depth, out,
+                      [&](size_t i) { AppendJson(items[i], indent, depth + 1, out); });
       return;
     }
     case Value::Kind::kDict: {
       const ValueDict& items = v.dict();
-      if (items.empty()) {
-        *out += "{}";
-        return;
-      }
-      *out += '{';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) *out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
+      AppendJsonItems(items.size(), '{', '}', indent, depth, out, [&](size_t i) {
         AppendJsonString(items[i].first, out);
         *out += ": ";
         AppendJson(items[i].second, indent, depth + 1, out);
-      }
-      if (indent >= 0) newline(depth);
-      *out += '}';
+      });
       return;
     }
   }

@@ -22,6 +22,13 @@ std::string ModelPath(const std::string& rel) { return ModelsDir() + "/" + rel; 
 #define SKIP_IF_ABSENT(path) \
   if (!FileExists(path)) GTEST_SKIP() << "test model not found: " << (path)
 
+// Skips the test when `path` is absent, fails it when the model there does not
+// load, else declares `std::unique_ptr<Model> model`.
+#define MODEL_OR_SKIP(model, path) \
+  SKIP_IF_ABSENT(path);            \
+  auto model = LoadOrDie(path);    \
+  ASSERT_NE(model, nullptr)
+
 std::vector<int32_t> ReadIds(const std::string& path) {
   std::ifstream in(path);
   std::vector<int32_t> ids;
@@ -61,9 +68,7 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 
 TEST(ModelTest, LoadsStories260KConfig) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.arch, "llama");
   EXPECT_EQ(c.n_vocab, 512);
@@ -83,20 +88,16 @@ TEST(ModelTest, LoadsStories260KConfig) {
 
 TEST(ModelTest, Stories260KGreedyMatchesGolden200) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/stories260K.greedy200.ids"));
   ASSERT_EQ(golden.size(), 200u);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(Greedy(*model, {1}, 200), golden);
 }
 
 TEST(ModelTest, Stories260KGreedyMatchesGoldenWithF16Kv) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/stories260K.greedy200.ids"));
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(Greedy(*model, {1}, 200, DType::kF16), golden);
 }
 
@@ -131,9 +132,7 @@ GreedyRun GreedyWithGaps(Model& model, const std::vector<int32_t>& prompt, int n
 // the token's 4 KV heads.
 TEST(ModelTest, Stories260KQuantizedKvGreedyEqualsF16UpToFirstNearTie) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const std::vector<std::vector<int32_t>> prompts = {
       {1}, {1, 403, 407, 261, 378}, {1, 400, 86, 268, 391, 294, 350, 261, 287, 348, 65}};
   constexpr float kNearTie = 0.1f;
@@ -158,11 +157,9 @@ TEST(ModelTest, Stories260KQuantizedKvGreedyEqualsF16UpToFirstNearTie) {
 
 TEST(ModelTest, Stories260KLogitsMatchGoldenAtPositions0To3) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   std::ifstream in(ModelPath("golden/stories260K.logits-pos0-3.txt"));
   ASSERT_TRUE(in) << "golden logits file missing";
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   // Each line: "pos P input ID logits[0:512]: v0 v1 ...".
   std::vector<int32_t> inputs;
   std::vector<std::vector<float>> golden;
@@ -193,11 +190,9 @@ TEST(ModelTest, Stories260KLogitsMatchGoldenAtPositions0To3) {
 
 TEST(ModelTest, TinyRandomLlama2GreedyMatchesGolden32) {
   const std::string path = ModelPath("llama-2-tiny-random.gguf");
-  SKIP_IF_ABSENT(path);
+  MODEL_OR_SKIP(model, path);
   const std::vector<int32_t> golden = ReadIds(ModelPath("golden/llama-2-tiny-random.greedy32.ids"));
   ASSERT_EQ(golden.size(), 32u);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->config().n_vocab, 32000);
   EXPECT_EQ(Greedy(*model, {1}, 32), golden);
 }
@@ -224,9 +219,7 @@ std::vector<std::vector<int32_t>> EightPrompts() {
 
 TEST(ModelTest, EightSequencesInOneBatchMatchEachAlone) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   const auto prompts = EightPrompts();
   const int kSteps = 12;
   const int kSeqs = 8;
@@ -289,9 +282,7 @@ TEST(ModelTest, EightSequencesInOneBatchMatchEachAlone) {
 
 TEST(ModelTest, ChunkedPrefillMatchesWholePrefill) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   std::vector<int32_t> prompt = {1};
   for (int i = 0; i < 100; ++i) prompt.push_back(259 + (i * 13) % 250);
   SequenceRunner whole(*model, 128, DType::kF32, nullptr, 512);
@@ -313,9 +304,7 @@ TEST(ModelTest, ChunkedPrefillMatchesWholePrefill) {
 
 TEST(ModelTest, AppendBeyondContextFailsAndRunsNothing) {
   const std::string path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(path);
-  auto model = LoadOrDie(path);
-  ASSERT_NE(model, nullptr);
+  MODEL_OR_SKIP(model, path);
   SequenceRunner runner(*model, 8, DType::kF32, nullptr);
   const std::vector<int32_t> tokens(9, 1);
   const Status st = runner.Append(tokens, false);
@@ -443,50 +432,50 @@ double ArgmaxAgreement(Model& quantized, const std::vector<int32_t>& tokens) {
   return (double)agree / tokens.size();
 }
 
-TEST(ModelTest, QuantizedStories260KAgreesWithF32) {
-  const std::string f32_path = ModelPath("stories260K.gguf");
-  SKIP_IF_ABSENT(f32_path);
-  auto f32 = LoadOrDie(f32_path);
-  ASSERT_NE(f32, nullptr);
-  const std::vector<int32_t> ref = Greedy(*f32, {1}, 64);
-  // Minimum teacher-forced argmax agreement over 64 steps.
-  const std::vector<std::pair<std::string, double>> cases = {
-      {"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q5_0", 0.85}, {"Q4_1", 0.7},
-      {"Q4_0", 0.7}};
+// For each (quant, minimum) whose file quantized/<prefix><quant>.gguf exists:
+// teacher-forced argmax agreement with `ref` (the F32 model's greedy tokens
+// from BOS) is at least the minimum, and the first `same_steps` greedy tokens
+// are ref's.
+void ExpectQuantizedAgree(const std::string& prefix,
+                          const std::vector<std::pair<std::string, double>>& cases,
+                          const std::vector<int32_t>& ref, int same_steps) {
   for (const auto& [name, min_agree] : cases) {
-    const std::string path = ModelPath("quantized/stories260K-" + name + ".gguf");
+    const std::string path = ModelPath("quantized/" + prefix + name + ".gguf");
     if (!FileExists(path)) continue;
-    auto model = Model::Load(path);
-    ASSERT_TRUE(model.ok()) << model.status().message();
-    const double agree = ArgmaxAgreement(**model, ref);
-    EXPECT_GE(agree, min_agree) << name;
-    // The first greedy steps are the same tokens.
-    const std::vector<int32_t> got = Greedy(**model, {1}, 4);
-    EXPECT_EQ(got, std::vector<int32_t>(ref.begin(), ref.begin() + 4)) << name;
-    std::printf("[ info ] %s: argmax agreement with F32 %.3f\n", name.c_str(), agree);
+    auto model = LoadOrDie(path);
+    if (model == nullptr) continue;
+    const double agree = ArgmaxAgreement(*model, ref);
+    EXPECT_GE(agree, min_agree) << prefix << name;
+    if (same_steps > 0) {
+      EXPECT_EQ(Greedy(*model, {1}, same_steps),
+                std::vector<int32_t>(ref.begin(), ref.begin() + same_steps))
+          << prefix << name;
+    }
+    std::printf("[ info ] %s%s: argmax agreement with F32 %.3f\n", prefix.c_str(), name.c_str(),
+                agree);
   }
 }
 
+TEST(ModelTest, QuantizedStories260KAgreesWithF32) {
+  const std::string path = ModelPath("stories260K.gguf");
+  MODEL_OR_SKIP(f32, path);
+  // Minimum teacher-forced argmax agreement over 64 steps; the first greedy
+  // steps are the same tokens.
+  ExpectQuantizedAgree("stories260K-",
+                       {{"F16", 0.98}, {"Q8_0", 0.95}, {"Q5_1", 0.85}, {"Q5_0", 0.85},
+                        {"Q4_1", 0.7}, {"Q4_0", 0.7}},
+                       Greedy(*f32, {1}, 64), /*same_steps=*/4);
+}
+
 TEST(ModelTest, QuantizedTinyKAgreesWithF32) {
-  const std::string f32_path = ModelPath("quantized/tiny-k-F32.gguf");
-  SKIP_IF_ABSENT(f32_path);
-  auto f32 = LoadOrDie(f32_path);
-  ASSERT_NE(f32, nullptr);
-  const std::vector<int32_t> ref = Greedy(*f32, {1}, 64);
+  const std::string path = ModelPath("quantized/tiny-k-F32.gguf");
+  MODEL_OR_SKIP(f32, path);
   // Minimum teacher-forced argmax agreement over 64 steps (random weights,
   // so looser than for the trained model).
-  const std::vector<std::pair<std::string, double>> cases = {
-      {"Q8_0", 0.9}, {"Q6_K", 0.8}, {"Q5_K_M", 0.7}, {"Q4_K_M", 0.6}, {"Q4_K_S", 0.6},
-      {"Q4_0", 0.5}, {"Q3_K_M", 0.4}, {"Q2_K", 0.2}};
-  for (const auto& [name, min_agree] : cases) {
-    const std::string path = ModelPath("quantized/tiny-k-" + name + ".gguf");
-    if (!FileExists(path)) continue;
-    auto model = Model::Load(path);
-    ASSERT_TRUE(model.ok()) << model.status().message();
-    const double agree = ArgmaxAgreement(**model, ref);
-    EXPECT_GE(agree, min_agree) << name;
-    std::printf("[ info ] tiny-k %s: argmax agreement with F32 %.3f\n", name.c_str(), agree);
-  }
+  ExpectQuantizedAgree("tiny-k-",
+                       {{"Q8_0", 0.9}, {"Q6_K", 0.8}, {"Q5_K_M", 0.7}, {"Q4_K_M", 0.6},
+                        {"Q4_K_S", 0.6}, {"Q4_0", 0.5}, {"Q3_K_M", 0.4}, {"Q2_K", 0.2}},
+                       Greedy(*f32, {1}, 64), /*same_steps=*/0);
 }
 
 // --- Errors -------------------------------------------------------------------
@@ -584,6 +573,16 @@ TEST(ModelTest, TiedEmbeddingsUseTokenEmbeddingAsOutput) {
   EXPECT_EQ(Greedy(*model, {1}, 50), std::vector<int32_t>(golden.begin(), golden.begin() + 50));
 }
 
+// Copies a llama file's metadata as a qwen2 file's: the architecture renamed
+// and every "llama." key moved to "qwen2.".
+void CopyMetadataAsQwen2(const gguf::GgufFile& src, gguf::GgufWriter& w) {
+  for (const auto& [k, v] : src.metadata()) {
+    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
+    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
+    else w.SetValue(k, v);
+  }
+}
+
 TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
   SKIP_IF_ABSENT(ModelPath("stories260K.gguf"));
   // The same network as a qwen2 file: keys renamed, zero Q/K/V biases, and
@@ -592,11 +591,7 @@ TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
   auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
   ASSERT_TRUE(src.ok());
   gguf::GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) {
-    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
-    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
-    else w.SetValue(k, v);
-  }
+  CopyMetadataAsQwen2(**src, w);
   const int hd = 8;
   for (const gguf::TensorInfo& t : (*src)->tensors()) {
     ASSERT_EQ(t.dtype, DType::kF32);
@@ -637,11 +632,7 @@ TEST(ModelErrorTest, Qwen2WithoutBiasNamesTheTensor) {
   auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
   ASSERT_TRUE(src.ok());
   gguf::GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) {
-    if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
-    else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
-    else w.SetValue(k, v);
-  }
+  CopyMetadataAsQwen2(**src, w);
   for (const gguf::TensorInfo& t : (*src)->tensors()) {
     ASSERT_TRUE(w.AddTensor(t.name, t.dtype, t.shape, t.data, t.num_bytes).ok());
   }

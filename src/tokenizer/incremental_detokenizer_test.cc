@@ -14,6 +14,7 @@ using testing_util::Escape;
 using testing_util::LoadTokenizer;
 using testing_util::LoadVocabCases;
 using testing_util::VocabDir;
+using testing_util::VocabGgufFiles;
 
 // Feeds ids one at a time and checks every prefix against one-shot Decode.
 void ExpectMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& ids,
@@ -33,17 +34,15 @@ void ExpectMatchesDecode(const Tokenizer& tok, const std::vector<int32_t>& ids,
 
 TEST(IncrementalDetokenizerTest, EveryPrefixOfEveryVectorMatchesOneShotDecode) {
   int num_vocabs = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(VocabDir(), ec)) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with(".gguf")) continue;
+  for (const std::string& path : VocabGgufFiles()) {
     auto tokenizer = LoadTokenizer(path);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
     auto cases = LoadVocabCases(path + ".inp", path + ".out");
     if (!cases.ok()) continue;
     const Tokenizer& tok = **tokenizer;
     for (const auto& c : *cases) {
-      const std::string label = entry.path().filename().string() + " '" + Escape(c.text) + "'";
+      const std::string label =
+          std::filesystem::path(path).filename().string() + " '" + Escape(c.text) + "'";
       ExpectMatchesDecode(tok, c.ids, label);
       if (tok.bos_id() >= 0) {
         std::vector<int32_t> with_bos = {tok.bos_id()};
@@ -58,10 +57,7 @@ TEST(IncrementalDetokenizerTest, EveryPrefixOfEveryVectorMatchesOneShotDecode) {
 
 TEST(IncrementalDetokenizerTest, HoldsBackSplitCharacterUntilComplete) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   // U+9FA5 becomes three byte tokens after the space-prefix token.
   const std::vector<int32_t> ids = tok.Encode("\xe9\xbe\xa5", true, false);
   ASSERT_EQ(ids.size(), 5u);
@@ -77,10 +73,7 @@ TEST(IncrementalDetokenizerTest, HoldsBackSplitCharacterUntilComplete) {
 
 TEST(IncrementalDetokenizerTest, FlushReturnsAnIncompleteTail) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   const int32_t byte_e9 = tok.FindTokenId("<0xE9>");
   ASSERT_GE(byte_e9, 0);
   IncrementalDetokenizer detok(tok);

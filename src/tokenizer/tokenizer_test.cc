@@ -20,6 +20,7 @@ using testing_util::LoadTokenizer;
 using testing_util::LoadVocabCases;
 using testing_util::VocabCase;
 using testing_util::VocabDir;
+using testing_util::VocabGgufFiles;
 
 struct VectorFile {
   std::string name;  // e.g. ggml-vocab-llama-spm.gguf
@@ -40,6 +41,22 @@ std::vector<VectorFile> FindVectorFiles() {
   std::sort(files.begin(), files.end(),
             [](const VectorFile& a, const VectorFile& b) { return a.name < b.name; });
   return files;
+}
+
+// Calls fn(name, path, tokenizer) for each of `names` that exists under
+// VocabDir(); a vocabulary that exists but does not load is a failure.
+template <size_t N, typename Fn>
+void ForEachPresentVocab(const std::string (&names)[N], Fn fn) {
+  for (const std::string& name : names) {
+    const std::string path = VocabDir() + "/" + name;
+    if (!std::filesystem::exists(path)) continue;
+    auto tokenizer = LoadTokenizer(path);
+    if (!tokenizer.ok()) {
+      ADD_FAILURE() << name << ": " << tokenizer.status().message();
+      continue;
+    }
+    fn(name, path, **tokenizer);
+  }
 }
 
 TEST(TokenizerVectorsTest, EveryVocabularyMatchesItsReferenceVectors) {
@@ -80,19 +97,16 @@ TEST(TokenizerVectorsTest, DecodeInvertsEncodeForLosslessVocabularies) {
                                "ggml-vocab-mpt.gguf", "ggml-vocab-refact.gguf",
                                "ggml-vocab-starcoder.gguf"};
   int num_checked = 0;
-  for (const std::string& name : names) {
-    const std::string path = VocabDir() + "/" + name;
-    if (!std::filesystem::exists(path)) continue;
-    auto tokenizer = LoadTokenizer(path);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  ForEachPresentVocab(names, [&](const std::string& name, const std::string& path,
+                                 const Tokenizer& tok) {
     auto cases = LoadVocabCases(path + ".inp", path + ".out");
     ASSERT_TRUE(cases.ok()) << cases.status().message();
     for (const VocabCase& c : *cases) {
-      const std::vector<int32_t> ids = (*tokenizer)->Encode(c.text, false, false);
-      EXPECT_EQ((*tokenizer)->Decode(ids), c.text) << name << ": '" << Escape(c.text) << "'";
+      const std::vector<int32_t> ids = tok.Encode(c.text, false, false);
+      EXPECT_EQ(tok.Decode(ids), c.text) << name << ": '" << Escape(c.text) << "'";
       ++num_checked;
     }
-  }
+  });
   if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
 }
 
@@ -104,12 +118,8 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
                                "ggml-vocab-phi-3.gguf"};
   std::mt19937 rng(1234);
   int num_checked = 0;
-  for (const std::string& name : names) {
-    const std::string path = VocabDir() + "/" + name;
-    if (!std::filesystem::exists(path)) continue;
-    auto tokenizer = LoadTokenizer(path);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-    const Tokenizer& tok = **tokenizer;
+  ForEachPresentVocab(names, [&](const std::string& name, const std::string&,
+                                 const Tokenizer& tok) {
     const bool lossless = name != "ggml-vocab-bert-bge.gguf";
     for (int round = 0; round < 50; ++round) {
       std::string text;
@@ -137,7 +147,7 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
       }
       ++num_checked;
     }
-  }
+  });
   if (num_checked == 0) GTEST_SKIP() << "no vocabularies under " << VocabDir();
 }
 
@@ -146,10 +156,8 @@ TEST(TokenizerVectorsTest, RandomBytesEncodeToValidIds) {
 // plain text unless parse_special, and is that one token when it is.
 TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
   int num_checked = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(VocabDir(), ec)) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with(".gguf")) continue;
+  for (const std::string& path : VocabGgufFiles()) {
+    const std::string name = std::filesystem::path(path).filename().string();
     auto tokenizer = LoadTokenizer(path);
     ASSERT_TRUE(tokenizer.ok()) << path << ": " << tokenizer.status().message();
     const Tokenizer& tok = **tokenizer;
@@ -170,10 +178,10 @@ TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
       ++specials;
       const std::vector<int32_t> plain = tok.Encode("x " + text + " y", false, false);
       EXPECT_EQ(std::count(plain.begin(), plain.end(), id), 0)
-          << entry.path().filename() << " id " << id << " " << Escape(text);
+          << name << " id " << id << " " << Escape(text);
       const std::vector<int32_t> parsed = tok.Encode(text, false, true);
       EXPECT_EQ(parsed, std::vector<int32_t>{id})
-          << entry.path().filename() << " id " << id << " " << Escape(text);
+          << name << " id " << id << " " << Escape(text);
     }
     EXPECT_GT(specials, 0) << path;
     ++num_checked;
@@ -185,10 +193,7 @@ TEST(TokenizerVectorsTest, SpecialTokenTextIsPlainUnlessParseSpecial) {
 // nonspacing marks), so accented and bare spellings tokenize alike.
 TEST(TokenizerTest, WpmStripsAccentsInEveryScript) {
   const std::string path = VocabDir() + "/ggml-vocab-bert-bge.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   const std::pair<const char*, const char*> pairs[] = {
       {"Caf\u00e9 na\u00efve", "cafe naive"},
       {"\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac", "\u03b5\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03b1"},
@@ -214,10 +219,7 @@ TEST(TokenizerTest, WpmStripsAccentsInEveryScript) {
 
 TEST(TokenizerTest, SpmAddsBosAndRoundTripsWithSpecials) {
   const std::string path = VocabDir() + "/ggml-vocab-llama-spm.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   EXPECT_EQ(tok.bos_id(), 1);
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_TRUE(tok.add_bos());
@@ -241,10 +243,7 @@ TEST(TokenizerTest, SpmAddsBosAndRoundTripsWithSpecials) {
 
 TEST(TokenizerTest, SpmFallsBackToByteTokens) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
-  const Tokenizer& tok = **tokenizer;
+  TOKENIZER_OR_SKIP(tok, path);
   // U+9FA5 is not a piece of this 512-token vocabulary: three byte tokens.
   const std::string text = "\xe9\xbe\xa5";
   const std::vector<int32_t> ids = tok.Encode(text, false, false);
@@ -258,12 +257,10 @@ TEST(TokenizerTest, SpmFallsBackToByteTokens) {
 
 TEST(TokenizerTest, OutOfRangeIdsDecodeToNothing) {
   const std::string path = ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not available";
-  auto tokenizer = LoadTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  TOKENIZER_OR_SKIP(tok, path);
   const std::vector<int32_t> ids = {-5, 100000};
-  EXPECT_EQ((*tokenizer)->Decode(ids), "");
-  EXPECT_EQ((*tokenizer)->TokenText(-1), "");
+  EXPECT_EQ(tok.Decode(ids), "");
+  EXPECT_EQ(tok.TokenText(-1), "");
 }
 
 }  // namespace

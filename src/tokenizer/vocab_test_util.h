@@ -2,13 +2,17 @@
 // loading a tokenizer from a GGUF vocabulary file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "base/paths.h"
 #include "base/status.h"
@@ -78,6 +82,26 @@ inline StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& ggu
 }
 
 inline std::string VocabDir() { return ModelsDir() + "/vocab"; }
+
+// The .gguf vocabularies under VocabDir(), sorted; empty when it is absent.
+inline std::vector<std::string> VocabGgufFiles() {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(VocabDir(), ec)) {
+    std::string path = entry.path().string();
+    if (path.ends_with(".gguf")) paths.push_back(std::move(path));
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// In a test body: skips the test when `path` does not exist, fails it when the
+// tokenizer there does not load, else declares `const Tokenizer& tok`.
+#define TOKENIZER_OR_SKIP(tok, path)                                                 \
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << (path) << " not available";   \
+  auto tok##_loaded = ::tern::testing_util::LoadTokenizer(path);                     \
+  ASSERT_TRUE(tok##_loaded.ok()) << tok##_loaded.status().message();                 \
+  const ::tern::Tokenizer& tok = **tok##_loaded
 
 inline std::string IdsToString(const std::vector<int32_t>& ids) {
   std::string s;
