@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Scale-out test (ctest -R '^cluster$'): 3 `tern serve` instances of
-# stories260K (1 thread each) behind HAProxy, started by scripts/cluster.sh.
+# Scale-out test (ctest -R '^cluster$'): 3 `tern serve` instances (1 thread
+# each) behind HAProxy, started by scripts/cluster.sh.
 #
 #  1. Affinity vs round robin, alternated (B A B A, same prompts per round,
 #     round r uses seed r): 8 distinct 512-token system prompts x 16 requests
 #     each, shuffled, each with a 16-token user part, Poisson arrivals at
 #     50 req/s, at most 12 in flight (`tern bench serve --dataset-name
-#     prefix-repetition --instance-metrics`). Each instance's KV cache (2 MiB,
-#     204 blocks of 16 tokens) holds about 6 of the 8 prompts: twice its
-#     share, not all. Affinity instances run with --metrics-prefix vllm; their
+#     prefix-repetition --instance-metrics`), on a random-weight model synthesized
+#     here (n_embd 384, 6 layers, Q8_0, 10 MiB, stories260K's tokenizer: a
+#     512-token prefill ~0.1 s at 1 thread). Each instance's KV cache (10 MiB,
+#     ~3,400 tokens) holds about 6 of the 8 prompts: twice its share, not all. Affinity instances run with --metrics-prefix vllm; their
 #     /metrics must carry vLLM's names, from which bench serve reads the hit
 #     rates. Asserts the issue's figures in every round: pooled prefix-cache
 #     hit rate >= 85%, TTFT p50 >= 3x lower than round robin's, the busiest
@@ -16,7 +17,8 @@
 #     (CLUSTER_TEST_RELAXED=1: floors for an overloaded machine). Before it,
 #     prompts that share their first KEY_BYTES bytes (text, token ids, chat, a
 #     body past HAProxy's buffer) must all reach one instance.
-#  2. One instance SIGKILLed under streaming load (tests/cluster/kill_check.py):
+#  2. One instance SIGKILLed under streaming load (tests/cluster/kill_check.py,
+#     instances of stories260K with 2 MiB KV each):
 #     its open streams close (no hang), every request sent after the kill
 #     succeeds, the restarted instance rejoins within the health-check
 #     interval and serves new keys; counts sent / succeeded / failed by cause.
@@ -33,7 +35,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 binary="${TERN_BINARY:-$repo/build/tern}"
 models="${TERN_MODELS_DIR:-$repo/../shared/models}"
-model="$models/stories260K.gguf"
+vocab="$models/stories260K.gguf"
 rounds="${ROUNDS:-2}"
 relaxed="${CLUSTER_TEST_RELAXED:-0}"
 affinity="${AFFINITY:-sticky}"
@@ -46,13 +48,26 @@ skip() {
   echo "cluster: SKIPPED: $*"
   exit 0
 }
-[[ -f "$model" ]] || skip "model $model not found (set TERN_MODELS_DIR)"
+[[ -f "$vocab" ]] || skip "model $vocab not found (set TERN_MODELS_DIR)"
 command -v haproxy >/dev/null || skip "haproxy not installed (make deps)"
 command -v curl >/dev/null || skip "curl not installed (make deps)"
 command -v python3 >/dev/null || skip "python3 not installed (make deps)"
 [[ -x "$binary" ]] || { echo "cluster: FAILED: tern binary not found at $binary" >&2; exit 1; }
 
 work="$(mktemp -d -t tern-cluster-test.XXXXXX)"
+# The instances serve a random-weight model with stories260K's tokenizer
+# whose 512-token prefill costs ~0.1 s at 1 thread against a few ms for a
+# cached prefix + 16 tokens, so the TTFT that affinity saves stands above
+# HTTP and scheduling overhead (on stories260K itself a whole prefill costs
+# about as much as the overhead, and TTFT ratios are the machine's noise).
+model="$work/cluster-model.gguf"
+"$binary" model synth --preset tiny --n-embd 384 --n-layer 6 --n-head 6 --n-head-kv 2 \
+  --n-ff 1024 --ctx 1024 --type q8_0 --vocab-from "$vocab" -o "$model" >"$work/synth.log" 2>&1 || {
+  cat "$work/synth.log" >&2
+  echo "cluster: FAILED: tern model synth" >&2
+  rm -rf "$work"
+  exit 1
+}
 export RUN_DIR="$work/run" TERN="$binary" MODEL="$model"
 cleanup() {
   "$repo/scripts/cluster.sh" down --run-dir "$RUN_DIR" >/dev/null 2>&1
@@ -65,7 +80,7 @@ up() {  # balance [extra tern serve flags]
   local balance=$1
   shift
   "$repo/scripts/cluster.sh" up -n 3 -t 1 --port 0 --stats-port 0 --base-port 0 \
-    --kv-cache-memory "${KV_CACHE_MEMORY:-2MiB}" --balance "$balance" -- "$@" >"$work/up.log" 2>&1 || {
+    --kv-cache-memory "${KV_CACHE_MEMORY:-10MiB}" --balance "$balance" -- "$@" >"$work/up.log" 2>&1 || {
     cat "$work/up.log" >&2
     echo "cluster: FAILED: scripts/cluster.sh up --balance $balance" >&2
     exit 1
@@ -164,11 +179,10 @@ bench() {  # balance round [keep: leave the cluster up]
   }
   [[ "${3:-}" == keep ]] || down
 }
-# Alternated, round robin first, so that the last cluster up is an affinity
-# one, kept for part 2.
+# Alternated, round robin first.
 for ((r = 1; r <= rounds; ++r)); do
   bench roundrobin "$r"
-  bench "$affinity" "$r" "$([[ $r == "$rounds" ]] && echo keep)"
+  bench "$affinity" "$r"
 done
 python3 - "$work" "$rounds" "$relaxed" "$affinity" <<'EOF' || fail=1
 import json, os, sys
@@ -179,9 +193,8 @@ def load(b, r):
 # The issue's figures, in every round; CLUSTER_TEST_RELAXED=1: floors for a
 # machine too loaded for latencies to mean much.
 want_hit, want_gain, want_ratio, want_spread = (0.75, 0.05, 1.0, 2.0) if relaxed else (0.85, 0.0, 3.0, 1.5)
-# The TTFT ratio is a latency: CTest lowers its floor (CLUSTER_TEST_MIN_TTFT_RATIO)
-# so that a loaded or unusually quiet machine does not fail the suite; the
-# issue's 3x is checked by running this script directly (and tests/cluster/sweep.sh).
+# CLUSTER_TEST_MIN_TTFT_RATIO overrides the TTFT floor (e.g. on a machine
+# where latencies mean little).
 want_ratio = float(os.environ.get("CLUSTER_TEST_MIN_TTFT_RATIO", want_ratio))
 bad = []
 for r in range(1, rounds + 1):
@@ -214,6 +227,9 @@ sys.exit(1 if bad else 0)
 EOF
 
 # ---- 2. one instance killed under streaming load ----------------------------
+# On stories260K itself: 25 streams a second of 600 tokens each stay within
+# what 2 instances on a 2-core machine serve while the third is down.
+MODEL="$vocab" KV_CACHE_MEMORY=2MiB up "$affinity"
 python3 "$here/kill_check.py" --run-dir "$RUN_DIR" --cluster-sh "$repo/scripts/cluster.sh" \
   || fail=1
 down
