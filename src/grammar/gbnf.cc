@@ -12,6 +12,7 @@
 namespace tern::grammar {
 namespace {
 
+constexpr int kMaxNesting = 100;  // ( ) groups inside each other
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -129,7 +130,10 @@ class GbnfParser {
     }
     if (c == '(') {
       ++i_;
+      // Groups recurse: a bound keeps a hostile grammar off the stack's end.
+      if (++depth_ > kMaxNesting) return Error("groups nested deeper than 100");
       StatusOr<std::vector<Sequence>> alts = ParseAlternatives();
+      --depth_;
       if (!alts.ok()) return alts.status();
       SkipSpace();
       if (AtEnd() || t_[i_] != ')') return Error("unclosed '('");
@@ -189,6 +193,7 @@ class GbnfParser {
 
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;  // ( ) groups open
   Grammar g_;
   std::map<std::string, int32_t> ids_;
   std::map<std::string, bool> defined_;

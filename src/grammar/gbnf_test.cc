@@ -39,6 +39,17 @@ TEST(GbnfTest, ErrorsNameTheLineOrRule) {
   }
 }
 
+TEST(GbnfTest, GroupsNestedDeeperThan100AreAnErrorNotAStackOverflow) {
+  auto nested = [](int n) {
+    return "root ::= " + std::string(n, '(') + "\"a\"" + std::string(n, ')');
+  };
+  EXPECT_TRUE(CompileGbnf(nested(100)).ok());
+  StatusOr<Grammar> deep = CompileGbnf(nested(100000));  // found by fuzz_grammar
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than 100"), std::string::npos)
+      << deep.status().message();
+}
+
 TEST(GbnfTest, GarbageNeverCrashes) {
   const std::vector<std::string> pieces = {"root", " ::= ", "a", "\"x\"", "\"\\u12\"", "[a-z]", "[^", "(", ")",
                                            "|", "*", "{2,1}", "{3}", ".", "#c\n", "\n", " b ::= "};

@@ -8,6 +8,8 @@
 namespace tern::grammar {
 namespace {
 
+constexpr int kMaxNesting = 100;  // ( ) groups inside each other
+
 // A set of code points: ASCII exactly, everything above as one flag.
 struct CharClass {
   std::bitset<128> ascii;
@@ -90,7 +92,10 @@ class RegexCompiler {
           return Error("lookaround and named groups are not supported");
         }
       }
+      // Groups recurse: a bound keeps a hostile pattern off the stack's end.
+      if (++depth_ > kMaxNesting) return Error("groups nested deeper than 100");
       StatusOr<int32_t> r = ParseAlternation();
+      --depth_;
       if (!r.ok()) return r;
       if (AtEnd() || p_[i_] != ')') return Error("unclosed '('");
       ++i_;
@@ -258,6 +263,7 @@ class RegexCompiler {
   RegexTarget target_;
   Grammar* g_;
   size_t i_ = 0;
+  int depth_ = 0;  // ( ) groups open
   int32_t utf8_rule_ = -1;
 };
 

@@ -15,6 +15,16 @@ Grammar Compile(const std::string& pattern, RegexTarget target = RegexTarget::kR
   return g;
 }
 
+TEST(RegexTest, GroupsNestedDeeperThan100AreAnErrorNotAStackOverflow) {
+  auto nested = [](int n) { return std::string(n, '(') + "a" + std::string(n, ')'); };
+  Grammar ok;
+  EXPECT_TRUE(AddRegexRule(nested(100), RegexTarget::kRaw, &ok).ok());
+  Grammar g;
+  StatusOr<int32_t> deep = AddRegexRule(nested(100000), RegexTarget::kRaw, &g);  // fuzz_grammar
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than 100"), std::string::npos);
+}
+
 TEST(RegexTest, MatchesTheUsualSubset) {
   Grammar g = Compile("^[A-Z][a-z]+ \\d{2,3}(-x|y)?$");
   EXPECT_TRUE(g.Accepts("Ab 12"));

@@ -586,6 +586,21 @@ TEST(ApiServerAuthTest, ProtectMetricsPutsMetricsAndStatsBehindTheKey) {
 
 // The comparison is right for every length relation and never matches an
 // empty key; its timing independence is by construction (no early exit).
+TEST(ApiServerHealthTest, OnlyHealthChecksAreAnsweredOnTheAcceptThread) {
+  auto request = [](std::string method, std::string path) {
+    HttpRequest r;
+    r.method = std::move(method);
+    r.path = std::move(path);
+    return r;
+  };
+  EXPECT_TRUE(ApiServer::AnswersAtOnce(request("GET", "/health")));
+  EXPECT_TRUE(ApiServer::AnswersAtOnce(request("HEAD", "/health")));
+  EXPECT_FALSE(ApiServer::AnswersAtOnce(request("POST", "/health")));
+  EXPECT_FALSE(ApiServer::AnswersAtOnce(request("GET", "/metrics")));  // reads engine stats
+  EXPECT_FALSE(ApiServer::AnswersAtOnce(request("GET", "/v1/models")));
+  EXPECT_FALSE(ApiServer::AnswersAtOnce(request("POST", "/v1/completions")));
+}
+
 TEST(ApiServerAuthTest, SameSecretComparesWholeKeys) {
   EXPECT_TRUE(SameSecret("sekret", "sekret"));
   EXPECT_FALSE(SameSecret("sekreT", "sekret"));
