@@ -4,7 +4,8 @@
 // caching), one client in five disconnecting mid-stream, a KV budget small
 // enough to force preemptions. Checks: every completed request's greedy
 // text equals the same request run alone; the KV cache drains to 0 (no
-// leaked blocks); RSS after warm-up grows < SOAK_RSS_PCT % (default 5);
+// leaked blocks); RSS after the drain is < SOAK_RSS_PCT % (default 5) above
+// its peak during warm-up;
 // /health answers throughout, every 100 ms on a new connection (its median
 // and worst latency are reported; the worst must stay under SOAK_HEALTH_MS,
 // default 100). Exit 0 when every check holds; one summary line either way.
@@ -157,7 +158,11 @@ async function worker() {
       ++completed;
       if (r.text !== reference[k]) mismatches.push({ i, k, got: r.text, want: reference[k] });
     }
-    if (completed + disconnected === warmup) rssWarm = rssKiB();
+    // The warm-up's high-water mark: the allocator's arenas swing by a few %
+    // of a ~20 MiB process from one sample to the next (measured: 20.0-21.6
+    // MiB over a long run, no trend), so one sample at the end of the
+    // warm-up is no baseline; a leak still shows as the end passing the peak.
+    if (completed + disconnected <= warmup) rssWarm = Math.max(rssWarm, rssKiB());
   }
 }
 await Promise.all(Array.from({ length: CONCURRENCY }, worker));
@@ -185,7 +190,7 @@ console.log(`soak: ${N} requests (${completed} completed, ${disconnected} discon
             `${CONCURRENCY} concurrent, ${secs.toFixed(1)} s; mismatches ${mismatches.length}; ` +
             `preemptions ${m.preemptions}; prefix-cache hits ${m.prefixHits}; ` +
             `KV usage after drain ${m.usage}, running+waiting ${m.running + m.waiting}; ` +
-            `RSS ${rssWarm} -> ${rssEnd} KiB (${(growth * 100).toFixed(2)}%); ` +
+            `RSS warm-up peak ${rssWarm} -> end ${rssEnd} KiB (${(growth * 100).toFixed(2)}%); ` +
             `/health median ${healthMedian.toFixed(1)} ms, worst ${healthWorst.toFixed(1)} ms ` +
             `(probe ${healthWorstAt + 1} of ${healthProbes}), failures ${healthFailures}`);
 for (const x of mismatches.slice(0, 3)) console.log(`  mismatch #${x.i} (spec ${x.k}): got ${JSON.stringify(x.got)} want ${JSON.stringify(x.want)}`);
