@@ -178,8 +178,12 @@ TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptio
       for (size_t i = 0; i < prompts.size(); ++i) {
         EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
       }
-      if (name == "tiny KV (preemption)") EXPECT_GT(stats.num_preemptions_total, 0u);
-      if (config.enable_prefix_caching) EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+      if (name == "tiny KV (preemption)") {
+        EXPECT_GT(stats.num_preemptions_total, 0u);
+      }
+      if (config.enable_prefix_caching) {
+        EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+      }
     }
   }
 }
@@ -360,7 +364,9 @@ TEST_F(EngineModelTest, StatsKeepRecentStepsAndTheKvShape) {
     const StepStats& s = st.recent_steps[i];
     prefill += s.num_prefill_tokens;
     decode += s.num_scheduled_tokens - s.num_prefill_tokens;
-    if (i > 0) EXPECT_GE(s.start_s, st.recent_steps[i - 1].start_s) << i;
+    if (i > 0) {
+      EXPECT_GE(s.start_s, st.recent_steps[i - 1].start_s) << i;
+    }
   }
   EXPECT_EQ(st.recent_steps.front().num_prefill_tokens, st.recent_steps.front().num_scheduled_tokens);
   // A prompt's last chunk may be a single token, which counts as decode-shaped.

@@ -136,11 +136,18 @@ TEST_F(SpecEngineTest, NgramGreedyKeepsChunkingPreemptionAndPrefixCaching) {
     const std::vector<Ids> together = RunAll(v.config, prompts, kMaxTokens, false, &stats);
     ASSERT_EQ(together.size(), prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], reference[i]) << "request " << i;
-    if (v.name.starts_with("tiny KV")) EXPECT_GT(stats.num_preemptions_total, 0u);
-    if (v.config.enable_prefix_caching) EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    if (v.name.starts_with("tiny KV")) {
+      EXPECT_GT(stats.num_preemptions_total, 0u);
+    }
+    if (v.config.enable_prefix_caching) {
+      EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    }
     // A budget of 1 token has no room for proposals.
-    if (v.config.max_num_batched_tokens > 1) EXPECT_GT(stats.spec_num_accepted_tokens_total, 0u);
-    else EXPECT_EQ(stats.spec_num_draft_tokens_total, 0u);
+    if (v.config.max_num_batched_tokens > 1) {
+      EXPECT_GT(stats.spec_num_accepted_tokens_total, 0u);
+    } else {
+      EXPECT_EQ(stats.spec_num_draft_tokens_total, 0u);
+    }
     EXPECT_EQ(stats.request_success_total["length"], prompts.size());
     EXPECT_EQ(stats.kv_cache_usage, 0.0);
   }
@@ -172,7 +179,9 @@ TEST_F(SpecEngineTest, MetricsCountDraftsAndAcceptedTokens) {
   uint64_t sum = 0;
   for (size_t i = 0; i < st.spec_accepted_per_position.size(); ++i) {
     sum += st.spec_accepted_per_position[i];
-    if (i > 0) EXPECT_LE(st.spec_accepted_per_position[i], st.spec_accepted_per_position[i - 1]);
+    if (i > 0) {
+      EXPECT_LE(st.spec_accepted_per_position[i], st.spec_accepted_per_position[i - 1]);
+    }
   }
   EXPECT_EQ(sum, st.spec_num_accepted_tokens_total);
   // Each step emits accepted + 1 tokens: fewer steps than tokens.
@@ -289,9 +298,13 @@ TEST_F(SpecEngineTest, DraftGreedyEqualsPlainDecodingAloneBatchedPreemptedCached
     for (size_t i = 0; i < v.batch; ++i) EXPECT_EQ(out[i], reference[i]) << "request " << i;
     EXPECT_GT(stats.spec_num_accepted_tokens_total, 0u);
     EXPECT_LT(stats.spec_num_accepted_tokens_total, stats.spec_num_draft_tokens_total);
-    if (v.name.starts_with("tiny KV")) EXPECT_GT(stats.num_preemptions_total, 0u);
+    if (v.name.starts_with("tiny KV")) {
+      EXPECT_GT(stats.num_preemptions_total, 0u);
+    }
     // (8 short prompts arriving together share no computed block.)
-    if (v.config.enable_prefix_caching && v.batch == 32) EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    if (v.config.enable_prefix_caching && v.batch == 32) {
+      EXPECT_GT(stats.prefix_cache_hits_total, 0u);
+    }
     EXPECT_EQ(stats.kv_cache_usage, 0.0);
   }
 }
@@ -386,7 +399,9 @@ TEST_F(SpecEngineTest, GrownTargetWithItsSourceAsDraftIsExact) {
     EngineConfig target = BaseConfig();
     target.model_path = path;
     const std::vector<Ids> plain = RunAll(target, prompts, 24, true);
-    if (noise == 0) EXPECT_EQ(plain, source_out);
+    if (noise == 0) {
+      EXPECT_EQ(plain, source_out);
+    }
     EngineConfig spec = target;
     spec.speculative_method = SpecMethod::kDraft;
     spec.speculative_model = ModelPath();
@@ -398,8 +413,11 @@ TEST_F(SpecEngineTest, GrownTargetWithItsSourceAsDraftIsExact) {
       EXPECT_EQ(RunAll(spec, prompts, 24, k == 1, &stats), plain);
       const double acceptance =
           (double)stats.spec_num_accepted_tokens_total / stats.spec_num_draft_tokens_total;
-      if (noise == 0) EXPECT_GT(acceptance, 0.95);
-      else EXPECT_LT(acceptance, 0.95);
+      if (noise == 0) {
+        EXPECT_GT(acceptance, 0.95);
+      } else {
+        EXPECT_LT(acceptance, 0.95);
+      }
     }
     // Batch 8, preempted.
     spec.num_speculative_tokens = 4;

@@ -4,8 +4,8 @@
 //   pair  ::= [a-z]+ ":" ( num | "null" )
 //   num   ::= "-"? [0-9]{1,3}
 //
-// Rules `name ::= body`; bodies hold "literals" (escapes \n \t \r \" \\
-// \xHH \uHHHH), [classes] and `.` (as regex.h reads them), rule names,
+// Rules `name ::= body`; bodies hold "literals" (escapes \n \t \r \"
+// \\ \xHH \uHHHH), [classes] and `.` (as regex.h reads them), rule names,
 // ( groups ), `|`, and `* + ? {m} {m,} {m,n}`. The start rule is `root`.
 // Errors name the line.
 #pragma once

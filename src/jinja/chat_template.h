@@ -28,7 +28,7 @@ struct ChatMessage {
   std::string content;
   // More keys of the message dict (tool_calls, tool_call_id, name); a
   // "content" here replaces the string above (None for a tool-call turn).
-  ValueDict extra;
+  ValueDict extra = {};
 };
 
 // The options Hugging Face uses for chat templates.

@@ -20,9 +20,9 @@ struct ApiMessage {
   std::string role;
   std::string content;
   bool content_null = false;    // a tool-call turn with content absent or null
-  std::string tool_calls_json;  // assistant: its tool_calls array as sent ("" when none)
-  std::string tool_call_id;     // tool: the call it answers
-  std::string name;             // optional
+  std::string tool_calls_json = {};  // assistant: its tool_calls array as sent ("" when none)
+  std::string tool_call_id = {};     // tool: the call it answers
+  std::string name = {};             // optional
 };
 
 // tools / tool_choice of a chat request (tool_calls.h).

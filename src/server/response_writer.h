@@ -35,7 +35,7 @@ struct ChoiceResult {
   std::string finish_reason;  // "" -> null (a stream chunk before the end)
   bool has_logprobs = false;
   std::vector<LogprobEntry> logprobs;
-  std::vector<ToolCallResult> tool_calls;  // chat: content is null when text is empty
+  std::vector<ToolCallResult> tool_calls = {};  // chat: content is null when text is empty
   int32_t tool_call_base = 0;              // chunks: index of tool_calls[0] in the message
 };
 
