@@ -11,11 +11,7 @@
 namespace tern {
 namespace {
 
-std::string Num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", x);
-  return buf;
-}
+std::string Num(double x) { return FormatNumber(x); }
 
 // "FLAG must be WHAT, got VALUE".
 Status OutOfRange(const std::string& flag, const std::string& what, const std::string& value) {

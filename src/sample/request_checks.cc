@@ -5,13 +5,16 @@
 #include <limits>
 
 namespace tern {
-namespace {
 
-std::string Num(double x) {
+std::string FormatNumber(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", x);
   return buf;
 }
+
+namespace {
+
+std::string Num(double x) { return FormatNumber(x); }
 
 FieldError Bad(const char* field, const std::string& rule, const std::string& got) {
   return {field, rule + ", got " + got};

@@ -31,6 +31,9 @@ inline constexpr int32_t kMaxChoices = 16;      // n
 inline constexpr int32_t kMaxStopStrings = 4;   // per request (server)
 }  // namespace limits
 
+// x as the messages print it (%g: 0.7, 1e-05, 100).
+std::string FormatNumber(double x);
+
 // One broken rule: the field by its request name ("top_p", "max_tokens",
 // "stop") and what is wrong, without the name ("must be in (0, 1], got 1.5").
 struct FieldError {
