@@ -181,6 +181,28 @@ TEST(DoctorDiagnosisTest, BurstWithTightTtftKeepsEveryRequestInTheBatch) {
   EXPECT_TRUE(d.defaults_right) << FindingOf(d, "defaults")->verdict;
 }
 
+TEST(DoctorDiagnosisTest, PoissonArrivalsWithTtftSlackKeepTheDefaults) {
+  // The TPOT bound leaves room above the automatic target, but one arrival at
+  // a time waits only for its own prompt (64 ms of a 2 s bound): bigger
+  // chunks would buy nothing, and nothing else changes the schedule.
+  DoctorOptions o = Options();
+  o.request_rate = 4;
+  o.slo_tpot_ms = 120;  // 90% of it (108 ms) is above the automatic target (2.5 x 31.4 ms)
+  const Diagnosis d =
+      Diagnose(Machine(), Model(), ProfileWorkload(Requests(64, 0, 64, 64), 16), o);
+  EXPECT_NEAR(d.ttft_tail_ms, 64, 1e-6);
+  EXPECT_DOUBLE_EQ(d.target_itl_ms, 0);
+  EXPECT_NE(FindingOf(d, "chunked-prefill")->verdict.find("TTFT has slack"), std::string::npos)
+      << FindingOf(d, "chunked-prefill")->verdict;
+  EXPECT_TRUE(d.defaults_right) << FindingOf(d, "defaults")->verdict;
+  // The same prompts as a burst of 16: the last waits ~1 s, so the target rises.
+  o.request_rate = 0;
+  const Diagnosis b =
+      Diagnose(Machine(), Model(), ProfileWorkload(Requests(64, 0, 64, 64), 16), o);
+  EXPECT_NEAR(b.ttft_tail_ms, 16 * 64, 1e-6);
+  EXPECT_DOUBLE_EQ(b.target_itl_ms, 108);
+}
+
 TEST(DoctorCliTest, ShortRunPrintsDiagnosisAndFlagsAsJson) {
   SKIP_WITHOUT_BINARY();
   if (!FileExists(DefaultModelPath())) GTEST_SKIP() << "test model missing";

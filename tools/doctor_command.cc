@@ -242,7 +242,22 @@ int RunDoctor(int argc, char** argv) {
   report.quantization = Quantization(a, report.model);
   const size_t flags_before = report.diagnosis.flags.size();
   report.speculation = Speculation(a, workload, &report.diagnosis.flags);
-  if (report.diagnosis.flags.size() != flags_before) report.diagnosis.defaults_right = false;
+  if (report.diagnosis.flags.size() != flags_before) {
+    // Speculation changes how the engine runs this workload: say so where
+    // the diagnosis compared its flags with the defaults.
+    report.diagnosis.defaults_right = false;
+    std::string spec;
+    for (size_t i = flags_before; i < report.diagnosis.flags.size(); ++i) {
+      spec += (spec.empty() ? "" : " ") + report.diagnosis.flags[i].flag + " " +
+              report.diagnosis.flags[i].value;
+    }
+    for (Finding& f : report.diagnosis.findings) {
+      if (f.topic != "defaults") continue;
+      const std::string prefix = "against the defaults, what changes the schedule: ";
+      f.verdict = f.verdict.rfind(prefix, 0) == 0 ? f.verdict + ", speculation (" + spec + ")"
+                                                 : prefix + "speculation (" + spec + ")";
+    }
+  }
   if (a.verify) {
     model.reset();  // the spawned servers load their own
     report.verify = Verify(a, workload, report.diagnosis);

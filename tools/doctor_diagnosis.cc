@@ -51,6 +51,7 @@ void DecideObjectives(const ModelFigures& m, const WorkloadProfile& w, const Doc
   const double prefill_mean_ms = m.pp_tps > 0 ? 1e3 * w.prompt.mean * (1 - w.shared_prefix_share) / m.pp_tps : 0;
   const double arrivals = o.request_rate > 0 ? 1.0 : std::min<double>(o.concurrency, w.num_requests);
   d->ttft_estimate_ms = prefill_mean_ms * (arrivals + 1) / 2;
+  d->ttft_tail_ms = prefill_mean_ms * arrivals;
   Finding f{"objectives",
             Fmt("service objectives: TTFT <= %.0f ms, TPOT <= %.1f ms", d->slo_ttft_ms,
                 d->slo_tpot_ms),
@@ -310,9 +311,14 @@ void DecideChunking(const WorkloadProfile& w, const DoctorOptions& o, Diagnosis*
   const double auto_ms = 2.5 * 1e3 * DecodeStepSeconds(*d, d->max_num_seqs);
   const double slo_target = std::floor(d->slo_tpot_ms * 0.9 * 10) / 10;
   const bool ttft_tight = d->ttft_estimate_ms > 0.5 * d->slo_ttft_ms;
+  // Bigger chunks only pay where TTFT is at risk: the last of a burst waits
+  // for every prompt ahead, and queueing and decode steps add to that, so a
+  // tail past a quarter of the bound is a risk; a lone Poisson arrival whose
+  // prompt takes a few ms is not.
+  const bool ttft_at_risk = ttft_tight || d->ttft_tail_ms > 0.25 * d->slo_ttft_ms;
   Finding f;
   f.topic = "chunked-prefill";
-  if (slo_target > auto_ms * 1.1) {
+  if (slo_target > auto_ms * 1.1 && ttft_at_risk) {
     d->target_itl_ms = slo_target;
     f.verdict = Fmt("--target-itl-ms %.1f: the TPOT bound leaves room above the automatic target "
                     "(~%.1f ms); bigger prompt chunks per step shorten TTFT",
@@ -325,7 +331,12 @@ void DecideChunking(const WorkloadProfile& w, const DoctorOptions& o, Diagnosis*
   } else {
     d->target_itl_ms = 0;
     f.verdict = Fmt("keep the automatic ITL target (~%.1f ms = 2.5 x the decode step)", auto_ms) +
-                (slo_target < auto_ms * 0.9
+                (slo_target > auto_ms * 1.1
+                     ? Fmt(": the TPOT bound would allow %.1f ms, but TTFT has slack (the last "
+                           "prompt of a burst waits ~%.0f ms of the %.0f ms bound), so bigger "
+                           "chunks would buy nothing",
+                           slo_target, d->ttft_tail_ms, d->slo_ttft_ms)
+                 : slo_target < auto_ms * 0.9
                      ? Fmt(": a lower one (%.1f ms) protects TPOT but TTFT (predicted %.0f ms) has "
                            "no slack to pay for it",
                            slo_target, d->ttft_estimate_ms)

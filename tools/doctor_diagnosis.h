@@ -120,6 +120,9 @@ struct Diagnosis {
   // Predicted median TTFT from prefill alone: a burst of `concurrency`
   // arrivals (request_rate 0) queues behind half of the others' prompts.
   double ttft_estimate_ms = 0;
+  // The last request of a burst waits for every prompt before it (arrivals x
+  // mean prefill); with Poisson arrivals, one prompt's prefill.
+  double ttft_tail_ms = 0;
   // Recommendations.
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 0;
