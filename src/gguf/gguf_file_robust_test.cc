@@ -71,101 +71,89 @@ TEST(GgufRobustTest, RejectsTruncatedHeader) {
   ExpectError(t.bytes(), "truncated");
 }
 
-TEST(GgufRobustTest, RejectsUnsupportedVersions) {
+// One field of TinyFile overwritten: a uint32 field or a uint64 one.
+struct Patch {
+  size_t TinyFile::*at;
+  uint64_t value;
+  bool is_u64;
+};
+Patch U32(size_t TinyFile::*at, uint32_t value) { return {at, value, false}; }
+Patch U64(size_t TinyFile::*at, uint64_t value) { return {at, value, true}; }
+
+struct Corruption {
+  std::vector<Patch> patches;
+  std::string needle;
+  StatusCode code = StatusCode::kDataLoss;
+};
+
+std::vector<uint8_t> Patched(const std::vector<Patch>& patches) {
   TinyFile t;
-  t.b.Set<uint32_t>(t.version_at, 1);
-  ExpectError(t.bytes(), "version 1 is not supported", StatusCode::kUnimplemented);
-  t.b.Set<uint32_t>(t.version_at, 0x03000000);
-  ExpectError(t.bytes(), "big-endian", StatusCode::kUnimplemented);
-  t.b.Set<uint32_t>(t.version_at, 77);
-  ExpectError(t.bytes(), "unknown GGUF version 77");
-  t.b.Set<uint32_t>(t.version_at, 2);
-  EXPECT_TRUE(OpenStatus(t.bytes()).ok());
+  for (const Patch& p : patches) {
+    if (p.is_u64) {
+      t.b.Set<uint64_t>(t.*p.at, p.value);
+    } else {
+      t.b.Set<uint32_t>(t.*p.at, static_cast<uint32_t>(p.value));
+    }
+  }
+  return t.bytes();
+}
+
+TEST(GgufRobustTest, RejectsCorruptFieldsWithTheReason) {
+  TinyFile tiny;
+  const std::string size = std::to_string(tiny.bytes().size());
+  const std::vector<Corruption> cases = {
+      {{U32(&TinyFile::version_at, 1)}, "version 1 is not supported", StatusCode::kUnimplemented},
+      {{U32(&TinyFile::version_at, 0x03000000)}, "big-endian", StatusCode::kUnimplemented},
+      {{U32(&TinyFile::version_at, 77)}, "unknown GGUF version 77"},
+      {{U64(&TinyFile::name_len_at, 1000000)},
+       "key 'general.name': string length 1000000 extends past end of file"},
+      {{U64(&TinyFile::a_name_len_at, ~uint64_t{0})}, "tensor #0: name length"},
+      {{U32(&TinyFile::alignment_type_at, 13)},
+       "key 'general.alignment': unknown value type 13 at offset " +
+           std::to_string(tiny.alignment_type_at)},
+      {{U32(&TinyFile::array_type_at, 0xFFFFFFFF)}, "unknown array element type 4294967295"},
+      {{U32(&TinyFile::a_dtype_at, 99)}, "tensor 'a': unknown tensor type 99"},
+      {{U32(&TinyFile::a_ndims_at, 0)}, "n_dims 0"},
+      {{U32(&TinyFile::a_ndims_at, 5)}, "n_dims 5"},
+      {{U64(&TinyFile::a_dim1_at, 0)}, "dimension 1 is 0"},
+      {{U64(&TinyFile::a_dim1_at, ~uint64_t{0})}, "must be positive"},
+      // 2^40 x 2^40 elements overflows int64.
+      {{U64(&TinyFile::a_dim0_at, uint64_t{1} << 40), U64(&TinyFile::a_dim1_at, uint64_t{1} << 40)},
+       "overflows"},
+      // Q8_0 rows must be multiples of 32.
+      {{U32(&TinyFile::a_dtype_at, 8)}, "row length 4 is not a multiple of the Q8_0 block size 32"},
+      {{U64(&TinyFile::b_offset_at, 4096)},
+       "tensor 'b': data [offset " + std::to_string(tiny.data_at + 4096) +
+           ", 34 bytes] extends past end of file (size " + size + ")"},
+      // Aligned, but offset + size overflows.
+      {{U64(&TinyFile::b_offset_at, ~uint64_t{0} - 31)}, "extends past end of file"},
+      {{U64(&TinyFile::b_offset_at, 36)},
+       "tensor 'b': data offset 36 is not a multiple of the alignment 32"},
+      {{U32(&TinyFile::alignment_value_at, 48)},
+       "key 'general.alignment': 48 is not a power of two"},
+      {{U32(&TinyFile::alignment_value_at, 0)}, "0 is not a power of two"},
+      // int32: the spec wants uint32.
+      {{U32(&TinyFile::alignment_type_at, 5)}, "must be uint32"},
+  };
+  for (const Corruption& c : cases) {
+    SCOPED_TRACE(c.needle);
+    ExpectError(Patched(c.patches), c.needle, c.code);
+  }
+  EXPECT_TRUE(OpenStatus(Patched({U32(&TinyFile::version_at, 2)})).ok());
 }
 
 TEST(GgufRobustTest, RejectsHugeCountsWithoutAllocating) {
-  for (size_t at : {TinyFile().tensor_count_at, TinyFile().kv_count_at, TinyFile().array_count_at}) {
-    TinyFile t;
-    t.b.Set<uint64_t>(at, uint64_t{1} << 60);
-    ExpectError(t.bytes(), "1152921504606846976");
-    t.b.Set<uint64_t>(at, ~uint64_t{0});
-    ExpectError(t.bytes(), "18446744073709551615");
+  for (size_t TinyFile::*at :
+       {&TinyFile::tensor_count_at, &TinyFile::kv_count_at, &TinyFile::array_count_at}) {
+    ExpectError(Patched({U64(at, uint64_t{1} << 60)}), "1152921504606846976");
+    ExpectError(Patched({U64(at, ~uint64_t{0})}), "18446744073709551615");
   }
 }
 
-TEST(GgufRobustTest, RejectsStringLengthPastEnd) {
+TEST(GgufRobustTest, RejectsCutTensorData) {
   TinyFile t;
-  t.b.Set<uint64_t>(t.name_len_at, 1000000);
-  ExpectError(t.bytes(), "key 'general.name': string length 1000000 extends past end of file");
-  TinyFile u;
-  u.b.Set<uint64_t>(u.a_name_len_at, ~uint64_t{0});
-  ExpectError(u.bytes(), "tensor #0: name length");
-}
-
-TEST(GgufRobustTest, RejectsUnknownValueTypes) {
-  TinyFile t;
-  t.b.Set<uint32_t>(t.alignment_type_at, 13);
-  ExpectError(t.bytes(), "key 'general.alignment': unknown value type 13 at offset " +
-                             std::to_string(t.alignment_type_at));
-  TinyFile u;
-  u.b.Set<uint32_t>(u.array_type_at, 0xFFFFFFFF);
-  ExpectError(u.bytes(), "unknown array element type 4294967295");
-}
-
-TEST(GgufRobustTest, RejectsUnknownDtype) {
-  TinyFile t;
-  t.b.Set<uint32_t>(t.a_dtype_at, 99);
-  ExpectError(t.bytes(), "tensor 'a': unknown tensor type 99");
-}
-
-TEST(GgufRobustTest, RejectsBadShapes) {
-  TinyFile t;
-  t.b.Set<uint32_t>(t.a_ndims_at, 0);
-  ExpectError(t.bytes(), "n_dims 0");
-  t.b.Set<uint32_t>(t.a_ndims_at, 5);
-  ExpectError(t.bytes(), "n_dims 5");
-  TinyFile u;
-  u.b.Set<uint64_t>(u.a_dim1_at, 0);
-  ExpectError(u.bytes(), "dimension 1 is 0");
-  u.b.Set<uint64_t>(u.a_dim1_at, ~uint64_t{0});
-  ExpectError(u.bytes(), "must be positive");
-  TinyFile v;  // 2^40 x 2^40 elements overflows int64
-  v.b.Set<uint64_t>(v.a_dim0_at, uint64_t{1} << 40);
-  v.b.Set<uint64_t>(v.a_dim1_at, uint64_t{1} << 40);
-  ExpectError(v.bytes(), "overflows");
-  TinyFile w;  // Q8_0 rows must be multiples of 32
-  w.b.Set<uint32_t>(w.a_dtype_at, 8);
-  ExpectError(w.bytes(), "row length 4 is not a multiple of the Q8_0 block size 32");
-}
-
-TEST(GgufRobustTest, RejectsTensorOutsideFile) {
-  TinyFile t;
-  t.b.Set<uint64_t>(t.b_offset_at, 4096);
-  ExpectError(t.bytes(), "tensor 'b': data [offset " + std::to_string(t.data_at + 4096) +
-                             ", 34 bytes] extends past end of file (size " +
-                             std::to_string(t.bytes().size()) + ")");
-  t.b.Set<uint64_t>(t.b_offset_at, ~uint64_t{0} - 31);  // aligned, overflows
-  ExpectError(t.bytes(), "extends past end of file");
-  TinyFile u;
-  u.bytes().resize(u.bytes().size() - 32);  // cut the last tensor's tail
-  ExpectError(u.bytes(), "tensor 'b'");
-}
-
-TEST(GgufRobustTest, RejectsMisalignedOffset) {
-  TinyFile t;
-  t.b.Set<uint64_t>(t.b_offset_at, 36);
-  ExpectError(t.bytes(), "tensor 'b': data offset 36 is not a multiple of the alignment 32");
-}
-
-TEST(GgufRobustTest, RejectsBadAlignment) {
-  TinyFile t;
-  t.b.Set<uint32_t>(t.alignment_value_at, 48);
-  ExpectError(t.bytes(), "key 'general.alignment': 48 is not a power of two");
-  t.b.Set<uint32_t>(t.alignment_value_at, 0);
-  ExpectError(t.bytes(), "0 is not a power of two");
-  TinyFile u;
-  u.b.Set<uint32_t>(u.alignment_type_at, 5);  // int32: the spec wants uint32
-  ExpectError(u.bytes(), "must be uint32");
+  t.bytes().resize(t.bytes().size() - 32);  // cut the last tensor's tail
+  ExpectError(t.bytes(), "tensor 'b'");
 }
 
 TEST(GgufRobustTest, RejectsDuplicates) {
