@@ -42,28 +42,34 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-Progress::Options LogOptions(FILE* out, double* clock) {
-  Progress::Options o;
-  o.out = out;
-  o.terminal = false;
-  o.now_s = [clock] { return *clock; };
-  return o;
-}
+// Each test writes to its own sink at its own clock.
+class ProgressTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(sink.file(), nullptr); }
 
-TEST(ProgressTest, FileIsNotATerminal) {
+  // Options that write to the sink in log or terminal mode, timed by `clock`.
+  Progress::Options Options(bool terminal) {
+    Progress::Options o;
+    o.out = sink.file();
+    o.terminal = terminal;
+    o.now_s = [this] { return clock; };
+    return o;
+  }
+
   Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
+  double clock = 0;
+};
+
+TEST_F(ProgressTest, FileIsNotATerminal) {
   Progress::Options o;
   o.out = sink.file();
   Progress p("t", "items", 3, o);
   EXPECT_FALSE(p.terminal());
 }
 
-TEST(ProgressTest, LogModeWritesAPlainLinePerTenPercentAndOneFinalLine) {
-  Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
-  double clock = 0;  // frozen: only the 10% steps write
-  Progress p("perplexity", "chunks", 100, LogOptions(sink.file(), &clock));
+TEST_F(ProgressTest, LogModeWritesAPlainLinePerTenPercentAndOneFinalLine) {
+  // The clock stays at 0: only the 10% steps write.
+  Progress p("perplexity", "chunks", 100, Options(/*terminal=*/false));
   for (int done = 1; done <= 100; ++done) p.Update(done, "ppl " + std::to_string(done));
   p.Finish("ppl 100");
   const std::string text = sink.Text();
@@ -79,11 +85,8 @@ TEST(ProgressTest, LogModeWritesAPlainLinePerTenPercentAndOneFinalLine) {
   EXPECT_EQ(text.back(), '\n');
 }
 
-TEST(ProgressTest, LogModeWritesALineAfterTheIntervalEvenWithoutAStep) {
-  Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
-  double clock = 0;
-  Progress p("batch", "requests", 1000, LogOptions(sink.file(), &clock));
+TEST_F(ProgressTest, LogModeWritesALineAfterTheIntervalEvenWithoutAStep) {
+  Progress p("batch", "requests", 1000, Options(/*terminal=*/false));
   for (int done = 1; done <= 5; ++done) {
     clock += 3.0;  // lines at 6 s and 12 s: 5 s since the last one
     p.Update(done);
@@ -96,11 +99,8 @@ TEST(ProgressTest, LogModeWritesALineAfterTheIntervalEvenWithoutAStep) {
   EXPECT_EQ(lines[2], "batch: 5/1000 requests (0%), 15.0 s");
 }
 
-TEST(ProgressTest, FinishWritesOnceAndLaterUpdatesAreIgnored) {
-  Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
-  double clock = 0;
-  Progress p("x", "", 4, LogOptions(sink.file(), &clock));
+TEST_F(ProgressTest, FinishWritesOnceAndLaterUpdatesAreIgnored) {
+  Progress p("x", "", 4, Options(/*terminal=*/false));
   p.Update(4);  // done == total: left to Finish
   p.Finish();
   p.Finish();
@@ -108,13 +108,8 @@ TEST(ProgressTest, FinishWritesOnceAndLaterUpdatesAreIgnored) {
   EXPECT_EQ(sink.Text(), "x: 4/4 (100%), 0.0 s\n");
 }
 
-TEST(ProgressTest, TerminalModeRedrawsOneLineInPlace) {
-  Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
-  double clock = 0;
-  Progress::Options o = LogOptions(sink.file(), &clock);
-  o.terminal = true;
-  Progress p("imatrix", "chunks", 3, o);
+TEST_F(ProgressTest, TerminalModeRedrawsOneLineInPlace) {
+  Progress p("imatrix", "chunks", 3, Options(/*terminal=*/true));
   for (int done = 1; done <= 3; ++done) {
     clock += 1.0;
     p.Update(done, done == 1 ? "a longer detail" : "short");
@@ -140,13 +135,8 @@ TEST(ProgressTest, TerminalModeRedrawsOneLineInPlace) {
             std::string(first_bar.size() - second_bar.find("short") - 5, ' '));
 }
 
-TEST(ProgressTest, TerminalModeRedrawsAtMostEveryInterval) {
-  Sink sink;
-  ASSERT_NE(sink.file(), nullptr);
-  double clock = 0;
-  Progress::Options o = LogOptions(sink.file(), &clock);
-  o.terminal = true;
-  Progress p("synth", "layers", 100, o);
+TEST_F(ProgressTest, TerminalModeRedrawsAtMostEveryInterval) {
+  Progress p("synth", "layers", 100, Options(/*terminal=*/true));
   for (int done = 1; done <= 100; ++done) p.Update(done);  // clock frozen: one draw
   p.Finish();
   const std::string text = sink.Text();
