@@ -8,11 +8,9 @@ namespace {
 TEST(CpuCoresTest, ParsesCpuMax) {
   EXPECT_DOUBLE_EQ(*ParseCpuMax("150000 100000\n"), 1.5);
   EXPECT_DOUBLE_EQ(*ParseCpuMax("200000 100000"), 2.0);
-  EXPECT_FALSE(ParseCpuMax("max 100000\n").has_value());
-  EXPECT_FALSE(ParseCpuMax("").has_value());
-  EXPECT_FALSE(ParseCpuMax("100000").has_value());
-  EXPECT_FALSE(ParseCpuMax("abc 100000").has_value());
-  EXPECT_FALSE(ParseCpuMax("100000 0").has_value());
+  for (const char* no_limit : {"max 100000\n", "", "100000", "abc 100000", "100000 0"}) {
+    EXPECT_FALSE(ParseCpuMax(no_limit).has_value()) << no_limit;
+  }
 }
 
 TEST(CpuCoresTest, ParsesCfsQuota) {
@@ -48,28 +46,33 @@ TEST(CpuCoresTest, CountsPhysicalCoresInTheAffinityMask) {
   EXPECT_EQ(CountPhysicalCores("processor\t: 0\nmodel name\t: x\n", {}), 0);
 }
 
-TEST(CpuCoresTest, FindsTheV2DirectoryAndItsParents) {
-  const char* cgroup = "0::/user.slice/app.service\n";
-  const char* mountinfo =
-      "24 1 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
-      "25 1 0:23 / /proc rw - proc proc rw\n";
-  const std::vector<CgroupDir> dirs = CgroupCpuDirs(cgroup, mountinfo);
-  ASSERT_EQ(dirs.size(), 3u);
-  EXPECT_EQ(dirs[0].path, "/sys/fs/cgroup/user.slice/app.service");
-  EXPECT_EQ(dirs[1].path, "/sys/fs/cgroup/user.slice");
-  EXPECT_EQ(dirs[2].path, "/sys/fs/cgroup");
-  EXPECT_EQ(dirs[0].version, 2);
-}
-
-TEST(CpuCoresTest, FindsTheV1CpuControllerUnderAContainerRoot) {
-  const char* cgroup = "4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n";
-  const char* mountinfo =
-      "31 30 0:28 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct\n"
-      "34 30 0:31 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n";
-  const std::vector<CgroupDir> dirs = CgroupCpuDirs(cgroup, mountinfo);
-  ASSERT_EQ(dirs.size(), 1u);
-  EXPECT_EQ(dirs[0].path, "/sys/fs/cgroup/cpu,cpuacct");
-  EXPECT_EQ(dirs[0].version, 1);
+TEST(CpuCoresTest, FindsTheCpuControllerDirectories) {
+  const struct {
+    const char* what;
+    const char* cgroup;
+    const char* mountinfo;
+    std::vector<std::string> paths;
+    int version;
+  } cases[] = {
+      {"v2: the directory and its parents", "0::/user.slice/app.service\n",
+       "24 1 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+       "25 1 0:23 / /proc rw - proc proc rw\n",
+       {"/sys/fs/cgroup/user.slice/app.service", "/sys/fs/cgroup/user.slice", "/sys/fs/cgroup"},
+       2},
+      {"v1: the cpu controller under a container root",
+       "4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n",
+       "31 30 0:28 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct\n"
+       "34 30 0:31 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n",
+       {"/sys/fs/cgroup/cpu,cpuacct"},
+       1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::vector<CgroupDir> dirs = CgroupCpuDirs(c.cgroup, c.mountinfo);
+    ASSERT_EQ(dirs.size(), c.paths.size());
+    for (size_t i = 0; i < dirs.size(); ++i) EXPECT_EQ(dirs[i].path, c.paths[i]);
+    EXPECT_EQ(dirs[0].version, c.version);
+  }
 }
 
 TEST(CpuCoresTest, NoCgroupNoDirectories) {
