@@ -14,34 +14,23 @@
 #include <string>
 #include <vector>
 
+#include "base/temp_dir_test_util.h"
+
 namespace tern {
 namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class AtomicFileTest : public ::testing::Test {
+class AtomicFileTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("atomic_file_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  AtomicFileTest() : TempDirTest("atomic_file") {}
   static std::string Read(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     std::ostringstream ss;
     ss << f.rdbuf();
     return ss.str();
   }
-  fs::path dir_;
 };
 
 TEST_F(AtomicFileTest, CommitReplacesTheFileWhole) {

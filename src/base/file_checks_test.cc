@@ -9,28 +9,18 @@
 #include <fstream>
 #include <string>
 
+#include "base/temp_dir_test_util.h"
+
 namespace tern {
 namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class FileChecksTest : public ::testing::Test {
+class FileChecksTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("file_checks_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add);
-    fs::remove_all(dir_);
-  }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  size_t NumEntries() const {
-    return (size_t)std::distance(fs::directory_iterator(dir_), fs::directory_iterator());
-  }
-  fs::path dir_;
+  FileChecksTest() : TempDirTest("file_checks") {}
+  size_t NumEntries() const { return Entries().size(); }
 };
 
 TEST_F(FileChecksTest, ReadableFileMustExistAndNotBeAFolder) {
