@@ -5,31 +5,28 @@
 namespace tern::hub {
 namespace {
 
-TEST(ModelSpecTest, ParsesRepoOnly) {
-  StatusOr<ModelSpec> s = ParseModelSpec("ggml-org/models");
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->org, "ggml-org");
-  EXPECT_EQ(s->repo, "models");
-  EXPECT_EQ(s->file, "");
-  EXPECT_EQ(s->quant, "");
-  EXPECT_EQ(s->ToString(), "ggml-org/models");
-}
-
-TEST(ModelSpecTest, ParsesQuantTag) {
-  StatusOr<ModelSpec> s = ParseModelSpec("Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0");
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->repo, "Qwen2.5-0.5B-Instruct-GGUF");
-  EXPECT_EQ(s->quant, "q8_0");
-  EXPECT_EQ(s->ToString(), "Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0");
-}
-
-TEST(ModelSpecTest, ParsesFileAndPathInsideRepo) {
-  StatusOr<ModelSpec> s = ParseModelSpec("ggml-org/models-moved/tinyllamas/stories260K.gguf");
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->org, "ggml-org");
-  EXPECT_EQ(s->repo, "models-moved");
-  EXPECT_EQ(s->file, "tinyllamas/stories260K.gguf");
-  EXPECT_EQ(s->ToString(), "ggml-org/models-moved/tinyllamas/stories260K.gguf");
+TEST(ModelSpecTest, ParsesRepoQuantTagAndFileInsideRepo) {
+  const struct {
+    const char* text;
+    const char* org;
+    const char* repo;
+    const char* file;
+    const char* quant;
+  } cases[] = {
+      {"ggml-org/models", "ggml-org", "models", "", ""},
+      {"Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0", "Qwen", "Qwen2.5-0.5B-Instruct-GGUF", "", "q8_0"},
+      {"ggml-org/models-moved/tinyllamas/stories260K.gguf", "ggml-org", "models-moved",
+       "tinyllamas/stories260K.gguf", ""},
+  };
+  for (const auto& c : cases) {
+    StatusOr<ModelSpec> s = ParseModelSpec(c.text);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->org, c.org);
+    EXPECT_EQ(s->repo, c.repo);
+    EXPECT_EQ(s->file, c.file);
+    EXPECT_EQ(s->quant, c.quant);
+    EXPECT_EQ(s->ToString(), c.text);
+  }
 }
 
 TEST(ModelSpecTest, RejectsMalformedSpecsWithTheReason) {
@@ -69,10 +66,9 @@ TEST(ModelSpecTest, RefusesASplitPartByName) {
 
 TEST(ModelSpecTest, RepoPathValidation) {
   EXPECT_TRUE(ValidateRepoPath("a/b/c.gguf").ok());
-  EXPECT_FALSE(ValidateRepoPath("/abs.gguf").ok());
-  EXPECT_FALSE(ValidateRepoPath("a/./b.gguf").ok());
-  EXPECT_FALSE(ValidateRepoPath("a\\b.gguf").ok());
-  EXPECT_FALSE(ValidateRepoPath("a\nb.gguf").ok());
+  for (const char* bad : {"/abs.gguf", "a/./b.gguf", "a\\b.gguf", "a\nb.gguf"}) {
+    EXPECT_FALSE(ValidateRepoPath(bad).ok()) << bad;
+  }
 }
 
 TEST(ModelSpecTest, SplitGgufParts) {
@@ -87,28 +83,23 @@ const std::vector<std::string> kFiles = {
     "model-q4_k.gguf",    "mmproj-Q4_K_M.gguf", "config.json",
 };
 
-TEST(ModelSpecTest, SelectsQuantCaseInsensitively) {
-  StatusOr<std::string> f = SelectGgufFile(kFiles, "q8_0", "o/r");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  EXPECT_EQ(*f, "model-Q8_0.gguf");
-}
-
-TEST(ModelSpecTest, WholeTokenMatchBeatsSubstring) {
-  StatusOr<std::string> f = SelectGgufFile(kFiles, "Q4_K", "o/r");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  EXPECT_EQ(*f, "model-q4_k.gguf");
-}
-
-TEST(ModelSpecTest, DefaultPrefersQ4KMAndSkipsProjectors) {
-  StatusOr<std::string> f = SelectGgufFile(kFiles, "", "o/r");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  EXPECT_EQ(*f, "model-Q4_K_M.gguf");
-}
-
-TEST(ModelSpecTest, DefaultFallsBackToFirstGgufByName) {
-  StatusOr<std::string> f = SelectGgufFile({"z-F16.gguf", "a-Q8_0.gguf", "x.txt"}, "", "o/r");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  EXPECT_EQ(*f, "a-Q8_0.gguf");
+TEST(ModelSpecTest, SelectsTheFileForATag) {
+  const struct {
+    const char* what;
+    std::vector<std::string> files;
+    const char* quant;
+    const char* want;
+  } cases[] = {
+      {"quant case-insensitively", kFiles, "q8_0", "model-Q8_0.gguf"},
+      {"a whole-token match beats a substring", kFiles, "Q4_K", "model-q4_k.gguf"},
+      {"by default Q4_K_M, skipping projectors", kFiles, "", "model-Q4_K_M.gguf"},
+      {"else the first .gguf by name", {"z-F16.gguf", "a-Q8_0.gguf", "x.txt"}, "", "a-Q8_0.gguf"},
+  };
+  for (const auto& c : cases) {
+    StatusOr<std::string> f = SelectGgufFile(c.files, c.quant, "o/r");
+    ASSERT_TRUE(f.ok()) << c.what << ": " << f.status().message();
+    EXPECT_EQ(*f, c.want) << c.what;
+  }
 }
 
 TEST(ModelSpecTest, MissingQuantListsTheFiles) {
