@@ -104,11 +104,9 @@ class GbnfParser {
     while (true) {
       SkipSpace();
       if (AtEnd() || t_[i_] == '|' || t_[i_] == ')' || AtRuleStart()) break;
-      StatusOr<int32_t> atom = ParseAtom();
-      if (!atom.ok()) return atom.status();
-      StatusOr<int32_t> q = ParseQuantifier(*atom);
-      if (!q.ok()) return q.status();
-      seq.push_back(Symbol::Rule(*q));
+      TERN_ASSIGN_OR_RETURN(const int32_t atom, ParseAtom());
+      TERN_ASSIGN_OR_RETURN(const int32_t quantified, ParseQuantifier(atom));
+      seq.push_back(Symbol::Rule(quantified));
     }
     return seq;
   }

@@ -61,11 +61,9 @@ class RegexCompiler {
         ++i_;
         break;
       }
-      StatusOr<int32_t> atom = ParseAtom();
-      if (!atom.ok()) return atom.status();
-      StatusOr<int32_t> quantified = ParseQuantifier(*atom);
-      if (!quantified.ok()) return quantified.status();
-      seq.push_back(Symbol::Rule(*quantified));
+      TERN_ASSIGN_OR_RETURN(const int32_t atom, ParseAtom());
+      TERN_ASSIGN_OR_RETURN(const int32_t quantified, ParseQuantifier(atom));
+      seq.push_back(Symbol::Rule(quantified));
     }
     return seq;
   }
