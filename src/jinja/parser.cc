@@ -16,6 +16,16 @@ std::string JoinTags(const std::vector<std::string_view>& tags) {
   return out;
 }
 
+// A new expression or statement of `kind` at the source position of `at`.
+template <class Node, class Kind, class Where>
+std::unique_ptr<Node> MakeNode(Kind kind, const Where& at) {
+  auto node = std::make_unique<Node>();
+  node->kind = kind;
+  node->line = at.line;
+  node->column = at.column;
+  return node;
+}
+
 bool IsEndLikeTag(std::string_view k) {
   return k == "elif" || k == "else" || k.substr(0, 3) == "end";
 }
@@ -55,19 +65,11 @@ Status Parser::ErrorAt(const Token& token, const std::string& message) const {
 }
 
 ExprPtr Parser::MakeExpr(Expr::Kind kind, const Token& at) const {
-  auto e = std::make_unique<Expr>();
-  e->kind = kind;
-  e->line = at.line;
-  e->column = at.column;
-  return e;
+  return MakeNode<Expr>(kind, at);
 }
 
 StmtPtr Parser::MakeStmt(Stmt::Kind kind, const Segment& at) const {
-  auto s = std::make_unique<Stmt>();
-  s->kind = kind;
-  s->line = at.line;
-  s->column = at.column;
-  return s;
+  return MakeNode<Stmt>(kind, at);
 }
 
 Status Parser::EnterNesting(const Token& at) {
