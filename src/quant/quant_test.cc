@@ -275,17 +275,6 @@ const FormatCase kFormats[] = {
     {DType::kQ4_K, 0.075},  {DType::kQ3_K, 0.17},  {DType::kQ2_K, 0.35},
 };
 
-bool IsSearched(DType t) {
-  switch (t) {
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IsKQuant(DType t) { return BlockSize(t) == kQK_K; }
 
 // ---- (2) Round trips ------------------------------------------------------------
@@ -398,7 +387,7 @@ TEST(QuantImportanceTest, ConcentratedImportanceLowersErrorOfThoseColumns) {
     mask[i] = 1.0f;
   }
   for (const FormatCase& f : kFormats) {
-    if (!IsSearched(f.dtype)) continue;
+    if (!UsesImportance(f.dtype)) continue;  // checked by the next test
     double uniform = 0, weighted = 0;
     for (uint32_t seed : {21u, 22u, 23u}) {
       const std::vector<float> x = RandomRow(n, seed);
