@@ -199,28 +199,31 @@ template void QuantizeLegacy(const float*, BlockQ4_1*, int64_t, const float*, bo
 template void QuantizeLegacy(const float*, BlockQ5_0*, int64_t, const float*, bool);
 template void QuantizeLegacy(const float*, BlockQ5_1*, int64_t, const float*, bool);
 
+namespace {
+
+// One block of kQK values to int8 at scale amax / 127; returns the scale.
+float QuantizeQ8Block(const float* x, int8_t* qs) {
+  float amax, max;
+  SignedAbsMax(x, kQK, &amax, &max);
+  const float d = amax / 127.0f;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK; ++j) qs[j] = RoundHalfAway127(x[j] * id);
+  return d;
+}
+
+}  // namespace
+
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
-    float amax, max;
-    SignedAbsMax(x, kQK, &amax, &max);
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    y[b].d = Fp32ToFp16(d);
-    for (int j = 0; j < kQK; ++j) y[b].qs[j] = RoundHalfAway127(x[j] * id);
+    y[b].d = Fp32ToFp16(QuantizeQ8Block(x, y[b].qs));
   }
 }
 
 void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, x += kQK) {
-    float amax, max;
-    SignedAbsMax(x, kQK, &amax, &max);
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const float d = QuantizeQ8Block(x, y[b].qs);
     int sum = 0;
-    for (int j = 0; j < kQK; ++j) {
-      y[b].qs[j] = RoundHalfAway127(x[j] * id);
-      sum += y[b].qs[j];
-    }
+    for (int j = 0; j < kQK; ++j) sum += y[b].qs[j];
     y[b].d = Fp32ToFp16(d);
     y[b].s = Fp32ToFp16(d * (float)sum);
   }
