@@ -139,25 +139,22 @@ TEST(QuantFileTest, RequantizingLegacyFormatsReproducesTheirBytes) {
   if (num_checked == 0) GTEST_SKIP() << "quantized test models not found in " << dir;
 }
 
-// Relative RMSE of quantizing the F32 original with this module, by dtype
-// of the reference file's tensors.
-std::map<DType, double> OwnRelativeRmse(const GgufFile& reference, const GgufFile& original) {
+// Relative RMSE against the F32 original of the values approx(t, x) gives
+// for each quantized tensor t of the reference file (x: the original's
+// values), by dtype.
+template <class Approx>
+std::map<DType, double> RelativeRmse(const GgufFile& reference, const GgufFile& original,
+                                     Approx approx) {
   std::map<DType, double> err, energy;
   for (const TensorInfo& t : reference.tensors()) {
     const TensorInfo* src = original.FindTensor(t.name);
     if (!src || t.dtype == DType::kF32 || t.dtype == DType::kF16) continue;
     const std::vector<float> x = DequantizeTensor(*src);
-    const int64_t row = t.RowLength();
-    std::vector<uint8_t> bytes(RowBytes(t.dtype, row));
-    std::vector<float> y(row);
-    for (int64_t r = 0; r < t.NumRows(); ++r) {
-      QuantizeRow(t.dtype, x.data() + r * row, bytes.data(), row);
-      DequantizeRow(t.dtype, bytes.data(), y.data(), row);
-      for (int64_t i = 0; i < row; ++i) {
-        const double v = x[r * row + i];
-        err[t.dtype] += (y[i] - v) * (y[i] - v);
-        energy[t.dtype] += v * v;
-      }
+    const std::vector<float> y = approx(t, x);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      err[t.dtype] += (y[i] - v) * (y[i] - v);
+      energy[t.dtype] += v * v;
     }
   }
   std::map<DType, double> rel;
@@ -165,21 +162,21 @@ std::map<DType, double> OwnRelativeRmse(const GgufFile& reference, const GgufFil
   return rel;
 }
 
-std::map<DType, double> ReferenceRelativeRmse(const GgufFile& reference, const GgufFile& original) {
-  std::map<DType, double> err, energy;
-  for (const TensorInfo& t : reference.tensors()) {
-    const TensorInfo* src = original.FindTensor(t.name);
-    if (!src || t.dtype == DType::kF32 || t.dtype == DType::kF16) continue;
-    const std::vector<float> x = DequantizeTensor(*src);
-    const std::vector<float> y = DequantizeTensor(t);
-    for (size_t i = 0; i < x.size(); ++i) {
-      err[t.dtype] += (double)(y[i] - x[i]) * (y[i] - x[i]);
-      energy[t.dtype] += (double)x[i] * x[i];
-    }
+// x quantized to t's dtype by this module and back.
+std::vector<float> OwnRoundTrip(const TensorInfo& t, const std::vector<float>& x) {
+  const int64_t row = t.RowLength();
+  std::vector<uint8_t> bytes(RowBytes(t.dtype, row));
+  std::vector<float> y(x.size());
+  for (int64_t r = 0; r < t.NumRows(); ++r) {
+    QuantizeRow(t.dtype, x.data() + r * row, bytes.data(), row);
+    DequantizeRow(t.dtype, bytes.data(), y.data() + r * row, row);
   }
-  std::map<DType, double> rel;
-  for (const auto& [dtype, e] : err) rel[dtype] = std::sqrt(e / energy[dtype]);
-  return rel;
+  return y;
+}
+
+// The reference tool's values: the tensor as stored.
+std::vector<float> ReferenceValues(const TensorInfo& t, const std::vector<float>&) {
+  return DequantizeTensor(t);
 }
 
 TEST(QuantFileTest, OwnKQuantErrorIsCloseToTheReferenceTool) {
@@ -189,8 +186,8 @@ TEST(QuantFileTest, OwnKQuantErrorIsCloseToTheReferenceTool) {
   auto reference5 = OpenOrNull(dir + "/tiny-k-Q5_K_M.gguf");  // Q5_K, Q6_K
   if (!original || !reference || !reference5) GTEST_SKIP() << "tiny-k files not found in " << dir;
   for (const GgufFile* file : {reference.get(), reference5.get()}) {
-    const auto ours = OwnRelativeRmse(*file, *original);
-    const auto theirs = ReferenceRelativeRmse(*file, *original);
+    const auto ours = RelativeRmse(*file, *original, OwnRoundTrip);
+    const auto theirs = RelativeRmse(*file, *original, ReferenceValues);
     for (const auto& [dtype, rel] : ours) {
       std::printf("%s %s: ours %.5f, reference tool %.5f\n", file->path().c_str(),
                   DTypeName(dtype), rel, theirs.at(dtype));
