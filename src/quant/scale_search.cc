@@ -34,10 +34,7 @@ Sums QuantizeSymmetric(int n, int nmax, const float* x, const float* w, float is
     qq += wq * (float)q;
     qx += wq * x[i];
   }
-  Sums s;
-  s.qq = qq;
-  s.qx = qx;
-  return s;
+  return {.qq = qq, .qx = qx};
 }
 
 // Affine candidate: q = clamp(round((x + min_neg) * iscale), 0, nmax).
@@ -55,13 +52,7 @@ Sums QuantizeAffine(int n, int nmax, const float* x, const float* w, float iscal
     sx += wi * x[i];
     sqx += wq * x[i];
   }
-  Sums s;
-  s.w = sw;
-  s.q = sq;
-  s.qq = sqq;
-  s.x = sx;
-  s.qx = sqx;
-  return s;
+  return {.w = sw, .q = sq, .qq = sqq, .x = sx, .qx = sqx};
 }
 
 // Weighted least squares of x ~ scale * q + m for fixed quants; m <= 0
