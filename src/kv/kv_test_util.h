@@ -1,8 +1,11 @@
 // Helpers the KV cache manager's tests share (kv_cache_manager_test,
 // sliding_window_test, streaming_eviction_test): token ranges, the block
-// hashes of a token list, a request's block table.
+// hashes of a token list, a request's block table, freeing every request.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <initializer_list>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -31,6 +34,15 @@ inline std::vector<BlockHash> Hashes(const Ids& tokens, int32_t block_size,
 inline Ids Table(const KvCacheManager& m, const std::string& id) {
   auto t = m.BlockTable(id);
   return Ids(t.begin(), t.end());
+}
+
+// Frees the requests `ids`; then all num_blocks blocks are free and the
+// manager's invariants hold.
+inline void FreeAllAndCheck(KvCacheManager& m, std::initializer_list<const char*> ids,
+                            int32_t num_blocks) {
+  for (const char* id : ids) m.Free(id);
+  EXPECT_EQ(m.num_free_blocks(), num_blocks);
+  m.CheckInvariants();
 }
 
 }  // namespace tern::kv_test

@@ -33,9 +33,7 @@ TEST(SlidingWindowKvTest, ReleasesBlocksBeforeTheWindowOfTheNextPosition) {
   // Position 14 sees 9..14: block 2 (8-11) still holds position 9..11.
   ASSERT_TRUE(m.AllocateSlots("a", 14, 1));
   EXPECT_EQ(m.num_window_freed_blocks(), 2u);
-  m.Free("a");
-  EXPECT_EQ(m.num_free_blocks(), 8);
-  m.CheckInvariants();
+  FreeAllAndCheck(m, {"a"}, 8);
 }
 
 TEST(SlidingWindowKvTest, UsageOfALongSequencePlateaus) {
@@ -94,10 +92,7 @@ TEST(SlidingWindowKvTest, ReleasedCachedBlocksServeTheSamePrefixAgain) {
   EXPECT_EQ(hit.block_ids, (Ids{a_table[0], a_table[1]}));
   ASSERT_TRUE(m.AllocateSlots("b", 8, 4, hit));
   m.CheckInvariants();
-  m.Free("a");
-  m.Free("b");
-  EXPECT_EQ(m.num_free_blocks(), 16);
-  m.CheckInvariants();
+  FreeAllAndCheck(m, {"a", "b"}, 16);
 }
 
 TEST(SlidingWindowKvTest, BlockReleasedBeforeItWasIndexedStopsTheChain) {

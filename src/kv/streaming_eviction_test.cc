@@ -66,9 +66,7 @@ TEST(StreamingEvictionTest, ALongSequenceHoldsAtMostMaxTokensOfBlocks) {
   EXPECT_EQ(m.num_evicted_tokens(), (uint64_t)m.EvictedTokens("a"));
   EXPECT_GT(m.EvictedTokens("a"), 1900);
   EXPECT_GT(num_moves, 0u);
-  m.Free("a");
-  EXPECT_EQ(m.num_free_blocks(), 64);
-  m.CheckInvariants();
+  FreeAllAndCheck(m, {"a"}, 64);
 }
 
 TEST(StreamingEvictionTest, FreeDropsTheRequestsPendingMoves) {
@@ -124,10 +122,7 @@ TEST(StreamingEvictionTest, SharedBlocksAreCopiedAndReRotatedBlocksLeaveThePrefi
   EXPECT_FALSE(m.pool().is_cached(a2[1]));
   EXPECT_FALSE(m.pool().is_cached(a[3]));
   m.CheckInvariants();
-  m.Free("a");
-  m.Free("b");
-  EXPECT_EQ(m.num_free_blocks(), 32);
-  m.CheckInvariants();
+  FreeAllAndCheck(m, {"a", "b"}, 32);
 }
 
 TEST(StreamingEvictionTest, ShortPoolFailsWithoutChangingAnything) {
