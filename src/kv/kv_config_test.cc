@@ -6,13 +6,16 @@ namespace tern {
 namespace {
 
 KvConfig Shape(DType dtype = DType::kF16) {
-  KvConfig c;
-  c.num_layers = 32;
-  c.num_kv_heads = 8;
-  c.head_dim = 128;
-  c.block_size = 16;
-  c.dtype = dtype;
-  return c;
+  return {.num_layers = 32, .num_kv_heads = 8, .head_dim = 128, .block_size = 16, .dtype = dtype,
+          .v_dtype = std::nullopt};
+}
+
+// A budget of `bytes` of KV (max_model_len 0: the model's context).
+KvBudget MemoryBudget(int64_t bytes, int32_t max_model_len = 0) {
+  KvBudget b;
+  b.kv_cache_memory_bytes = bytes;
+  b.max_model_len = max_model_len;
+  return b;
 }
 
 TEST(KvConfigTest, BytesPerTokenFollowsTheFormula) {
@@ -36,10 +39,8 @@ TEST(KvConfigTest, KAndVOfDifferentTypesEachCountTheirHalf) {
   EXPECT_EQ(c.BytesPerToken(), KvBytesPerToken(32, 8, 128, DType::kQ8_0, DType::kQ4_0));
   EXPECT_EQ(Shape(DType::kBF16).BytesPerToken(), Shape().BytesPerToken());
   // The same budget holds 32/17 (q8_0) and 32/9 (q4_0) times f16's tokens.
-  KvBudget budget;
-  budget.kv_cache_memory_bytes = 1LL << 30;
+  KvBudget budget = MemoryBudget(1LL << 30, 1024);
   budget.max_num_seqs = 1 << 20;
-  budget.max_model_len = 1024;
   auto f16 = PlanKvCache(Shape(), budget);
   auto q8 = PlanKvCache(Shape(DType::kQ8_0), budget);
   auto q4 = PlanKvCache(Shape(DType::kQ4_0), budget);
@@ -51,9 +52,7 @@ TEST(KvConfigTest, KAndVOfDifferentTypesEachCountTheirHalf) {
 }
 
 TEST(KvConfigTest, ExplicitBudgetGivesBlocksCappedBySequences) {
-  KvBudget b;
-  b.kv_cache_memory_bytes = 1LL << 30;  // 1 GiB = 8192 tokens = 512 blocks
-  b.max_model_len = 4096;
+  KvBudget b = MemoryBudget(1LL << 30, 4096);  // 1 GiB = 8192 tokens = 512 blocks
   b.max_num_seqs = 64;
   auto cfg = PlanKvCache(Shape(), b);
   ASSERT_TRUE(cfg.ok()) << cfg.status().message();
@@ -69,9 +68,7 @@ TEST(KvConfigTest, ExplicitBudgetGivesBlocksCappedBySequences) {
 }
 
 TEST(KvConfigTest, BudgetBelowOneSequenceIsAnErrorWithTheNumbers) {
-  KvBudget b;
-  b.kv_cache_memory_bytes = 256LL << 20;  // 2048 tokens
-  b.max_model_len = 4096;
+  KvBudget b = MemoryBudget(256LL << 20, 4096);  // 2048 tokens
   auto cfg = PlanKvCache(Shape(), b);
   ASSERT_FALSE(cfg.ok());
   EXPECT_NE(cfg.status().message().find("2048 tokens"), std::string::npos)
@@ -80,8 +77,7 @@ TEST(KvConfigTest, BudgetBelowOneSequenceIsAnErrorWithTheNumbers) {
 }
 
 TEST(KvConfigTest, ZeroMaxModelLenTakesModelContextCappedByMemory) {
-  KvBudget b;
-  b.kv_cache_memory_bytes = 256LL << 20;  // 2048 tokens
+  KvBudget b = MemoryBudget(256LL << 20);  // 2048 tokens
   b.model_context_len = 8192;
   auto cfg = PlanKvCache(Shape(), b);
   ASSERT_TRUE(cfg.ok());

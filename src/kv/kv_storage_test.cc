@@ -10,14 +10,8 @@ namespace tern {
 namespace {
 
 KvShape SmallShape(DType dtype) {
-  KvShape s;
-  s.num_layers = 2;
-  s.num_kv_heads = 3;
-  s.head_dim = 4;
-  s.block_size = 8;
-  s.num_blocks = 5;
-  s.dtype = dtype;
-  return s;
+  return {.num_layers = 2, .num_kv_heads = 3, .head_dim = 4, .block_size = 8, .num_blocks = 5,
+          .dtype = dtype, .v_dtype = std::nullopt};
 }
 
 TEST(KvStorageTest, SizesFollowShapeAndDtype) {
