@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "sample/defaults.h"
-#include "server/utf8_assembler.h"
+#include "tokenizer/utf8_assembler.h"
 
 namespace tern {
 namespace {

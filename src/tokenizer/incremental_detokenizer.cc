@@ -1,7 +1,5 @@
 #include "tokenizer/incremental_detokenizer.h"
 
-#include "tokenizer/unicode.h"
-
 namespace tern {
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special)
@@ -17,17 +15,9 @@ std::string IncrementalDetokenizer::Add(int32_t id) {
     strip_next_space_ = false;
     if (!piece.empty() && piece[0] == ' ') piece.erase(0, 1);
   }
-  pending_ += piece;
-  const size_t complete = CompleteUtf8PrefixLength(pending_);
-  std::string out = pending_.substr(0, complete);
-  pending_.erase(0, complete);
-  return out;
+  return utf8_.Push(piece);
 }
 
-std::string IncrementalDetokenizer::Flush() {
-  std::string out;
-  out.swap(pending_);
-  return out;
-}
+std::string IncrementalDetokenizer::Flush() { return utf8_.Flush(); }
 
 }  // namespace tern

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8_assembler.h"
 
 namespace tern {
 
@@ -25,7 +26,7 @@ class IncrementalDetokenizer {
   // Returns whatever is held back (an incomplete UTF-8 tail) and clears it.
   std::string Flush();
   // Bytes currently held back.
-  size_t num_pending_bytes() const { return pending_.size(); }
+  size_t num_pending_bytes() const { return utf8_.num_pending_bytes(); }
   size_t num_tokens() const { return num_tokens_; }
 
  private:
@@ -33,7 +34,7 @@ class IncrementalDetokenizer {
   bool skip_special_;
   size_t num_tokens_ = 0;
   bool strip_next_space_;
-  std::string pending_;
+  Utf8Assembler utf8_;
 };
 
 }  // namespace tern
