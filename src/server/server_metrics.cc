@@ -56,6 +56,11 @@ class Writer {
     out_ += ns_ + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
             Number(value) + "\n";
   }
+  // A metric with one sample: its HELP and TYPE lines, then the sample.
+  void Single(const std::string& name, const char* type, const char* help, double value) {
+    Header(name, type, help);
+    Sample(name, value);
+  }
   void WriteHistogram(const std::string& name, const char* help, const Histogram& h) {
     Header(name, "histogram", help);
     const std::vector<uint64_t> cumulative = h.CumulativeCounts();
@@ -137,17 +142,17 @@ void ServerMetrics::Observe(const RequestMetrics& m) {
 std::string ServerMetrics::Render(const std::string& model_name, const EngineStats* stats) const {
   EngineStats s = stats ? *stats : EngineStats{};
   Writer w(prefix_, model_name);
-  w.Header("num_requests_running", "gauge", "Number of requests in the running batch.");
-  w.Sample("num_requests_running", s.num_running);
-  w.Header("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.");
-  w.Sample("num_requests_waiting", s.num_waiting);
-  w.Header("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
-  w.Sample("kv_cache_usage_perc", s.kv_cache_usage);
+  w.Single("num_requests_running", "gauge", "Number of requests in the running batch.",
+           s.num_running);
+  w.Single("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.",
+           s.num_waiting);
+  w.Single("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).",
+           s.kv_cache_usage);
   if (prefix_ == "vllm") {
     // vLLM's name before kv_cache_usage_perc; older schedulers read this one.
-    w.Header("gpu_cache_usage_perc", "gauge",
-             "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc.");
-    w.Sample("gpu_cache_usage_perc", s.kv_cache_usage);
+    w.Single("gpu_cache_usage_perc", "gauge",
+             "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc.",
+             s.kv_cache_usage);
   }
   if (stats && s.block_size > 0) {
     // vLLM's info metric: a scheduler's prefix-cache scorer reads the block
@@ -160,24 +165,26 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
              "block_size=\"" + std::to_string(s.block_size) + "\",num_gpu_blocks=\"" +
                  std::to_string(s.num_kv_blocks) + "\"");
   }
-  w.Header("kv_cache_capacity_tokens", "gauge",
-           "Token slots of the KV cache (its blocks x block size, at its element type).");
-  w.Sample("kv_cache_capacity_tokens", (double)s.kv_cache_capacity_tokens);
-  w.Header("prompt_tokens_total", "counter", "Number of prompt tokens of the requests served (prefix-cache hits included).");
-  w.Sample("prompt_tokens_total", (double)s.prompt_tokens_total);
-  w.Header("generation_tokens_total", "counter", "Number of generated tokens.");
-  w.Sample("generation_tokens_total", (double)s.generation_tokens_total);
-  w.Header("forced_tokens_total", "counter", "Generated tokens appended by jump-forward (structured outputs).");
-  w.Sample("forced_tokens_total", (double)s.forced_tokens_total);
-  w.Header("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
-  w.Sample("prefix_cache_queries_total", (double)s.prefix_cache_queries_total);
-  w.Header("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
-  w.Sample("prefix_cache_hits_total", (double)s.prefix_cache_hits_total);
-  w.Header("kv_evicted_tokens_total", "counter",
-           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).");
-  w.Sample("kv_evicted_tokens_total", (double)s.kv_evicted_tokens_total);
-  w.Header("num_preemptions_total", "counter", "Number of request preemptions.");
-  w.Sample("num_preemptions_total", (double)s.num_preemptions_total);
+  w.Single("kv_cache_capacity_tokens", "gauge",
+           "Token slots of the KV cache (its blocks x block size, at its element type).",
+           (double)s.kv_cache_capacity_tokens);
+  w.Single("prompt_tokens_total", "counter",
+           "Number of prompt tokens of the requests served (prefix-cache hits included).",
+           (double)s.prompt_tokens_total);
+  w.Single("generation_tokens_total", "counter", "Number of generated tokens.",
+           (double)s.generation_tokens_total);
+  w.Single("forced_tokens_total", "counter",
+           "Generated tokens appended by jump-forward (structured outputs).",
+           (double)s.forced_tokens_total);
+  w.Single("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+           (double)s.prefix_cache_queries_total);
+  w.Single("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+           (double)s.prefix_cache_hits_total);
+  w.Single("kv_evicted_tokens_total", "counter",
+           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).",
+           (double)s.kv_evicted_tokens_total);
+  w.Single("num_preemptions_total", "counter", "Number of request preemptions.",
+           (double)s.num_preemptions_total);
   w.Header("request_success_total", "counter", "Number of finished requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort"}) {
     auto it = s.request_success_total.find(reason);
@@ -185,18 +192,17 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
     w.Sample("request_success_total", (double)v, std::string("finished_reason=\"") + reason + "\"");
   }
   // Speculative decoding (vLLM's names; 0 while it is off).
-  w.Header("spec_decode_num_drafts_total", "counter",
-           "Decode steps that verified speculative proposals.");
-  w.Sample("spec_decode_num_drafts_total", (double)s.spec_num_drafts_total);
-  w.Header("spec_decode_num_draft_tokens_total", "counter", "Speculative tokens proposed and verified.");
-  w.Sample("spec_decode_num_draft_tokens_total", (double)s.spec_num_draft_tokens_total);
-  w.Header("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.");
-  w.Sample("spec_decode_num_accepted_tokens_total", (double)s.spec_num_accepted_tokens_total);
+  w.Single("spec_decode_num_drafts_total", "counter",
+           "Decode steps that verified speculative proposals.", (double)s.spec_num_drafts_total);
+  w.Single("spec_decode_num_draft_tokens_total", "counter",
+           "Speculative tokens proposed and verified.", (double)s.spec_num_draft_tokens_total);
+  w.Single("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.",
+           (double)s.spec_num_accepted_tokens_total);
   w.Header("spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Speculative tokens accepted at each proposal position (0 = first).");
   for (size_t i = 0; i < s.spec_accepted_per_position.size(); ++i) {
-    w.Sample("spec_decode_num_accepted_tokens_per_pos_total", (double)s.spec_accepted_per_position[i],
-             "position=\"" + std::to_string(i) + "\"");
+    w.Sample("spec_decode_num_accepted_tokens_per_pos_total",
+             (double)s.spec_accepted_per_position[i], "position=\"" + std::to_string(i) + "\"");
   }
   std::lock_guard<std::mutex> lock(mu_);
   w.WriteHistogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
