@@ -9,6 +9,11 @@ bool Contains(const std::string& text, const std::string& line) {
   return text.find(line) != std::string::npos;
 }
 
+// Expects every one of `lines` in the rendered `text`.
+void ExpectAll(const std::string& text, std::initializer_list<const char*> lines) {
+  for (const char* line : lines) EXPECT_TRUE(Contains(text, line)) << line;
+}
+
 TEST(ServerMetricsTest, RendersHistogramBucketsCumulatively) {
   ServerMetrics m;
   RequestMetrics r;
@@ -22,19 +27,16 @@ TEST(ServerMetricsTest, RendersHistogramBucketsCumulatively) {
   r.ttft_s = 3.0;
   m.Observe(r);
   std::string text = m.Render("stories", nullptr);
-  EXPECT_TRUE(Contains(text, "# TYPE tern:time_to_first_token_seconds histogram\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"stories\"} 0\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"stories\"} 1\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:time_to_first_token_seconds_bucket{le=\"5\",model_name=\"stories\"} 2\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"stories\"} 2\n"));
-  EXPECT_TRUE(Contains(text, "tern:time_to_first_token_seconds_count{model_name=\"stories\"} 2\n"));
-  EXPECT_TRUE(Contains(text, "tern:inter_token_latency_seconds_count{model_name=\"stories\"} 4\n"));
-  EXPECT_TRUE(Contains(text, "# HELP tern:e2e_request_latency_seconds "));
-  EXPECT_TRUE(Contains(text, "tern:request_queue_time_seconds_sum{model_name=\"stories\"} 0.001"));
+  ExpectAll(text,
+            {"# TYPE tern:time_to_first_token_seconds histogram\n",
+             "tern:time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"stories\"} 0\n",
+             "tern:time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"stories\"} 1\n",
+             "tern:time_to_first_token_seconds_bucket{le=\"5\",model_name=\"stories\"} 2\n",
+             "tern:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"stories\"} 2\n",
+             "tern:time_to_first_token_seconds_count{model_name=\"stories\"} 2\n",
+             "tern:inter_token_latency_seconds_count{model_name=\"stories\"} 4\n",
+             "# HELP tern:e2e_request_latency_seconds ",
+             "tern:request_queue_time_seconds_sum{model_name=\"stories\"} 0.001"});
 }
 
 TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
@@ -52,20 +54,19 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
   s.kv_evicted_tokens_total = 4096;
   s.request_success_total = {{"stop", 4}, {"length", 5}};
   std::string text = m.Render("a\"b", &s);
-  EXPECT_TRUE(Contains(text, "# TYPE tern:kv_evicted_tokens_total counter\n"));
-  EXPECT_TRUE(Contains(text, "tern:kv_evicted_tokens_total{model_name=\"a\\\"b\"} 4096\n"));
-  EXPECT_TRUE(Contains(text, "# TYPE tern:num_requests_running gauge\n"));
-  EXPECT_TRUE(Contains(text, "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n"));
-  EXPECT_TRUE(Contains(text, "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n"));
-  EXPECT_TRUE(Contains(text, "# TYPE tern:kv_cache_capacity_tokens gauge\n"));
-  EXPECT_TRUE(Contains(text, "tern:kv_cache_capacity_tokens{model_name=\"a\\\"b\"} 30720\n"));
-  EXPECT_TRUE(Contains(text, "# TYPE tern:prompt_tokens_total counter\n"));
-  EXPECT_TRUE(Contains(text, "tern:generation_tokens_total{model_name=\"a\\\"b\"} 50\n"));
-  EXPECT_TRUE(Contains(text, "tern:prefix_cache_hits_total{model_name=\"a\\\"b\"} 16\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:request_success_total{finished_reason=\"length\",model_name=\"a\\\"b\"} 5\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:request_success_total{finished_reason=\"abort\",model_name=\"a\\\"b\"} 0\n"));
+  ExpectAll(text,
+            {"# TYPE tern:kv_evicted_tokens_total counter\n",
+             "tern:kv_evicted_tokens_total{model_name=\"a\\\"b\"} 4096\n",
+             "# TYPE tern:num_requests_running gauge\n",
+             "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n",
+             "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n",
+             "# TYPE tern:kv_cache_capacity_tokens gauge\n",
+             "tern:kv_cache_capacity_tokens{model_name=\"a\\\"b\"} 30720\n",
+             "# TYPE tern:prompt_tokens_total counter\n",
+             "tern:generation_tokens_total{model_name=\"a\\\"b\"} 50\n",
+             "tern:prefix_cache_hits_total{model_name=\"a\\\"b\"} 16\n",
+             "tern:request_success_total{finished_reason=\"length\",model_name=\"a\\\"b\"} 5\n",
+             "tern:request_success_total{finished_reason=\"abort\",model_name=\"a\\\"b\"} 0\n"});
 }
 
 TEST(ServerMetricsTest, RendersSpeculativeDecodingCounters) {
@@ -73,21 +74,21 @@ TEST(ServerMetricsTest, RendersSpeculativeDecodingCounters) {
   EngineStats s;
   std::string text = m.Render("m", &s);
   // Off: the counters are there at 0 (the dashboard then shows n/a).
-  EXPECT_TRUE(Contains(text, "# TYPE tern:spec_decode_num_drafts_total counter\n"));
-  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 0\n"));
+  ExpectAll(text, {"# TYPE tern:spec_decode_num_drafts_total counter\n",
+                   "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 0\n"});
   EXPECT_FALSE(Contains(text, "tern:spec_decode_num_accepted_tokens_per_pos_total{"));
   s.spec_num_drafts_total = 10;
   s.spec_num_draft_tokens_total = 40;
   s.spec_num_accepted_tokens_total = 25;
   s.spec_accepted_per_position = {9, 8, 5, 3};
   text = m.Render("m", &s);
-  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_drafts_total{model_name=\"m\"} 10\n"));
-  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n"));
-  EXPECT_TRUE(Contains(text, "tern:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 25\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"m\"} 9\n"));
-  EXPECT_TRUE(Contains(
-      text, "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"3\",model_name=\"m\"} 3\n"));
+  ExpectAll(
+      text,
+      {"tern:spec_decode_num_drafts_total{model_name=\"m\"} 10\n",
+       "tern:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n",
+       "tern:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 25\n",
+       "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"m\"} 9\n",
+       "tern:spec_decode_num_accepted_tokens_per_pos_total{position=\"3\",model_name=\"m\"} 3\n"});
 }
 
 TEST(ServerMetricsTest, PrefixNamesEveryMetric) {
@@ -107,18 +108,18 @@ TEST(ServerMetricsTest, PrefixNamesEveryMetric) {
   const std::string text = m.Render("stories", &s);
   // The names a scheduler built for vLLM reads (the Gateway API Inference
   // Extension's endpoint picker by default, for one).
-  EXPECT_TRUE(Contains(text, "# TYPE vllm:num_requests_waiting gauge\n"));
-  EXPECT_TRUE(Contains(text, "vllm:num_requests_waiting{model_name=\"stories\"} 2\n"));
-  EXPECT_TRUE(Contains(text, "vllm:num_requests_running{model_name=\"stories\"} 1\n"));
-  EXPECT_TRUE(Contains(text, "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.5\n"));
-  EXPECT_TRUE(Contains(text, "# TYPE vllm:gpu_cache_usage_perc gauge\n"));
-  EXPECT_TRUE(Contains(text, "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.5\n"));
-  EXPECT_TRUE(Contains(text, "# TYPE vllm:prefix_cache_queries_total counter\n"));
-  EXPECT_TRUE(Contains(text, "vllm:prefix_cache_queries_total{model_name=\"stories\"} 512\n"));
-  EXPECT_TRUE(Contains(text, "vllm:prefix_cache_hits_total{model_name=\"stories\"} 480\n"));
-  EXPECT_TRUE(Contains(
-      text, "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"204\",model_name=\"stories\"} 1\n"));
-  EXPECT_TRUE(Contains(text, "vllm:time_to_first_token_seconds_count{model_name=\"stories\"} 1\n"));
+  ExpectAll(text, {"# TYPE vllm:num_requests_waiting gauge\n",
+                   "vllm:num_requests_waiting{model_name=\"stories\"} 2\n",
+                   "vllm:num_requests_running{model_name=\"stories\"} 1\n",
+                   "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.5\n",
+                   "# TYPE vllm:gpu_cache_usage_perc gauge\n",
+                   "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.5\n",
+                   "# TYPE vllm:prefix_cache_queries_total counter\n",
+                   "vllm:prefix_cache_queries_total{model_name=\"stories\"} 512\n",
+                   "vllm:prefix_cache_hits_total{model_name=\"stories\"} 480\n",
+                   "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"204\",model_name="
+                   "\"stories\"} 1\n",
+                   "vllm:time_to_first_token_seconds_count{model_name=\"stories\"} 1\n"});
   // Every sample and every HELP/TYPE line is in the one namespace.
   size_t lines = 0;
   for (size_t at = 0; at < text.size();) {
