@@ -94,6 +94,43 @@ json Head(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
 
+// A completion's choice, whole or in a chunk.
+json CompletionChoice(const ChoiceResult& c) {
+  return {{"index", c.index},
+          {"text", c.text},
+          {"logprobs", CompletionLogprobs(c)},
+          {"finish_reason", NullOr(c.finish_reason)}};
+}
+
+// A chat completion's choice: `body` is its "message", or in a chunk its "delta".
+json ChatChoice(const ChoiceResult& c, const char* key, json body) {
+  return {{"index", c.index},
+          {key, std::move(body)},
+          {"logprobs", ChatLogprobs(c)},
+          {"finish_reason", NullOr(c.finish_reason)}};
+}
+
+// A whole response: the head, each choice as choice_json writes it, the usage.
+template <class ChoiceJson>
+std::string WholeResponse(const ResponseMeta& meta, const char* object,
+                          const std::vector<ChoiceResult>& choices, const UsageInfo& usage,
+                          ChoiceJson choice_json) {
+  json j = Head(meta, object);
+  json arr = json::array();
+  for (const ChoiceResult& c : choices) arr.push_back(choice_json(c));
+  j["choices"] = std::move(arr);
+  j["usage"] = Usage(usage);
+  return Dump(j);
+}
+
+// A streamed chunk of one choice (usage_null as in response_writer.h).
+std::string Chunk(const ResponseMeta& meta, const char* object, json choice, bool usage_null) {
+  json j = Head(meta, object);
+  j["choices"] = json::array({std::move(choice)});
+  if (usage_null) j["usage"] = nullptr;
+  return Dump(j);
+}
+
 }  // namespace
 
 std::string ErrorJson(const ApiError& e) {
@@ -106,57 +143,27 @@ std::string ErrorJson(const ApiError& e) {
 
 std::string CompletionJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                            const UsageInfo& usage) {
-  json j = Head(meta, "text_completion");
-  json arr = json::array();
-  for (const ChoiceResult& c : choices) {
-    arr.push_back({{"index", c.index},
-                   {"text", c.text},
-                   {"logprobs", CompletionLogprobs(c)},
-                   {"finish_reason", NullOr(c.finish_reason)}});
-  }
-  j["choices"] = std::move(arr);
-  j["usage"] = Usage(usage);
-  return Dump(j);
+  return WholeResponse(meta, "text_completion", choices, usage, CompletionChoice);
 }
 
 std::string ChatCompletionJson(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                                const UsageInfo& usage) {
-  json j = Head(meta, "chat.completion");
-  json arr = json::array();
-  for (const ChoiceResult& c : choices) {
-    arr.push_back({{"index", c.index},
-                   {"message", ChatMessageJson(c)},
-                   {"logprobs", ChatLogprobs(c)},
-                   {"finish_reason", NullOr(c.finish_reason)}});
-  }
-  j["choices"] = std::move(arr);
-  j["usage"] = Usage(usage);
-  return Dump(j);
+  return WholeResponse(meta, "chat.completion", choices, usage, [](const ChoiceResult& c) {
+    return ChatChoice(c, "message", ChatMessageJson(c));
+  });
 }
 
 std::string CompletionChunkJson(const ResponseMeta& meta, const ChoiceResult& c, bool usage_null) {
-  json j = Head(meta, "text_completion");
-  j["choices"] = json::array({{{"index", c.index},
-                               {"text", c.text},
-                               {"logprobs", CompletionLogprobs(c)},
-                               {"finish_reason", NullOr(c.finish_reason)}}});
-  if (usage_null) j["usage"] = nullptr;
-  return Dump(j);
+  return Chunk(meta, "text_completion", CompletionChoice(c), usage_null);
 }
 
 std::string ChatChunkJson(const ResponseMeta& meta, const ChoiceResult& c, bool with_role,
                           bool usage_null) {
-  json j = Head(meta, "chat.completion.chunk");
   json delta = json::object();
   if (with_role) delta["role"] = "assistant";
   if (!c.text.empty() || (with_role && c.finish_reason.empty())) delta["content"] = c.text;
   if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(c, true);
-  j["choices"] = json::array({{{"index", c.index},
-                               {"delta", std::move(delta)},
-                               {"logprobs", ChatLogprobs(c)},
-                               {"finish_reason", NullOr(c.finish_reason)}}});
-  if (usage_null) j["usage"] = nullptr;
-  return Dump(j);
+  return Chunk(meta, "chat.completion.chunk", ChatChoice(c, "delta", std::move(delta)), usage_null);
 }
 
 std::string UsageChunkJson(const ResponseMeta& meta, bool chat, const UsageInfo& usage) {
