@@ -57,6 +57,17 @@ std::optional<ApiError> ParseResponseFormat(const json& rf, std::string_view bod
   return std::nullopt;
 }
 
+// A field whose string value is the constraint's text (a regex, a grammar).
+std::optional<ApiError> ParseTextConstraint(const json& value, const char* param,
+                                            OutputConstraintSpec::Kind kind, const char* want,
+                                            OutputConstraintSpec* out) {
+  if (!value.is_string()) return WrongType(param, want, value);
+  out->kind = kind;
+  out->param = param;
+  out->text = value.get<std::string>();
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseOutputConstraint(const json& obj, std::string_view body,
@@ -87,11 +98,8 @@ std::optional<ApiError> ParseOutputConstraint(const json& obj, std::string_view 
     return std::nullopt;
   }
   if (const json* g = Field(obj, "guided_regex")) {
-    if (!g->is_string()) return WrongType("guided_regex", "a string", *g);
-    out->kind = OutputConstraintSpec::Kind::kRegex;
-    out->param = "guided_regex";
-    out->text = g->get<std::string>();
-    return std::nullopt;
+    return ParseTextConstraint(*g, "guided_regex", OutputConstraintSpec::Kind::kRegex, "a string",
+                               out);
   }
   if (const json* g = Field(obj, "guided_choice")) {
     if (!g->is_array() || g->empty()) return WrongType("guided_choice", "a non-empty array of strings", *g);
@@ -106,10 +114,8 @@ std::optional<ApiError> ParseOutputConstraint(const json& obj, std::string_view 
     return std::nullopt;
   }
   if (const json* g = Field(obj, "guided_grammar")) {
-    if (!g->is_string()) return WrongType("guided_grammar", "a string (GBNF)", *g);
-    out->kind = OutputConstraintSpec::Kind::kGrammar;
-    out->param = "guided_grammar";
-    out->text = g->get<std::string>();
+    return ParseTextConstraint(*g, "guided_grammar", OutputConstraintSpec::Kind::kGrammar,
+                               "a string (GBNF)", out);
   }
   return std::nullopt;
 }
