@@ -39,14 +39,27 @@ std::optional<ToolCallResult> CallFromJson(const ojson& v) {
   return call;
 }
 
-const char* StartMarker(ToolCallFormat f) {
-  switch (f) {
-    case ToolCallFormat::kHermes: return "<tool_call>";
-    case ToolCallFormat::kLlama3: return "<|python_tag|>";
-    case ToolCallFormat::kMistral: return "[TOOL_CALLS]";
+// Each format's name (as the server logs it) and the marker its calls start with.
+struct FormatInfo {
+  ToolCallFormat format;
+  const char* name;
+  const char* start_marker;
+};
+constexpr FormatInfo kFormats[] = {
+    {ToolCallFormat::kHermes, "hermes", "<tool_call>"},
+    {ToolCallFormat::kLlama3, "llama3_json", "<|python_tag|>"},
+    {ToolCallFormat::kMistral, "mistral", "[TOOL_CALLS]"},
+};
+
+const FormatInfo& Info(ToolCallFormat f) {
+  for (const FormatInfo& info : kFormats) {
+    if (info.format == f) return info;
   }
-  return "";
+  static constexpr FormatInfo kUnknown = {ToolCallFormat::kHermes, "", ""};  // names nothing
+  return kUnknown;
 }
+
+const char* StartMarker(ToolCallFormat f) { return Info(f).start_marker; }
 
 ParsedToolOutput ParseHermes(std::string_view text) {
   ParsedToolOutput out;
@@ -99,14 +112,7 @@ ToolCallFormat DetectToolCallFormat(std::string_view src) {
   return ToolCallFormat::kHermes;
 }
 
-const char* ToolCallFormatName(ToolCallFormat f) {
-  switch (f) {
-    case ToolCallFormat::kHermes: return "hermes";
-    case ToolCallFormat::kLlama3: return "llama3_json";
-    case ToolCallFormat::kMistral: return "mistral";
-  }
-  return "";
-}
+const char* ToolCallFormatName(ToolCallFormat f) { return Info(f).name; }
 
 std::optional<ApiError> ParseTools(const json& obj, std::string_view body, ToolsRequest* out) {
   *out = ToolsRequest{};
