@@ -2,15 +2,41 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace tern {
 namespace {
 
-TEST(StopMatcherTest, PassesTextThroughWithoutStops) {
-  StopMatcher m({});
-  EXPECT_EQ(m.Push("hello "), "hello ");
-  EXPECT_EQ(m.Push("world"), "world");
-  EXPECT_EQ(m.Flush(), "");
-  EXPECT_FALSE(m.matched());
+// Each piece pushed in turn releases the text given; then, if `flushed` is
+// set, Flush releases it; `matched` is the matcher's state at the end.
+struct StopCase {
+  const char* what;
+  std::vector<std::string> stops;
+  std::vector<std::pair<const char*, const char*>> pushes;  // piece, released
+  std::optional<std::string> flushed;
+  bool matched;
+};
+
+TEST(StopMatcherTest, ReleasesHoldsAndCuts) {
+  const StopCase cases[] = {
+      {"no stops: text passes through", {}, {{"hello ", "hello "}, {"world", "world"}}, "", false},
+      {"a held prefix is released when it breaks", {"END"}, {{"EN", ""}, {"x", "ENx"}}, {}, false},
+      {"the earliest of several stops cuts", {"world", "lo w"}, {{"hello world", "hel"}}, {}, true},
+      {"Flush releases a held prefix at the end", {"\n\n"}, {{"line\n", "line"}}, "\n", false},
+      {"a stop inside one piece", {"."}, {{"Hi. There.", "Hi"}}, {}, true},
+  };
+  for (const StopCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    StopMatcher m(c.stops);
+    for (const auto& [piece, released] : c.pushes) EXPECT_EQ(m.Push(piece), released) << piece;
+    if (c.flushed) {
+      EXPECT_EQ(m.Flush(), *c.flushed);
+    }
+    EXPECT_EQ(m.matched(), c.matched);
+  }
 }
 
 TEST(StopMatcherTest, HoldsBackPossiblePrefixAcrossPieces) {
@@ -21,32 +47,6 @@ TEST(StopMatcherTest, HoldsBackPossiblePrefixAcrossPieces) {
   EXPECT_TRUE(m.matched());
   EXPECT_EQ(m.Push("later"), "");
   EXPECT_EQ(m.released_bytes(), 4u);
-}
-
-TEST(StopMatcherTest, ReleasesHeldTextWhenPrefixBreaks) {
-  StopMatcher m({"END"});
-  EXPECT_EQ(m.Push("EN"), "");
-  EXPECT_EQ(m.Push("x"), "ENx");
-  EXPECT_FALSE(m.matched());
-}
-
-TEST(StopMatcherTest, CutsAtEarliestOfSeveralStops) {
-  StopMatcher m({"world", "lo w"});
-  EXPECT_EQ(m.Push("hello world"), "hel");
-  EXPECT_TRUE(m.matched());
-}
-
-TEST(StopMatcherTest, FlushReleasesHeldPrefixAtEnd) {
-  StopMatcher m({"\n\n"});
-  EXPECT_EQ(m.Push("line\n"), "line");
-  EXPECT_EQ(m.Flush(), "\n");
-  EXPECT_FALSE(m.matched());
-}
-
-TEST(StopMatcherTest, MatchesStopInsideOnePiece) {
-  StopMatcher m({"."});
-  EXPECT_EQ(m.Push("Hi. There."), "Hi");
-  EXPECT_TRUE(m.matched());
 }
 
 }  // namespace
