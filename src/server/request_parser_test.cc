@@ -8,7 +8,6 @@ namespace tern {
 namespace {
 
 struct BadCase {
-  ApiEndpoint endpoint;
   const char* body;
   const char* param;  // expected "param" ("" = none)
 };
@@ -17,85 +16,88 @@ constexpr ApiEndpoint kCmpl = ApiEndpoint::kCompletions;
 constexpr ApiEndpoint kChat = ApiEndpoint::kChatCompletions;
 
 TEST(RequestParserTest, RejectsTableOfBadRequestsWith400) {
-  const BadCase cases[] = {
-      {kCmpl, "", ""},
-      {kCmpl, "{", ""},
-      {kCmpl, "[1,2]", ""},
-      {kCmpl, "\"prompt\"", ""},
-      {kCmpl, "{}", "prompt"},
-      {kCmpl, R"({"prompt": null})", "prompt"},
-      {kCmpl, R"({"prompt": 5})", "prompt"},
-      {kCmpl, R"({"prompt": []})", "prompt"},
-      {kCmpl, R"({"prompt": [1, "a"]})", "prompt"},
-      {kCmpl, R"({"prompt": [[1], 2.5]})", "prompt"},
-      {kCmpl, R"({"prompt": [-1]})", "prompt"},
-      {kCmpl, R"({"prompt": [600]})", "prompt"},  // vocab 512
-      {kCmpl, R"({"prompt": "a", "model": 3})", "model"},
-      {kCmpl, R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
-      {kCmpl, R"({"prompt": "a", "max_tokens": -5})", "max_tokens"},
-      {kCmpl, R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens"},
-      {kCmpl, R"({"prompt": "a", "max_tokens": "10"})", "max_tokens"},
-      {kCmpl, R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
-      {kCmpl, R"({"prompt": "a", "max_completion_tokens": 0})", "max_completion_tokens"},
-      {kCmpl, R"({"prompt": "a", "temperature": -1})", "temperature"},
-      {kCmpl, R"({"prompt": "a", "temperature": "hot"})", "temperature"},
-      {kCmpl, R"({"prompt": "a", "top_p": 0})", "top_p"},
-      {kCmpl, R"({"prompt": "a", "top_p": 1.5})", "top_p"},
-      {kCmpl, R"({"prompt": "a", "top_k": -2})", "top_k"},
-      {kCmpl, R"({"prompt": "a", "min_p": 2})", "min_p"},
-      {kCmpl, R"({"prompt": "a", "presence_penalty": 3})", "presence_penalty"},
-      {kCmpl, R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
-      {kCmpl, R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
-      {kCmpl, R"({"prompt": "a", "seed": "x"})", "seed"},
-      {kCmpl, R"({"prompt": "a", "stop": 5})", "stop"},
-      {kCmpl, R"({"prompt": "a", "stop": ["a", 1]})", "stop"},
-      {kCmpl, R"({"prompt": "a", "stop": ["a","b","c","d","e"]})", "stop"},
-      {kCmpl, R"({"prompt": "a", "stop": [""]})", "stop"},
-      {kCmpl, R"({"prompt": "a", "n": 0})", "n"},
-      {kCmpl, R"({"prompt": "a", "n": 17})", "n"},
-      {kCmpl, R"({"prompt": "a", "stream": "yes"})", "stream"},
-      {kCmpl, R"({"prompt": "a", "stream": true, "stream_options": 1})", "stream_options"},
-      {kCmpl, R"({"prompt": "a", "stream_options": {"include_usage": 1}})", "include_usage"},
-      {kCmpl, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
-      {kCmpl, R"({"prompt": "a", "logprobs": true})", "logprobs"},
-      {kCmpl, R"({"prompt": "a", "echo": 1})", "echo"},
-      {kCmpl, R"({"prompt": "a", "ignore_eos": "no"})", "ignore_eos"},
-      {kCmpl, R"({"prompt": "a", "user": 1})", "user"},
-      {kCmpl, R"({"prompt": "a", "cache_salt": []})", "cache_salt"},
-      {kChat, "{}", "messages"},
-      {kChat, R"({"messages": []})", "messages"},
-      {kChat, R"({"messages": "hi"})", "messages"},
-      {kChat, R"({"messages": [1]})", "messages[0]"},
-      {kChat, R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
-      {kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
-      {kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+  const std::vector<BadCase> completions = {
+      {"", ""},
+      {"{", ""},
+      {"[1,2]", ""},
+      {"\"prompt\"", ""},
+      {"{}", "prompt"},
+      {R"({"prompt": null})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": [1, "a"]})", "prompt"},
+      {R"({"prompt": [[1], 2.5]})", "prompt"},
+      {R"({"prompt": [-1]})", "prompt"},
+      {R"({"prompt": [600]})", "prompt"},  // vocab 512
+      {R"({"prompt": "a", "model": 3})", "model"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": -5})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": "10"})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
+      {R"({"prompt": "a", "max_completion_tokens": 0})", "max_completion_tokens"},
+      {R"({"prompt": "a", "temperature": -1})", "temperature"},
+      {R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "a", "top_p": 0})", "top_p"},
+      {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "a", "top_k": -2})", "top_k"},
+      {R"({"prompt": "a", "min_p": 2})", "min_p"},
+      {R"({"prompt": "a", "presence_penalty": 3})", "presence_penalty"},
+      {R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
+      {R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "a", "seed": "x"})", "seed"},
+      {R"({"prompt": "a", "stop": 5})", "stop"},
+      {R"({"prompt": "a", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "a", "stop": ["a","b","c","d","e"]})", "stop"},
+      {R"({"prompt": "a", "stop": [""]})", "stop"},
+      {R"({"prompt": "a", "n": 0})", "n"},
+      {R"({"prompt": "a", "n": 17})", "n"},
+      {R"({"prompt": "a", "stream": "yes"})", "stream"},
+      {R"({"prompt": "a", "stream": true, "stream_options": 1})", "stream_options"},
+      {R"({"prompt": "a", "stream_options": {"include_usage": 1}})", "include_usage"},
+      {R"({"prompt": "a", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "a", "echo": 1})", "echo"},
+      {R"({"prompt": "a", "ignore_eos": "no"})", "ignore_eos"},
+      {R"({"prompt": "a", "user": 1})", "user"},
+      {R"({"prompt": "a", "cache_salt": []})", "cache_salt"},
+  };
+  const std::vector<BadCase> chat = {
+      {"{}", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [1]})", "messages[0]"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content"},
-      {kChat, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
        "messages[0].content"},
       // A user/system/tool message without content names its index.
-      {kChat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
-      {kChat, R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": null}]})",
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": null}]})",
        "messages[1].content"},
-      {kChat, R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
           {"role": "system"}]})", "messages[2].content"},
-      {kChat, R"({"messages": [{"role": "tool", "tool_call_id": "c1"}]})", "messages[0].content"},
-      {kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
-      {kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+      {R"({"messages": [{"role": "tool", "tool_call_id": "c1"}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
        "top_logprobs"},
-      {kChat,
-       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 99})",
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 99})",
        "top_logprobs"},
   };
   RequestLimits limits;
   limits.vocab_size = 512;
-  for (const BadCase& c : cases) {
-    CompletionRequest req;
-    std::optional<ApiError> err = ParseCompletionRequest(c.body, c.endpoint, limits, &req);
-    ASSERT_TRUE(err.has_value()) << c.body;
-    EXPECT_EQ(err->http_status, 400) << c.body;
-    EXPECT_EQ(err->type, "invalid_request_error") << c.body;
-    EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
-    EXPECT_FALSE(err->message.empty());
+  for (const auto& [endpoint, cases] : {std::pair{kCmpl, &completions}, std::pair{kChat, &chat}}) {
+    for (const BadCase& c : *cases) {
+      CompletionRequest req;
+      std::optional<ApiError> err = ParseCompletionRequest(c.body, endpoint, limits, &req);
+      ASSERT_TRUE(err.has_value()) << c.body;
+      EXPECT_EQ(err->http_status, 400) << c.body;
+      EXPECT_EQ(err->type, "invalid_request_error") << c.body;
+      EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+      EXPECT_FALSE(err->message.empty());
+    }
   }
 }
 
