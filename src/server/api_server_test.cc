@@ -184,6 +184,13 @@ HttpRequest Get(const std::string& path) {
   return r;
 }
 
+// An ApiServer of the given options serving a FakeBackend.
+struct ServedFake {
+  explicit ServedFake(const ApiServerOptions& o) : server(o) { server.SetBackend(&backend); }
+  FakeBackend backend;
+  ApiServer server;
+};
+
 class ApiServerTest : public ::testing::Test {
  protected:
   ApiServerTest() : server_(Options()) { server_.SetBackend(&backend_); }
@@ -524,9 +531,8 @@ TEST(ApiServerMetricsTest, MetricsPrefixRenamesTheMetricsPage) {
   ApiServerOptions o;
   o.served_model_name = "stories";
   o.metrics_prefix = "vllm";
-  ApiServer server(o);
-  FakeBackend backend;
-  server.SetBackend(&backend);
+  ServedFake served(o);
+  ApiServer& server = served.server;
   FakeExchange ex;
   server.Handle(Get("/metrics"), ex);
   ASSERT_EQ(ex.status, 200);
@@ -538,9 +544,8 @@ TEST(ApiServerMetricsTest, MetricsPrefixRenamesTheMetricsPage) {
 TEST(ApiServerAuthTest, ApiKeyGuardsApiButNotHealthOrMetrics) {
   ApiServerOptions o;
   o.api_key = "sekret";
-  ApiServer server(o);
-  FakeBackend backend;
-  server.SetBackend(&backend);
+  ServedFake served(o);
+  ApiServer& server = served.server;
   HttpRequest r = Get("/v1/models");
   FakeExchange a;
   server.Handle(r, a);
@@ -566,9 +571,8 @@ TEST(ApiServerAuthTest, ProtectMetricsPutsMetricsAndStatsBehindTheKey) {
   ApiServerOptions o;
   o.api_key = "sekret";
   o.protect_metrics = true;
-  ApiServer server(o);
-  FakeBackend backend;
-  server.SetBackend(&backend);
+  ServedFake served(o);
+  ApiServer& server = served.server;
   for (const char* path : {"/metrics", "/stats"}) {
     FakeExchange open;
     server.Handle(Get(path), open);
@@ -644,9 +648,8 @@ TEST(ApiServerAuthTest, DashboardAndStatsAreOpenLikeMetrics) {
 TEST(ApiServerLimitTest, TooManyPendingRequestsIs429) {
   ApiServerOptions o;
   o.max_pending_requests = 2;
-  ApiServer server(o);
-  FakeBackend backend;
-  server.SetBackend(&backend);
+  ServedFake served(o);
+  ApiServer& server = served.server;
   FakeExchange ex;
   server.Handle(Post("/v1/completions", R"({"prompt": "x", "n": 3})"), ex);
   EXPECT_EQ(ex.status, 429);
@@ -708,9 +711,8 @@ TEST_F(ApiServerTest, UnknownModelIdIs404ModelNotFound) {
 TEST(ApiServerModelIdTest, IdsWithSlashesMatchEncodedOrNot) {
   ApiServerOptions o;
   o.served_model_name = "org/tiny model";
-  ApiServer server(o);
-  FakeBackend backend;
-  server.SetBackend(&backend);
+  ServedFake served(o);
+  ApiServer& server = served.server;
   for (const char* path : {"/v1/models/org/tiny%20model", "/v1/models/org%2Ftiny%20model",
                            "/v1/models/org%2ftiny%20model"}) {
     FakeExchange ex;
