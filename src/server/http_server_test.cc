@@ -108,12 +108,36 @@ class HttpServerTest : public ::testing::Test {
     }
   }
   void TearDown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      slow_released_ = true;  // never leave a handler waiting
-      cv_.notify_all();
-    }
+    ReleaseSlow();  // never leave a handler waiting
     if (server_) server_->Stop(std::chrono::milliseconds(2000));
+  }
+
+  // Sends GET /slow on a new connection and waits until its handler runs
+  // (and holds the connection's thread until ReleaseSlow); returns the fd,
+  // or -1 when the handler did not start within 30 s.
+  int StartSlowRequest() {
+    const int fd = Connect(server_->port());
+    Send(fd, "GET /slow HTTP/1.1\r\n\r\n");
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(30), [&] { return slow_entered_; })) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  // Lets the /slow handler answer.
+  void ReleaseSlow() {
+    std::lock_guard<std::mutex> lock(mu_);
+    slow_released_ = true;
+    cv_.notify_all();
+  }
+  // Options whose accept thread answers GET /health itself; a connection's
+  // first bytes are awaited there for first_bytes_wait_ms.
+  static HttpServerOptions HealthOnAcceptThread(int first_bytes_wait_ms) {
+    HttpServerOptions o;
+    o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
+    o.first_bytes_wait_ms = first_bytes_wait_ms;
+    return o;
   }
 
   std::unique_ptr<HttpServer> server_;
@@ -251,38 +275,24 @@ TEST_F(HttpServerTest, RejectsConnectionsBeyondTheLimitWith503) {
   HttpServerOptions o;
   o.max_connections = 1;
   StartServer(o);
-  int first = Connect(server_->port());
-  Send(first, "GET /slow HTTP/1.1\r\n\r\n");
-  {
-    std::unique_lock<std::mutex> lock(mu_);  // the first connection is busy in its handler
-    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(30), [&] { return slow_entered_; }));
-  }
+  const int first = StartSlowRequest();  // the first connection is busy in its handler
+  ASSERT_GE(first, 0);
   int second = Connect(server_->port());
   std::string resp = ReadAll(second);
   // Busy with a request, the first connection is not evicted: 503.
   EXPECT_EQ(resp.rfind("HTTP/1.1 503 ", 0), 0u) << resp;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    slow_released_ = true;
-    cv_.notify_all();
-  }
+  ReleaseSlow();
   EXPECT_NE(ReadUntil(first, "slow").find("slow"), std::string::npos);
   ::close(first);
   ::close(second);
 }
 
 TEST_F(HttpServerTest, HealthCheckIsAnsweredOnTheAcceptThreadEvenWhenEveryConnectionIsBusy) {
-  HttpServerOptions o;
+  HttpServerOptions o = HealthOnAcceptThread(60000);  // the request below surely comes within it
   o.max_connections = 1;
-  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
-  o.first_bytes_wait_ms = 60000;  // the request below surely comes within it
   StartServer(o);
-  int first = Connect(server_->port());
-  Send(first, "GET /slow HTTP/1.1\r\n\r\n");
-  {
-    std::unique_lock<std::mutex> lock(mu_);  // the only connection slot is busy
-    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(30), [&] { return slow_entered_; }));
-  }
+  const int first = StartSlowRequest();  // the only connection slot is busy
+  ASSERT_GE(first, 0);
   int health = Connect(server_->port());
   Send(health, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   std::string resp = ReadAll(health);  // the server closes after the answer
@@ -291,21 +301,14 @@ TEST_F(HttpServerTest, HealthCheckIsAnsweredOnTheAcceptThreadEvenWhenEveryConnec
   EXPECT_NE(resp.find("\r\n\r\nGET /health "), std::string::npos) << resp;
   EXPECT_EQ(server_->num_evicted(), 0);
   EXPECT_EQ(server_->num_connections(), 1);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    slow_released_ = true;
-    cv_.notify_all();
-  }
+  ReleaseSlow();
   EXPECT_NE(ReadUntil(first, "slow").find("slow"), std::string::npos);
   ::close(first);
   ::close(health);
 }
 
 TEST_F(HttpServerTest, OnlyAWholeFirstPickedRequestIsAnsweredOnTheAcceptThread) {
-  HttpServerOptions o;
-  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
-  o.first_bytes_wait_ms = 50;
-  StartServer(o);
+  StartServer(HealthOnAcceptThread(50));
   // Not picked: a connection thread answers, keep-alive.
   int other = Connect(server_->port());
   Send(other, "GET /a HTTP/1.1\r\n\r\n");
@@ -332,10 +335,7 @@ TEST_F(HttpServerTest, OnlyAWholeFirstPickedRequestIsAnsweredOnTheAcceptThread) 
 }
 
 TEST_F(HttpServerTest, StopClosesAConnectionWaitingForItsFirstBytes) {
-  HttpServerOptions o;
-  o.answer_on_accept = [](const HttpRequest& r) { return r.path == "/health"; };
-  o.first_bytes_wait_ms = 60000;
-  StartServer(o);
+  StartServer(HealthOnAcceptThread(60000));
   int silent = Connect(server_->port());
   // Answered while the other waits: the accept thread is not stuck on it.
   int health = Connect(server_->port());
