@@ -298,10 +298,18 @@ int32_t Got(const std::map<std::string, int32_t>& s, const std::string& id) {
   return it == s.end() ? 0 : it->second;
 }
 
+// A harness over 400 blocks of 4 where num_decodes requests decode and a
+// prompt "long" of prompt_len tokens waits.
+std::unique_ptr<Harness> DecodesAndALongPrompt(const SchedulerConfig& c, int num_decodes,
+                                               int32_t prompt_len) {
+  auto h = MakeManual(c, 400, 4);
+  StartDecodes(*h, num_decodes);
+  h->Add("long", Range(100, prompt_len), 1);
+  return h;
+}
+
 TEST(SchedulerTest, CapsPrefillAtTheDecodeFloorWhileFewRequestsDecode) {
-  auto h = MakeManual(FlatCost(256, 512), 400, 4);
-  StartDecodes(*h, 1);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(FlatCost(256, 512), 1, 100);
   // 1 decode: max(1, 8) = 8 prompt tokens per step, not 255.
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"long", 8}}));
@@ -309,9 +317,7 @@ TEST(SchedulerTest, CapsPrefillAtTheDecodeFloorWhileFewRequestsDecode) {
 }
 
 TEST(SchedulerTest, CapsPrefillAtTheNumberOfDecodes) {
-  auto h = MakeManual(FlatCost(256, 512), 400, 4);
-  StartDecodes(*h, 12);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(FlatCost(256, 512), 12, 100);
   // 12 decodes: 12 prompt tokens per step; the decodes all keep running.
   for (int i = 0; i < 8; ++i) {
     auto s = h->Step();
@@ -347,18 +353,14 @@ TEST(SchedulerTest, PrefillGetsTheWholeBudgetBackWhenTheDecodesFinish) {
 TEST(SchedulerTest, ConfiguredPrefillCapWhileDecodingReplacesTheAutomaticOne) {
   SchedulerConfig c = FlatCost(256, 512);
   c.max_prefill_tokens_while_decoding = 5;
-  auto h = MakeManual(c, 400, 4);
-  StartDecodes(*h, 8);
-  h->Add("long", Range(100, 12), 1);
+  auto h = DecodesAndALongPrompt(c, 8, 12);
   EXPECT_EQ(Got(h->Step(), "long"), 5);
   EXPECT_EQ(Got(h->Step(), "long"), 5);
   EXPECT_EQ(Got(h->Step(), "long"), 2);
 
   // A cap at the budget turns the protection off: budget minus the decodes.
   c.max_prefill_tokens_while_decoding = 256;
-  auto h2 = MakeManual(c, 400, 4);
-  StartDecodes(*h2, 8);
-  h2->Add("long", Range(100, 400), 1);
+  auto h2 = DecodesAndALongPrompt(c, 8, 400);
   EXPECT_EQ(Got(h2->Step(), "long"), 248);
 }
 
@@ -469,9 +471,7 @@ void AddArrivedAt(Harness& h, const std::string& id, Ids prompt, int32_t max_tok
 }
 
 TEST(SchedulerGoodputTest, FillsTheStepUpToTheAutomaticTarget) {
-  auto h = MakeManual(Goodput(), 400, 4);
-  StartDecodes(*h, 4);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(Goodput(), 4, 100);
   // Decode-only step: 8 + 4 = 12 ms; target 2.5 x 12 = 30 ms: 18 prompt tokens.
   for (int i = 0; i < 3; ++i) {
     auto s = h->Step();
@@ -507,16 +507,12 @@ TEST(SchedulerGoodputTest, QueuePressureStretchesTheAutomaticTarget) {
 TEST(SchedulerGoodputTest, AFixedTargetReplacesTheAutomaticOne) {
   SchedulerConfig c = Goodput();
   c.target_itl_s = 0.020;
-  auto h = MakeManual(c, 400, 4);
-  StartDecodes(*h, 4);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(c, 4, 100);
   // 20 ms - 12 ms = 8 tokens.
   EXPECT_EQ(Got(h->Step(), "long"), 8);
   // A target below the decode-only step still moves the prompt by 1 token.
   c.target_itl_s = 0.005;
-  auto h2 = MakeManual(c, 400, 4);
-  StartDecodes(*h2, 4);
-  h2->Add("long", Range(100, 100), 1);
+  auto h2 = DecodesAndALongPrompt(c, 4, 100);
   EXPECT_EQ(Got(h2->Step(), "long"), 1);
 }
 
@@ -529,9 +525,7 @@ TEST(SchedulerGoodputTest, NothingDecodingTakesTheWholeBudget) {
 }
 
 TEST(SchedulerGoodputTest, ShortestPromptGoesFirstAndSeveralPromptsShareAStep) {
-  auto h = MakeManual(Goodput(), 400, 4);
-  StartDecodes(*h, 3);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(Goodput(), 3, 100);
   h->Add("short", Range(300, 6), 1);
   h->Add("mid", Range(400, 8), 1);
   // Decode-only 11 ms, target 27.5 ms (3 prompts, 3 decodes: no queue
@@ -710,9 +704,7 @@ TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
 TEST(SchedulerGoodputTest, MaxPrefillTokensWhileDecodingCapsTheStepToo) {
   SchedulerConfig c = Goodput();
   c.max_prefill_tokens_while_decoding = 5;
-  auto h = MakeManual(c, 400, 4);
-  StartDecodes(*h, 4);
-  h->Add("long", Range(100, 100), 1);
+  auto h = DecodesAndALongPrompt(c, 4, 100);
   EXPECT_EQ(Got(h->Step(), "long"), 5);
 }
 
