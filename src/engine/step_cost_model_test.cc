@@ -22,6 +22,15 @@ StepShape RandomStep(std::mt19937& rng) {
   return s;
 }
 
+// The model observes n random steps, each taking the time `truth` gives it.
+void ObserveRandomSteps(int n, const StepCostCoefficients& truth, std::mt19937& rng,
+                        StepCostModel* model) {
+  for (int i = 0; i < n; ++i) {
+    const StepShape s = RandomStep(rng);
+    model->Observe(s, Truth(truth, s));
+  }
+}
+
 TEST(StepCostModelTest, ChunkCountsEveryAttendedPosition) {
   // Positions 10, 11, 12 attend 11 + 12 + 13 positions.
   const StepShape s = StepShape::Chunk(10, 3, true);
@@ -39,10 +48,7 @@ TEST(StepCostModelTest, LearnsTheCoefficientsOfVariedSteps) {
   const StepCostCoefficients truth{0.020, 0.0004, 0.0015, 0.003};
   StepCostModel model;
   std::mt19937 rng(7);
-  for (int i = 0; i < 500; ++i) {
-    const StepShape s = RandomStep(rng);
-    model.Observe(s, Truth(truth, s));
-  }
+  ObserveRandomSteps(500, truth, rng, &model);
   const StepCostCoefficients& c = model.coefficients();
   EXPECT_NEAR(c.step_s, truth.step_s, 0.05 * truth.step_s);
   EXPECT_NEAR(c.sampled_s, truth.sampled_s, 0.1 * truth.sampled_s);
@@ -60,14 +66,8 @@ TEST(StepCostModelTest, FollowsTheMachineWhenItsSpeedChanges) {
   const StepCostCoefficients fast{0.020, 0.0004, 0.0015, 0.003};
   StepCostModel model;
   std::mt19937 rng(3);
-  for (int i = 0; i < 300; ++i) {
-    const StepShape s = RandomStep(rng);
-    model.Observe(s, Truth(slow, s));
-  }
-  for (int i = 0; i < 300; ++i) {
-    const StepShape s = RandomStep(rng);
-    model.Observe(s, Truth(fast, s));
-  }
+  ObserveRandomSteps(300, slow, rng, &model);
+  ObserveRandomSteps(300, fast, rng, &model);
   const StepShape s = StepShape::Chunk(100, 64, true);
   EXPECT_NEAR(model.Predict(s), Truth(fast, s), 0.05 * Truth(fast, s));
 }
@@ -96,20 +96,14 @@ TEST(StepCostModelTest, ClipsAStallOnceItHasData) {
   StepCostModel model;
   std::mt19937 rng(5);
   const StepCostCoefficients truth{0.020, 0.0004, 0.0015, 0.003};
-  for (int i = 0; i < 100; ++i) {
-    const StepShape s = RandomStep(rng);
-    model.Observe(s, Truth(truth, s));
-  }
+  ObserveRandomSteps(100, truth, rng, &model);
   const StepShape s = StepShape::Chunk(0, 8, true);
   const double before = model.Predict(s);
   model.Observe(s, 100.0);  // the machine stalled for 100 s
   // Counted as 4x the prediction: the fit moves (this small step is far from
   // the others), but by a bounded amount, not toward 100 s.
   EXPECT_LT(model.Predict(s), 4 * before);
-  for (int i = 0; i < 100; ++i) {
-    const StepShape r = RandomStep(rng);
-    model.Observe(r, Truth(truth, r));
-  }
+  ObserveRandomSteps(100, truth, rng, &model);
   EXPECT_NEAR(model.Predict(s), before, 0.05 * before);
 }
 
