@@ -22,31 +22,14 @@ namespace {
 
 using namespace engine_test;
 
-// Runs all requests at once on a fresh engine; outcomes in request order.
+// Runs all greedy requests at once on a fresh engine; outcomes in request order.
 std::vector<Outcome> RunTogether(const EngineConfig& config, const std::vector<Ids>& prompts,
                                  int32_t max_tokens, EngineStats* stats = nullptr) {
-  auto engine = Engine::Create(config);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
-  if (!engine.ok()) return {};
-  std::vector<std::shared_ptr<OutputChannel>> channels;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, max_tokens));
-    EXPECT_TRUE(ch.ok()) << ch.status().message();
-    if (!ch.ok()) return {};
-    channels.push_back(*ch);
-  }
-  std::vector<Outcome> out;
-  for (auto& ch : channels) out.push_back(Drain(*ch));
-  if (stats) *stats = (*engine)->GetStats();
-  return out;
+  return RunOnFreshEngine(config, GreedyRequests(prompts, max_tokens), /*alone=*/false, stats);
 }
 
-class EngineModelTest : public ::testing::Test {
+class EngineModelTest : public StoriesModelTest {
  protected:
-  void SetUp() override {
-    if (!FileExists(ModelPath())) GTEST_SKIP() << "test model missing: " << ModelPath();
-  }
-
   // 24 prompts cut from the sample stories at varied lengths; many share a
   // prefix (the same story start), as chat requests share system prompts.
   std::vector<Ids> Prompts(const Tokenizer& tok, int n = 24) { return StoryPrompts(tok, n); }

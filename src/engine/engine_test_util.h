@@ -1,6 +1,7 @@
 // Fixtures shared by the engine's tests: the stories260K model, a small
-// engine config, greedy requests, draining a request's output channel, and
-// prompts cut from the sample stories.
+// engine config, greedy requests, draining a request's output channel,
+// prompts cut from the sample stories, and running requests on a fresh
+// engine.
 #ifndef TERN_ENGINE_ENGINE_TEST_UTIL_H_
 #define TERN_ENGINE_ENGINE_TEST_UTIL_H_
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,6 +87,47 @@ inline std::vector<Ids> StoryPrompts(const Tokenizer& tok, int n) {
   }
   return prompts;
 }
+
+// Runs requests on a fresh engine of `config`: all at once, or one after
+// another when `alone`. Outcomes in request order; empty (and a test
+// failure) when the engine or a request is refused.
+inline std::vector<Outcome> RunOnFreshEngine(const EngineConfig& config,
+                                             const std::vector<EngineRequest>& requests,
+                                             bool alone, EngineStats* stats = nullptr) {
+  auto engine = Engine::Create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return {};
+  std::vector<Outcome> out;
+  std::vector<std::shared_ptr<OutputChannel>> channels;
+  for (const EngineRequest& r : requests) {
+    auto ch = (*engine)->AddRequest(r);
+    EXPECT_TRUE(ch.ok()) << ch.status().message();
+    if (!ch.ok()) return {};
+    if (alone) {
+      out.push_back(Drain(**ch));
+    } else {
+      channels.push_back(*ch);
+    }
+  }
+  for (auto& ch : channels) out.push_back(Drain(*ch));
+  if (stats) *stats = (*engine)->GetStats();
+  return out;
+}
+
+inline std::vector<EngineRequest> GreedyRequests(const std::vector<Ids>& prompts,
+                                                 int32_t max_tokens) {
+  std::vector<EngineRequest> requests;
+  for (const Ids& p : prompts) requests.push_back(Greedy(p, max_tokens));
+  return requests;
+}
+
+// Tests on the stories260K model: skipped where it is missing.
+class StoriesModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FileExists(ModelPath())) GTEST_SKIP() << "test model missing: " << ModelPath();
+  }
+};
 
 }  // namespace tern::engine_test
 

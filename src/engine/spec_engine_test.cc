@@ -35,32 +35,20 @@ Ids Drain(OutputChannel& ch, RequestMetrics* metrics) {
   return o.tokens;
 }
 
-// All prompts at once on a fresh engine (one at a time when alone).
-std::vector<Ids> RunAll(const EngineConfig& config, const std::vector<Ids>& prompts,
-                     int32_t max_tokens, bool alone, EngineStats* stats = nullptr) {
-  auto engine = Engine::Create(config);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
-  if (!engine.ok()) return {};
+std::vector<Ids> Tokens(const std::vector<Outcome>& outcomes) {
   std::vector<Ids> out;
-  std::vector<std::shared_ptr<OutputChannel>> channels;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, max_tokens));
-    EXPECT_TRUE(ch.ok()) << ch.status().message();
-    if (!ch.ok()) return {};
-    if (alone) out.push_back(engine_test::Drain(**ch).tokens);
-    else channels.push_back(*ch);
-  }
-  for (auto& ch : channels) out.push_back(engine_test::Drain(*ch).tokens);
-  if (stats) *stats = (*engine)->GetStats();
+  for (const Outcome& o : outcomes) out.push_back(o.tokens);
   return out;
 }
 
-class SpecEngineTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!FileExists(ModelPath())) GTEST_SKIP() << "test model missing: " << ModelPath();
-  }
+// Greedy requests on a fresh engine, all at once or one at a time when alone.
+std::vector<Ids> RunAll(const EngineConfig& config, const std::vector<Ids>& prompts,
+                        int32_t max_tokens, bool alone, EngineStats* stats = nullptr) {
+  return Tokens(RunOnFreshEngine(config, GreedyRequests(prompts, max_tokens), alone, stats));
+}
 
+class SpecEngineTest : public StoriesModelTest {
+ protected:
   // Prompts cut from the sample stories at varied lengths; a third share a start.
   static std::vector<Ids> Prompts(int n) {
     auto engine = Engine::Create(BaseConfig());
@@ -218,28 +206,20 @@ TEST_F(SpecEngineTest, SeededSamplingWithProposalsIsReproducible) {
   const std::vector<Ids> prompts = Prompts(8);
   for (const EngineConfig& config : {Ngram(BaseConfig(), 4), Draft(BaseConfig(), 3, 0.3)}) {
   SCOPED_TRACE(SpecMethodName(config.speculative_method));
+  std::vector<EngineRequest> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt_token_ids = prompts[i];
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.max_tokens = 48;
+    r.sampling.ignore_eos = true;
+    r.sampling.seed = 100 + i;
+    r.sampling.has_seed = true;
+    requests.push_back(std::move(r));
+  }
   auto sample = [&](bool alone, EngineStats* stats) {
-    auto engine = Engine::Create(config);
-    EXPECT_TRUE(engine.ok());
-    std::vector<Ids> out;
-    std::vector<std::shared_ptr<OutputChannel>> channels;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EngineRequest r;
-      r.prompt_token_ids = prompts[i];
-      r.sampling.temperature = 0.8f;
-      r.sampling.top_p = 0.95f;
-      r.sampling.max_tokens = 48;
-      r.sampling.ignore_eos = true;
-      r.sampling.seed = 100 + i;
-      r.sampling.has_seed = true;
-      auto ch = (*engine)->AddRequest(r);
-      EXPECT_TRUE(ch.ok());
-      if (alone) out.push_back(engine_test::Drain(**ch).tokens);
-      else channels.push_back(*ch);
-    }
-    for (auto& ch : channels) out.push_back(engine_test::Drain(*ch).tokens);
-    *stats = (*engine)->GetStats();
-    return out;
+    return Tokens(RunOnFreshEngine(config, requests, alone, stats));
   };
   EngineStats a_stats, b_stats, c_stats;
   const std::vector<Ids> a = sample(true, &a_stats);

@@ -31,12 +31,8 @@ EngineConfig StreamingConfig() {
 
 Outcome Drain(OutputChannel& ch) { return engine_test::Drain(ch, std::chrono::seconds(120)); }
 
-class StreamingEvictionEngineTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!FileExists(ModelPath())) GTEST_SKIP() << "test model missing: " << ModelPath();
-  }
-  Ids Story(const Tokenizer& tok, size_t n) {
+class StreamingEvictionEngineTest : public StoriesModelTest {
+ protected:  Ids Story(const Tokenizer& tok, size_t n) {
     std::ifstream in(ModelsDir() + "/text/tinystories_sample.txt");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Ids all = tok.Encode(text, true, false);
