@@ -25,6 +25,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/machine_probe.h"
+#include "kernels/workspace.h"
 #include "kv/kv_config.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
@@ -381,8 +382,9 @@ double ErrorVsReference(DType t, int64_t cols, std::mt19937& rng) {
   }
   std::vector<float> a(rows * tokens), b(rows * tokens);
   const kernels::WeightView view{t, w.data(), rows, cols};
-  kernels::MatMulWith(kernels::RefKernelTable(), view, x.data(), tokens, a.data(), nullptr);
-  kernels::MatMulWith(active, view, x.data(), tokens, b.data(), nullptr);
+  kernels::MatMulWith(kernels::RefKernelTable(), view, x.data(), tokens, a.data(), nullptr,
+                      nullptr);
+  kernels::MatMulWith(active, view, x.data(), tokens, b.data(), nullptr, nullptr);
   double worst = 0;
   for (int64_t i = 0; i < tokens; ++i) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -397,6 +399,7 @@ double ErrorVsReference(DType t, int64_t cols, std::mt19937& rng) {
 int RunKernelBench(const KernelBenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
   ThreadPool pool(threads);
+  kernels::Workspace workspace;  // the kernels' scratch, as a model holds one
   std::fprintf(stderr, "tern bench kernels: isa %s, %d threads, matrix %" PRId64 " x %" PRId64
                ", prefill %" PRId64 " tokens\n",
                kernels::ActiveIsa(), threads, o.rows, o.cols, o.tokens);
@@ -449,12 +452,14 @@ int RunKernelBench(const KernelBenchOptions& o) {
       return kernels::WeightView{t, w.data() + c * matrix_bytes, o.rows, o.cols};
     };
     // Decode: one token per matmul, cycling through the copies.
-    kernels::MatMul(view(0), x.data(), 1, y.data(), &pool);
+    kernels::MatMul(view(0), x.data(), 1, y.data(), &pool, &workspace);
     std::vector<double> per_call;
     for (int round = 0; round < 5; ++round) {
       const int64_t calls = std::max<int64_t>(copies, 8);
       timer.Start();
-      for (int64_t i = 0; i < calls; ++i) kernels::MatMul(view(i % copies), x.data(), 1, y.data(), &pool);
+      for (int64_t i = 0; i < calls; ++i) {
+        kernels::MatMul(view(i % copies), x.data(), 1, y.data(), &pool, &workspace);
+      }
       per_call.push_back(timer.Seconds() / (double)calls);
     }
     const double decode_s = Summarize(per_call).median;
@@ -463,7 +468,7 @@ int RunKernelBench(const KernelBenchOptions& o) {
     std::vector<double> gflops;
     for (int round = 0; round < 3; ++round) {
       timer.Start();
-      kernels::MatMul(view(round % copies), x.data(), o.tokens, y.data(), &pool);
+      kernels::MatMul(view(round % copies), x.data(), o.tokens, y.data(), &pool, &workspace);
       gflops.push_back(2.0 * o.rows * o.cols * o.tokens / timer.Seconds() / 1e9);
     }
     const double prefill = Summarize(gflops).median;

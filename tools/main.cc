@@ -6,6 +6,7 @@
 #include "base/atomic_file.h"
 #include "base/env_settings.h"
 #include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
 #include "tools/arg_parser.h"
 #include "tools/commands.h"
 
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
   // the rest into its config objects (flags win).
   const tern::EnvSettings env = tern::EnvSettings::FromProcess();
   if (env.pool_spin_us >= 0) tern::ThreadPool::SetMaxSpinMicros(env.pool_spin_us);
+  // The kernel table, chosen once before anything runs a kernel (TERN_ISA
+  // caps it).
+  tern::kernels::SelectKernelTable(env.isa);
   if (argc < 2) {
     PrintUsage(stderr);
     return 1;

@@ -2,9 +2,9 @@
 // on: version, git commit and build (from CMake at configure time), the kernel
 // tables compiled in and the one this CPU gets (kernels/kernel_table.h).
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
+#include "base/env_settings.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
@@ -42,9 +42,9 @@ std::string VersionText() {
   char features[160];
   std::snprintf(features, sizeof(features), "AVX2+FMA+F16C %s, AVX-512 VNNI %s, AMX-INT8 %s",
                 yes(cpu.HasAvx2Fma()), yes(cpu.HasAvx512Vnni()), yes(cpu.HasAmxInt8()));
-  const char* cap = std::getenv("TERN_ISA");
+  const std::string cap = EnvSettings::FromProcess().isa;
   std::string active = k::ActiveIsa();
-  if (cap != nullptr && *cap != '\0') active += std::string(" (capped by TERN_ISA=") + cap + ")";
+  if (!cap.empty()) active += " (capped by TERN_ISA=" + cap + ")";
   return std::string("tern ") + TERN_VERSION + "\n" +
          "commit:    " + TERN_GIT_COMMIT + "\n" +
          "build:     " + TERN_BUILD_TYPE + ", " + TERN_COMPILER + ", C++" +

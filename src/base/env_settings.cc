@@ -20,6 +20,9 @@ EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& get
   if (const std::string spin = get("TERN_POOL_SPIN"); !spin.empty()) {
     s.pool_spin_us = std::max<int64_t>(0, std::atoll(spin.c_str()));
   }
+
+  s.isa = get("TERN_ISA");
+
   return s;
 }
 

@@ -5,7 +5,9 @@
 //   TERN_STEP_LOG=FILE    one JSON line per engine step (--step-log FILE)
 //   TERN_POOL_SPIN=US     how long pool threads spin before they block
 //                         (ThreadPool::SetMaxSpinMicros, applied by main)
-// Not yet gathered here (planned): TERN_KV_HUGEPAGES (kv/kv_storage.cc), TERN_ISA (kernels/kernels.cc),
+//   TERN_ISA=NAME         caps the kernel table (kernels::SelectKernelTable,
+//                         applied by main)
+// Not yet gathered here (planned): TERN_KV_HUGEPAGES (kv/kv_storage.cc),
 // TERN_MODELS_DIR (base/paths.cc). HF_* and TERN_CACHE are read by
 // hub/hub_config.h's HubConfig::FromEnvironment, the same way.
 #pragma once
@@ -20,6 +22,11 @@ namespace tern {
 struct EnvSettings {
   std::string step_log_path;  // "" = none
   int64_t pool_spin_us = -1;  // -1 = the pool's default
+
+  // TERN_ISA: the kernel table to start the choice from ("" = the best this
+  // CPU runs; kernel_table.h's ChooseKernelTable).
+  std::string isa;
+
   std::vector<std::string> found;  // "NAME=value" of each variable that was set
 
   // getenv is a parameter so that tests can feed their own variables.

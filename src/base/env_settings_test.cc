@@ -36,5 +36,15 @@ TEST(EnvSettingsTest, PoolSpinInMicroseconds) {
   EXPECT_EQ(ReadFrom({{"TERN_POOL_SPIN", "-3"}}).pool_spin_us, 0);
 }
 
+TEST(EnvSettingsTest, IsaCapIsReadAsGiven) {
+  EXPECT_EQ(ReadFrom({}).isa, "");
+  const EnvSettings s = ReadFrom({{"TERN_ISA", "avx2"}});
+  EXPECT_EQ(s.isa, "avx2");
+  ASSERT_EQ(s.found.size(), 1u);
+  EXPECT_EQ(s.found[0], "TERN_ISA=avx2");
+  // A name no table has is kept: SelectKernelTable reports it.
+  EXPECT_EQ(ReadFrom({{"TERN_ISA", "sse9"}}).isa, "sse9");
+}
+
 }  // namespace
 }  // namespace tern

@@ -197,11 +197,13 @@ void Grammar::AddStack(const std::vector<int32_t>& stack, State* out) {
   out->insert(out->end(), stack.begin(), stack.end());
 }
 
-void Grammar::Expand(std::vector<int32_t>& stack, State* out, int depth) const {
+void Grammar::Expand(std::vector<int32_t>& stack, State* out, int depth,
+                     std::vector<int32_t>* popped_entries) const {
   CHECK_LT(depth, 100000);
   // Pops restore on return: the caller's stack is unchanged. The popped
-  // entries go to one per-thread buffer (this runs per byte of a mask walk).
-  thread_local std::vector<int32_t> popped;
+  // entries go to the caller's buffer, shared by the whole recursion (this
+  // runs per byte of a mask walk).
+  std::vector<int32_t>& popped = *popped_entries;
   const size_t popped_base = popped.size();
   while (!stack.empty() && elements_[stack.back()].kind == kEnd) {
     popped.push_back(stack.back());
@@ -216,7 +218,7 @@ void Grammar::Expand(std::vector<int32_t>& stack, State* out, int depth) const {
     if (push_return) stack.push_back(p + 1);
     for (int32_t start : alt_starts_[elements_[p].arg]) {
       stack.push_back(start);
-      Expand(stack, out, depth + 1);
+      Expand(stack, out, depth + 1, popped_entries);
       stack.pop_back();
     }
     if (push_return) stack.pop_back();
@@ -231,17 +233,22 @@ void Grammar::Expand(std::vector<int32_t>& stack, State* out, int depth) const {
 State Grammar::Start() const {
   CHECK_GE(root_, 0);
   State out;
-  std::vector<int32_t> stack;
+  std::vector<int32_t> stack, popped;
   for (int32_t start : alt_starts_[root_]) {
     stack.assign(1, start);
-    Expand(stack, &out, 0);
+    Expand(stack, &out, 0, &popped);
   }
   return out;
 }
 
 void Grammar::Advance(const State& s, uint8_t b, State* out) const {
+  AdvanceScratch scratch;
+  Advance(s, b, out, &scratch);
+}
+
+void Grammar::Advance(const State& s, uint8_t b, State* out, AdvanceScratch* scratch) const {
   out->clear();
-  thread_local std::vector<int32_t> stack;
+  std::vector<int32_t>& stack = scratch->stack;
   for (size_t i = 0; i < s.size(); i += s[i] + 1) {
     const int32_t len = s[i];
     if (len == 0) continue;
@@ -249,14 +256,15 @@ void Grammar::Advance(const State& s, uint8_t b, State* out) const {
     if (!byte_sets_[elements_[top].arg][b]) continue;
     stack.assign(s.begin() + i + 1, s.begin() + i + 1 + len);
     stack.back() = top + 1;
-    Expand(stack, out, 0);
+    Expand(stack, out, 0, &scratch->popped);
   }
 }
 
 bool Grammar::Accepts(std::string_view text) const {
   State s = Start(), next;
+  AdvanceScratch scratch;
   for (char c : text) {
-    Advance(s, (uint8_t)c, &next);
+    Advance(s, (uint8_t)c, &next, &scratch);
     if (next.empty()) return false;
     s.swap(next);
   }

@@ -41,6 +41,15 @@ namespace tern::grammar {
 using ByteSet = std::bitset<256>;
 using State = std::vector<int32_t>;
 
+// The working memory of Grammar::Advance (the stack being advanced, the
+// entries Expand pops and restores). Owned by whoever advances states over
+// and over (a generation's constraint state, a mask walk) so that Advance
+// allocates nothing once the vectors have grown; one per thread at a time.
+struct AdvanceScratch {
+  std::vector<int32_t> stack;
+  std::vector<int32_t> popped;
+};
+
 struct Symbol {
   int32_t rule = -1;  // >= 0: reference to a rule; else the byte set
   ByteSet bytes;
@@ -79,6 +88,10 @@ class Grammar {
   // ---- running (after Finalize) ----
   State Start() const;
   // The stacks of s that accept byte b, advanced past it (empty: rejected).
+  // scratch: the caller's working memory (see AdvanceScratch).
+  void Advance(const State& s, uint8_t b, State* out, AdvanceScratch* scratch) const;
+  // As above with working memory of its own (allocated per call: tests,
+  // one-off checks).
   void Advance(const State& s, uint8_t b, State* out) const;
   bool Accepts(std::string_view text) const;  // the whole text, from Start
   bool CanEnd(const State& s) const;
@@ -96,7 +109,9 @@ class Grammar {
 
   Status CheckLeftRecursion() const;
   void ComputeMinBytes();
-  void Expand(std::vector<int32_t>& stack, State* out, int depth) const;
+  // popped: Expand's own working memory (entries it pops and restores).
+  void Expand(std::vector<int32_t>& stack, State* out, int depth,
+              std::vector<int32_t>* popped) const;
   static void AddStack(const std::vector<int32_t>& stack, State* out);
 
   std::vector<std::string> names_;

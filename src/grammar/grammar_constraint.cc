@@ -76,7 +76,7 @@ class GrammarState : public TokenConstraintState {
       uint8_t b = 0;
       while (!bytes[b]) ++b;
       forced += (char)b;
-      g.Advance(s, b, &next);
+      g.Advance(s, b, &next, &advance_scratch_);
       s.swap(next);
     }
     std::string_view rest(forced);
@@ -97,7 +97,7 @@ class GrammarState : public TokenConstraintState {
   bool AdvanceBytes(std::string_view bytes) {
     const Grammar& g = c_->grammar();
     for (char c : bytes) {
-      g.Advance(state_, (uint8_t)c, &scratch_);
+      g.Advance(state_, (uint8_t)c, &scratch_, &advance_scratch_);
       if (scratch_.empty()) return false;
       state_.swap(scratch_);
     }
@@ -110,6 +110,7 @@ class GrammarState : public TokenConstraintState {
 
   std::shared_ptr<const GrammarConstraint> c_;
   State state_, scratch_;
+  AdvanceScratch advance_scratch_;
   bool complete_ = false;
   bool failed_ = false;  // a token the grammar rejects was forced on us
 };
@@ -164,7 +165,7 @@ class LazyDfa {
   int32_t Step(int32_t id, uint8_t b) {
     int32_t& n = next_[id][b];
     if (n == kUnknown) {
-      g_.Advance(states_[id], b, &scratch_);
+      g_.Advance(states_[id], b, &scratch_, &advance_scratch_);
       const int32_t v = scratch_.empty() ? -1 : Intern(scratch_);
       next_[id][b] = v;  // next_ may have grown: index again
       return v;
@@ -183,6 +184,7 @@ class LazyDfa {
   std::vector<int64_t> min_bytes_;
   std::vector<ByteSet> next_bytes_;
   State scratch_;
+  AdvanceScratch advance_scratch_;
 };
 
 }  // namespace

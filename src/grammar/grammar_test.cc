@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "grammar/grammar_test_util.h"
 
 namespace tern::grammar {
@@ -63,6 +67,34 @@ TEST(GrammarTest, AmbiguousAlternativesRunInParallel) {
   g.Advance(a, 'b', &b);
   EXPECT_TRUE(g.CanEnd(b));
   EXPECT_EQ(g.NextBytes(b).count(), 2u);
+}
+
+// One AdvanceScratch reused across calls and across two grammars gives the
+// states a fresh one gives (the scratch carries nothing from call to call).
+TEST(GrammarTest, ReusedAdvanceScratchGivesTheSameStates) {
+  Grammar g;
+  const int32_t digit = g.Choice({{Symbol::Bytes(Range("0-9"))}});
+  const int32_t list = g.SeparatedList(digit, ", ", 1, -1);
+  const int32_t root = g.Choice({{Symbol::Byte('['), Symbol::Rule(list), Symbol::Byte(']')},
+                                 Literal("[]"), Literal("null")});
+  ASSERT_TRUE(g.Finalize(root).ok());
+  Grammar h;
+  ASSERT_TRUE(h.Finalize(h.Choice({Literal("abc"), Literal("abd"), Literal("ab")})).ok());
+  AdvanceScratch scratch;
+  for (const auto& [grammar, text] :
+       std::vector<std::pair<const Grammar*, std::string>>{
+           {&g, "[1, 2, 33]"}, {&h, "abd"}, {&g, "[]"}, {&g, "[4, x"}, {&h, "abc"}}) {
+    State shared = grammar->Start(), fresh = shared, next_shared, next_fresh;
+    for (char c : text) {
+      grammar->Advance(shared, (uint8_t)c, &next_shared, &scratch);
+      grammar->Advance(fresh, (uint8_t)c, &next_fresh);
+      ASSERT_EQ(next_shared, next_fresh) << text << " at '" << c << "'";
+      EXPECT_TRUE(scratch.popped.empty());  // Expand restores what it pops
+      shared.swap(next_shared);
+      fresh.swap(next_fresh);
+    }
+    EXPECT_EQ(grammar->CanEnd(shared), grammar->Accepts(text)) << text;
+  }
 }
 
 }  // namespace

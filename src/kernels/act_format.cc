@@ -14,7 +14,7 @@ constexpr int64_t kFloatKBlockBytes = 1024 * 4;
 
 int64_t F32RowBytes(int64_t cols) { return cols * (int64_t)sizeof(float); }
 const uint8_t* PassF32(const KernelTable&, const float* x, int64_t, int64_t,
-                       AlignedVector<uint8_t>*, ThreadPool*) {
+                       AlignedVector<uint8_t>*, ThreadPool*, Workspace*) {
   return (const uint8_t*)x;
 }
 int64_t F32ChunkTokens(int64_t row_bytes) {

@@ -1,8 +1,9 @@
 // Activation formats: how a matmul kernel wants the activations of a batch
 // of tokens laid out. Each MatMulKernel names its format by a pointer to an
 // ActFormat descriptor; the driver (kernels.cc) prepares the activations
-// once per MatMul(Many) per format, in a per-thread scratch keyed by the
-// descriptor, and hands the kernels token rows of row_bytes(cols) bytes.
+// once per MatMul(Many) per format, in the caller's Workspace buffer for
+// the descriptor (workspace.h), and hands the kernels token rows of
+// row_bytes(cols) bytes.
 //
 // The formats every table may share live here (f32 as given, 8-bit blocks
 // of 32, 8-bit super-blocks of 256 with sums): their layouts are part of
@@ -22,6 +23,7 @@
 namespace tern::kernels {
 
 struct KernelTable;
+class Workspace;
 
 struct ActFormat {
   const char* name = "";
@@ -39,10 +41,11 @@ struct ActFormat {
   // Instead of quantize_row, where the format is not prepared row by row:
   // the whole batch (num_tokens rows of cols floats at x), written into
   // *scratch (resized as needed) or anything else that outlives the call;
-  // returns the first token's row.
+  // returns the first token's row. workspace: the caller's, whose slot
+  // buffers the pool's threads may use while they prepare.
   const uint8_t* (*prepare)(const KernelTable& table, const float* x, int64_t num_tokens,
-                            int64_t cols, AlignedVector<uint8_t>* scratch,
-                            ThreadPool* pool) = nullptr;
+                            int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool,
+                            Workspace* workspace) = nullptr;
   // Tokens per GemmFn call: the activation rows of such a chunk stay in L2
   // while a tile of weight rows is reused across them. nullptr:
   // DefaultChunkTokens(row_bytes).

@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "base/check.h"
 #include "kernels/kernel_table.h"
+#include "kernels/workspace.h"
 
 namespace tern::kernels {
 
@@ -41,8 +43,8 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
   const int32_t group = a.group, head_dim = a.head_dim;
   const DType kt_k = kv.KDtype(), kt_v = kv.VDtype();
   const int64_t e0 = (int64_t)a.kv_head * head_dim;  // the head's first element in a slot
-  thread_local std::vector<float> decoded;
-  if ((int64_t)decoded.size() < head_dim) decoded.resize(head_dim);
+  DCHECK(a.scratch != nullptr);
+  float* const decoded = a.scratch->Get<float>(ScratchBuf::kAttnDecoded, head_dim);
   float scores[kAttnChunk * kMaxAttnGroup];
   float running_max[kMaxAttnGroup], running_sum[kMaxAttnGroup];
   for (int g = 0; g < group; ++g) {
@@ -56,7 +58,7 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
     const int32_t n = std::min(kAttnChunk, hi - p0 + 1);
     for (int32_t i = 0; i < n; ++i) {
       const HeadRow krow =
-          ReadHead(kt_k, kv.k + kv.KOffset(p0 + i), e0, head_dim, decoded.data());
+          ReadHead(kt_k, kv.k + kv.KOffset(p0 + i), e0, head_dim, decoded);
       for (int g = 0; g < group; ++g) {
         const float* qg = a.q + (int64_t)g * head_dim;
         const float s = krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
@@ -82,7 +84,7 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
     }
     for (int32_t i = 0; i < n; ++i) {
       const HeadRow vrow =
-          ReadHead(kt_v, kv.v + kv.VOffset(p0 + i), e0, head_dim, decoded.data());
+          ReadHead(kt_v, kv.v + kv.VOffset(p0 + i), e0, head_dim, decoded);
       for (int g = 0; g < group; ++g) {
         float* og = a.out + (int64_t)g * head_dim;
         const float w = scores[g * kAttnChunk + i];
@@ -117,7 +119,8 @@ void AttendGroupGeneric(const KernelTable& kt, const AttnGroupArgs& a) {
 
 void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
                     int32_t head_dim, float scale, int32_t sliding_window,
-                    const KvPagesView& kv, ThreadPool* pool, float softcap) {
+                    const KvPagesView& kv, ThreadPool* pool, Workspace* workspace,
+                    float softcap) {
   CHECK(n_head_kv > 0 && n_head % n_head_kv == 0);
   CHECK(IsKvDtype(kv.KDtype()) && IsKvDtype(kv.VDtype()));
   const int32_t group = n_head / n_head_kv;
@@ -174,8 +177,12 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
   }
   const int64_t items = first_item.back();
   if (items == 0) return;
+  std::optional<Workspace> own;  // the call's own, where the caller has none
+  if (workspace == nullptr) workspace = &own.emplace();
+  workspace->Reserve(threads);
   std::atomic<int64_t> next{0};
-  auto run = [&](int) {
+  auto run = [&](int slot) {
+    WorkerScratch* const scratch = &workspace->Slot(slot);
     size_t s = 0;
     for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
          it = next.fetch_add(1, std::memory_order_relaxed)) {
@@ -209,7 +216,8 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
           .num_kv_heads = num_kv_heads,
           .scale = scale,
           .softcap = softcap,
-          .kv = &view};
+          .kv = &view,
+          .scratch = scratch};
       if (softcap > 0.0f || !kt.attend_group(args)) AttendGroupGeneric(kt, args);
     }
   };
@@ -220,10 +228,10 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
 void Attention(const float* q, int64_t num_queries, const int32_t* positions,
                int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                int32_t sliding_window, const KvPagesView& kv, float* out,
-               ThreadPool* pool) {
+               ThreadPool* pool, Workspace* workspace) {
   const AttentionSeq seq{q, out, positions, num_queries, kv.block_table};
   AttentionBatch(std::span<const AttentionSeq>(&seq, 1), n_head, n_head_kv, head_dim, scale,
-                 sliding_window, kv, pool);
+                 sliding_window, kv, pool, workspace);
 }
 
 }  // namespace tern::kernels

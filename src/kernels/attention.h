@@ -13,6 +13,7 @@
 namespace tern::kernels {
 
 struct KernelTable;
+class WorkerScratch;
 
 // Attention of num_queries query positions of one sequence, each for the
 // `group` query heads that share KV head kv_head, and as many for each of
@@ -40,6 +41,9 @@ struct AttnGroupArgs {
   float scale = 1.0f;
   float softcap = 0.0f;  // > 0: scores capped (only AttendGroupGeneric does it)
   const KvPagesView* kv = nullptr;
+  // The buffers of the pool slot that runs the item (workspace.h); never
+  // null.
+  WorkerScratch* scratch = nullptr;
 };
 constexpr int kMaxAttnGroup = 16;
 

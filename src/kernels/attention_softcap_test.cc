@@ -60,7 +60,7 @@ TEST(AttentionSoftcapTest, CapsEveryScoreBeforeTheSoftmax) {
       std::vector<float> out(n_head * hd);
       const AttentionSeq seq{q.data(), out.data(), &pos, 1, table.data()};
       AttentionBatch(std::span<const AttentionSeq>(&seq, 1), n_head, n_head_kv, hd, scale, window,
-                     kv, nullptr, cap);
+                     kv, nullptr, nullptr, cap);
       const std::vector<double> want =
           Reference(q, k, v, n_head, n_head_kv, hd, pos, window, scale, cap);
       for (size_t i = 0; i < out.size(); ++i) {
@@ -73,8 +73,10 @@ TEST(AttentionSoftcapTest, CapsEveryScoreBeforeTheSoftmax) {
   std::vector<float> a(n_head * hd), b(n_head * hd);
   const AttentionSeq sa{q.data(), a.data(), &pos, 1, table.data()};
   const AttentionSeq sb{q.data(), b.data(), &pos, 1, table.data()};
-  AttentionBatch(std::span<const AttentionSeq>(&sa, 1), n_head, n_head_kv, hd, scale, 0, kv, nullptr, 0.0f);
-  AttentionBatch(std::span<const AttentionSeq>(&sb, 1), n_head, n_head_kv, hd, scale, 0, kv, nullptr, 1.0f);
+  AttentionBatch(std::span<const AttentionSeq>(&sa, 1), n_head, n_head_kv, hd, scale, 0, kv,
+                 nullptr, nullptr, 0.0f);
+  AttentionBatch(std::span<const AttentionSeq>(&sb, 1), n_head, n_head_kv, hd, scale, 0, kv,
+                 nullptr, nullptr, 1.0f);
   double diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, (double)std::abs(a[i] - b[i]));
   EXPECT_GT(diff, 1e-2);

@@ -2,9 +2,9 @@
 // registered in table_list.h (best first): amx, avx512vnni, avx2 (x86/),
 // portable (portable/: vector extensions, any CPU), scalar (ref/: the spec
 // every other table is tested against). The table
-// the process uses is chosen once at start-up by ActiveKernelTable(): the
-// first registered table the CPU runs, from the one TERN_ISA names where it
-// is set (ChooseKernelTable).
+// the process uses is chosen once at start-up by SelectKernelTable(cap): the
+// first registered table the CPU runs, from the one cap names (main passes
+// TERN_ISA, read by EnvSettings; ChooseKernelTable).
 //
 // Matrix multiplication is split in two steps so that the driver needs to
 // know no ISA's layouts:
@@ -16,6 +16,10 @@
 //      prepared activation rows.
 // Activation quantization is bit-identical across ISAs (same float ops), so
 // SIMD and scalar matmuls differ only by float summation order.
+//
+// Kernels keep no memory between calls: the buffers they need come from the
+// caller's Workspace (workspace.h), a GemmFn's and an attend_group's as the
+// WorkerScratch of the pool slot that runs them.
 //
 // Thread rules: tables are immutable after start-up; all functions are
 // reentrant.
@@ -30,6 +34,7 @@
 #include "kernels/act_format.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "kernels/workspace.h"
 #include "tensor/dtype.h"
 
 namespace tern::kernels {
@@ -38,9 +43,11 @@ namespace tern::kernels {
 // t < num_tokens. w: rows of w_row_bytes; act: rows of act_row_bytes in the
 // kernel's ActFormat. Each (r, t) result is computed by the same sequence of
 // operations whatever rows/num_tokens are, so any split is bitwise stable.
+// scratch: the calling pool slot's buffers (workspace.h), never null.
 using GemmFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
                         const uint8_t* act, int64_t act_row_bytes,
-                        int64_t num_tokens, int64_t cols, float* y, int64_t ldy);
+                        int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                        WorkerScratch* scratch);
 
 struct MatMulKernel {
   const ActFormat* act = nullptr;
@@ -112,14 +119,21 @@ std::vector<const KernelTable*> AvailableKernelTables();
 // named cap ("" or a name no entry has: from the first). Pure: reads no
 // environment.
 const KernelTable& ChooseKernelTable(std::string_view cap);
-// The table chosen at start-up: ChooseKernelTable(TERN_ISA), read and
-// logged once (a TERN_ISA that names no table is reported and ignored).
+// Makes ChooseKernelTable(cap) the table the kernels.h entry points use,
+// and logs it (a cap that names no table is reported and ignored). Called
+// once at start-up, before any kernel runs, with the cap the user gave
+// (tools/main.cc: EnvSettings::isa, i.e. TERN_ISA); reads no environment.
+const KernelTable& SelectKernelTable(std::string_view cap);
+// The table SelectKernelTable chose; where it was never called (tests,
+// library users), the best table this CPU runs.
 const KernelTable& ActiveKernelTable();
 
-// MatMul through a given table (tests compare tables with it).
+// MatMul through a given table (tests compare tables with it); workspace
+// as MatMul's.
 void MatMulWith(const KernelTable& table, const WeightView& w, const float* x,
-                int64_t num_tokens, float* y, ThreadPool* pool);
+                int64_t num_tokens, float* y, ThreadPool* pool, Workspace* workspace);
 void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, const float* x,
-                    int64_t num_tokens, float* const* ys, ThreadPool* pool);
+                    int64_t num_tokens, float* const* ys, ThreadPool* pool,
+                    Workspace* workspace);
 
 }  // namespace tern::kernels

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/aligned_vector.h"
 #include "base/check.h"
 #include "kernels/act_format.h"
 #include "kernels/kernel_table.h"
+#include "kernels/workspace.h"
 #include "quant/quant.h"
 
 namespace tern::kernels {
@@ -24,32 +26,14 @@ namespace {
 // AMX tiles).
 constexpr int64_t kRowGrain = 16;
 
-// Per-thread scratch for prepared activations, one per format (grows,
-// never shrinks). A fixed set of slots: the buffers never move while a
-// MatMulMany holds several formats' rows.
-constexpr int kMaxActFormats = 32;
-AlignedVector<uint8_t>& ActScratch(const ActFormat* format) {
-  struct Slot {
-    const ActFormat* format = nullptr;
-    AlignedVector<uint8_t> bytes;
-  };
-  thread_local Slot slots[kMaxActFormats];
-  for (Slot& slot : slots) {
-    if (slot.format == nullptr) slot.format = format;
-    if (slot.format == format) return slot.bytes;
-  }
-  CHECK(false && "more activation formats than kMaxActFormats");
-  return slots[0].bytes;
-}
-
 // The activations of all tokens in the format (its prepare, or its
 // quantize_row per token); returns the first token's row.
 const uint8_t* PrepareActivations(const KernelTable& table, const ActFormat& format,
                                   const float* x, int64_t num_tokens, int64_t cols,
-                                  ThreadPool* pool) {
-  AlignedVector<uint8_t>& scratch = ActScratch(&format);
+                                  ThreadPool* pool, Workspace* workspace) {
+  AlignedVector<uint8_t>& scratch = workspace->Activations(&format);
   if (format.prepare != nullptr) {
-    return format.prepare(table, x, num_tokens, cols, &scratch, pool);
+    return format.prepare(table, x, num_tokens, cols, &scratch, pool, workspace);
   }
   const int64_t row_bytes = format.row_bytes(cols);
   if ((int64_t)scratch.size() < row_bytes * num_tokens) scratch.resize(row_bytes * num_tokens);
@@ -168,13 +152,17 @@ void MatMulFallback(const KernelTable& table, const WeightView& w, const float* 
 }  // namespace
 
 void MatMulWith(const KernelTable& table, const WeightView& w, const float* x,
-                int64_t num_tokens, float* y, ThreadPool* pool) {
-  MatMulManyWith(table, std::span<const WeightView>(&w, 1), x, num_tokens, &y, pool);
+                int64_t num_tokens, float* y, ThreadPool* pool, Workspace* workspace) {
+  MatMulManyWith(table, std::span<const WeightView>(&w, 1), x, num_tokens, &y, pool, workspace);
 }
 
 void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, const float* x,
-                    int64_t num_tokens, float* const* ys, ThreadPool* pool) {
+                    int64_t num_tokens, float* const* ys, ThreadPool* pool,
+                    Workspace* workspace) {
   if (ws.empty() || num_tokens <= 0) return;
+  std::optional<Workspace> own;  // the call's own, where the caller has none
+  if (workspace == nullptr) workspace = &own.emplace();
+  workspace->Reserve(pool != nullptr ? pool->num_threads() : 1);
   const int64_t cols = ws[0].cols;
   // Matrices without a kernel go alone; the others share one dispatch.
   // Activations are prepared once per format (kernels of one format share
@@ -196,7 +184,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     const MatMulKernel* k = table.FindMatMul(ws[i].dtype);
     if (k == nullptr || num_parts == 16) {
       if (k == nullptr) MatMulFallback(table, ws[i], x, num_tokens, ys[i], pool);
-      else MatMulManyWith(table, ws.subspan(i, 1), x, num_tokens, ys + i, pool);
+      else MatMulManyWith(table, ws.subspan(i, 1), x, num_tokens, ys + i, pool, workspace);
       continue;
     }
     const ActFormat& format = *k->act;
@@ -204,7 +192,9 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     for (int p = 0; p < num_parts && act == nullptr; ++p) {
       if (parts[p].k->act == &format) act = parts[p].act;
     }
-    if (act == nullptr) act = PrepareActivations(table, format, x, num_tokens, cols, pool);
+    if (act == nullptr) {
+      act = PrepareActivations(table, format, x, num_tokens, cols, pool, workspace);
+    }
     const int64_t act_row_bytes = format.row_bytes(cols);
     const int64_t chunk_tokens = format.chunk_tokens != nullptr
                                      ? format.chunk_tokens(act_row_bytes)
@@ -213,7 +203,8 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     total_rows += ws[i].rows;
   }
   if (total_rows == 0) return;
-  ForRangeDynamic(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int) {
+  ForRangeDynamic(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int slot) {
+    WorkerScratch* scratch = &workspace->Slot(slot);
     for (int p = 0; p < num_parts; ++p) {
       const Part& part = parts[p];
       const int64_t r0 = std::max(g0, part.first_row) - part.first_row;
@@ -225,20 +216,20 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
         const int64_t nt = std::min(part.chunk_tokens, num_tokens - t0);
         part.k->gemm(wdata + r0 * w_row_bytes, w_row_bytes, r1 - r0,
                      part.act + t0 * part.act_row_bytes, part.act_row_bytes, nt, cols,
-                     part.y + t0 * part.w->rows + r0, part.w->rows);
+                     part.y + t0 * part.w->rows + r0, part.w->rows, scratch);
       }
     }
   });
 }
 
 void MatMul(const WeightView& w, const float* x, int64_t num_tokens, float* y,
-            ThreadPool* pool) {
-  MatMulWith(ActiveKernelTable(), w, x, num_tokens, y, pool);
+            ThreadPool* pool, Workspace* workspace) {
+  MatMulWith(ActiveKernelTable(), w, x, num_tokens, y, pool, workspace);
 }
 
 void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
-                float* const* ys, ThreadPool* pool) {
-  MatMulManyWith(ActiveKernelTable(), ws, x, num_tokens, ys, pool);
+                float* const* ys, ThreadPool* pool, Workspace* workspace) {
+  MatMulManyWith(ActiveKernelTable(), ws, x, num_tokens, ys, pool, workspace);
 }
 
 bool HasMatMulKernel(DType dtype) {

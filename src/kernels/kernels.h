@@ -5,7 +5,7 @@
 // AMX versions; kernels/portable/ a table for any CPU. Every other table's kernels must match the reference within
 // per-format bounds (kernels_test.cc, over every registered table). Env
 // TERN_ISA=<table> caps the choice (TERN_ISA=scalar: the spec; avx2: no
-// AVX-512).
+// AVX-512): read by EnvSettings, applied by main (SelectKernelTable).
 //
 // MatMul for quantized weights quantizes the activations on the fly to 8-bit
 // blocks (32 for the legacy formats, 256 with sums for the K-quants) and uses
@@ -13,8 +13,13 @@
 // across the pool's threads; each output is computed by the same sequence of
 // operations whatever the split, so threaded == unthreaded bitwise.
 //
+// Scratch memory: MatMul/Attention take a Workspace (workspace.h), the
+// buffers of their pool's slots, owned by the caller (the model); null
+// gives the call a Workspace of its own, allocated and freed by it (tests,
+// one-off calls). No kernel keeps memory between calls.
+//
 // Thread rules: all functions are reentrant; MatMul/Attention use the given
-// pool (which must not be in use by another caller).
+// pool and workspace (which must not be in use by another caller).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,8 @@
 #include "tensor/dtype.h"
 
 namespace tern::kernels {
+
+class Workspace;
 
 // A weight matrix as stored in GGUF: rows of `cols` elements of `dtype`,
 // row-major, each row RowBytes(dtype, cols) bytes. In ggml terms a tensor
@@ -38,15 +45,15 @@ struct WeightView {
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < num_tokens, r < rows.
 // x: [num_tokens, cols] f32 row-major; y: [num_tokens, rows] f32 row-major.
-// pool may be null (single-threaded).
+// pool may be null (single-threaded); workspace may be null (see above).
 void MatMul(const WeightView& w, const float* x, int64_t num_tokens, float* y,
-            ThreadPool* pool);
+            ThreadPool* pool, Workspace* workspace);
 
 // Several matrices with the same cols applied to the same x in one parallel
 // dispatch (Q/K/V, gate/up): ys[i] = x W_i^T, [num_tokens, ws[i].rows].
 // Activations are quantized once; each output equals MatMul's bitwise.
 void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
-                float* const* ys, ThreadPool* pool);
+                float* const* ys, ThreadPool* pool, Workspace* workspace);
 
 // True when MatMul has a fast kernel for dtype (others fall back to
 // dequantize + f32 dot, which needs quant::CanDequantize).
@@ -157,13 +164,13 @@ void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out)
 //   when sliding_window > 0, else 0; head h reads KV head h / (n_head /
 //   n_head_kv). out = softmax(scale * q.K^T) V, computed with an online
 //   softmax; the heads sharing a KV head are processed together so each K/V
-//   row is read once per query. pool may be null. softcap > 0 caps every
-//   score as softcap * tanh(score / softcap) (gemma2; through the generic
-//   path of the table's dot/axpy entries).
+//   row is read once per query. pool and workspace may be null. softcap > 0
+//   caps every score as softcap * tanh(score / softcap) (gemma2; through
+//   the generic path of the table's dot/axpy entries).
 void Attention(const float* q, int64_t num_queries, const int32_t* positions,
                int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                int32_t sliding_window, const KvPagesView& kv, float* out,
-               ThreadPool* pool);
+               ThreadPool* pool, Workspace* workspace);
 
 // The queries of one sequence for AttentionBatch (as Attention's arguments).
 struct AttentionSeq {
@@ -178,7 +185,8 @@ struct AttentionSeq {
 // sequence, bitwise.
 void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t n_head_kv,
                     int32_t head_dim, float scale, int32_t sliding_window,
-                    const KvPagesView& kv, ThreadPool* pool, float softcap = 0.0f);
+                    const KvPagesView& kv, ThreadPool* pool, Workspace* workspace,
+                    float softcap = 0.0f);
 
 // float -> IEEE half (round to nearest even), n elements.
 void ConvertF32ToF16(const float* x, int64_t n, uint16_t* out);

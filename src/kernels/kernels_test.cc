@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/workspace.h"
 #include "quant/formats.h"
 #include "quant/quant.h"
 
@@ -136,8 +138,8 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
     const auto wf = Dequantize(t, w, c.rows, c.cols);
     std::vector<float> y_ref(c.tokens * c.rows), y_simd(c.tokens * c.rows);
     const WeightView view{t, w.data(), c.rows, c.cols};
-    MatMulWith(RefKernelTable(), view, x.data(), c.tokens, y_ref.data(), nullptr);
-    MatMulWith(*simd, view, x.data(), c.tokens, y_simd.data(), nullptr);
+    MatMulWith(RefKernelTable(), view, x.data(), c.tokens, y_ref.data(), nullptr, nullptr);
+    MatMulWith(*simd, view, x.data(), c.tokens, y_simd.data(), nullptr, nullptr);
     for (int64_t tok = 0; tok < c.tokens; ++tok) {
       for (int64_t r = 0; r < c.rows; ++r) {
         double abs_sum = 0;
@@ -174,8 +176,8 @@ TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
     const auto x = RandomActivations(c.tokens * c.cols, seed++);
     std::vector<float> y_avx2(c.tokens * c.rows), y_vnni(c.tokens * c.rows);
     const WeightView view{t, w.data(), c.rows, c.cols};
-    MatMulWith(*avx2, view, x.data(), c.tokens, y_avx2.data(), nullptr);
-    MatMulWith(*vnni, view, x.data(), c.tokens, y_vnni.data(), nullptr);
+    MatMulWith(*avx2, view, x.data(), c.tokens, y_avx2.data(), nullptr, nullptr);
+    MatMulWith(*vnni, view, x.data(), c.tokens, y_vnni.data(), nullptr, nullptr);
     ASSERT_EQ(0, std::memcmp(y_avx2.data(), y_vnni.data(), y_avx2.size() * sizeof(float)))
         << DTypeName(t) << " rows=" << c.rows << " cols=" << c.cols << " tokens=" << c.tokens;
   }
@@ -196,7 +198,7 @@ TEST_P(MatMulFormatTest, ReferenceMatchesDequantizedDot) {
     const auto wf = Dequantize(t, w, c.rows, c.cols);
     std::vector<float> y(c.tokens * c.rows);
     MatMulWith(RefKernelTable(), {t, w.data(), c.rows, c.cols}, x.data(), c.tokens, y.data(),
-               nullptr);
+               nullptr, nullptr);
     for (int64_t tok = 0; tok < c.tokens; ++tok) {
       const float* xt = x.data() + tok * c.cols;
       for (int64_t r = 0; r < c.rows; ++r) {
@@ -241,18 +243,18 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
     const auto x = RandomActivations(tokens * cols, 9);
     std::vector<float> y1(tokens * rows), y2(tokens * rows);
     const WeightView view{t, w.data(), rows, cols};
-    MatMulWith(*table, view, x.data(), tokens, y1.data(), nullptr);
-    MatMulWith(*table, view, x.data(), tokens, y2.data(), &pool);
+    MatMulWith(*table, view, x.data(), tokens, y1.data(), nullptr, nullptr);
+    MatMulWith(*table, view, x.data(), tokens, y2.data(), &pool, nullptr);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
         << DTypeName(t) << " tokens=" << tokens;
-    MatMulWith(*table, view, x.data(), tokens, y2.data(), &oversubscribed);
+    MatMulWith(*table, view, x.data(), tokens, y2.data(), &oversubscribed, nullptr);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
         << DTypeName(t) << " tokens=" << tokens << ", 8 threads on 2 cores";
     // A token's row of a batch (the first, in a full token tile, and the
     // last) equals that token alone.
     for (const int64_t k : {(int64_t)0, tokens - 1}) {
       std::vector<float> y_one(rows);
-      MatMulWith(*table, view, x.data() + k * cols, 1, y_one.data(), &pool);
+      MatMulWith(*table, view, x.data() + k * cols, 1, y_one.data(), &pool, nullptr);
       ASSERT_EQ(0, std::memcmp(y_one.data(), y1.data() + k * rows, rows * sizeof(float)))
           << DTypeName(t) << " cols=" << cols << " tokens=" << tokens << " token " << k;
     }
@@ -275,9 +277,9 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
     for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
       const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
       std::vector<float> y(tokens * rows), one(rows);
-      MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr);
+      MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr, nullptr);
       for (int64_t k = 0; k < tokens; ++k) {
-        MatMulWith(*amx, view, x.data() + k * cols, 1, one.data(), nullptr);
+        MatMulWith(*amx, view, x.data() + k * cols, 1, one.data(), nullptr, nullptr);
         ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
             << DTypeName(t) << " tokens=" << tokens << " token " << k;
       }
@@ -293,7 +295,7 @@ void ExpectExactOutputs(const KernelTable& table, DType t, const std::vector<uin
   const std::vector<float> x(17 * cols, sign);
   for (int64_t tokens : {1, 3, 17}) {
     std::vector<float> y(tokens * rows);
-    MatMulWith(table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+    MatMulWith(table, {t, w.data(), rows, cols}, x.data(), tokens, y.data(), nullptr, nullptr);
     for (int64_t i = 0; i < tokens * rows; ++i) {
       ASSERT_NEAR(y[i], exact, 1e-5 * std::fabs(exact))
           << DTypeName(t) << " pattern " << pattern << " tokens " << tokens << " at " << i;
@@ -416,7 +418,7 @@ TEST(MatMulTest, FallbackFormatsMatchDequantizedDot) {
     const auto wf = Dequantize(t, w, rows, cols);
     const auto x = RandomActivations(cols, 4);
     std::vector<float> y(rows);
-    MatMul({t, w.data(), rows, cols}, x.data(), 1, y.data(), nullptr);
+    MatMul({t, w.data(), rows, cols}, x.data(), 1, y.data(), nullptr, nullptr);
     for (int64_t r = 0; r < rows; ++r) {
       double exact = 0, abs_sum = 0;
       for (int64_t k = 0; k < cols; ++k) {
@@ -452,9 +454,9 @@ TEST(MatMulTest, ManyEqualsSeparateMatMulsBitwise) {
     many[i].resize(tokens * rows[i]);
     single[i].resize(tokens * rows[i]);
     ys.push_back(many[i].data());
-    MatMul(views[i], x.data(), tokens, single[i].data(), nullptr);
+    MatMul(views[i], x.data(), tokens, single[i].data(), nullptr, nullptr);
   }
-  MatMulMany(views, x.data(), tokens, ys.data(), &pool);
+  MatMulMany(views, x.data(), tokens, ys.data(), &pool, nullptr);
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(0, std::memcmp(many[i].data(), single[i].data(), many[i].size() * 4))
         << DTypeName(types[i]);
@@ -466,7 +468,7 @@ TEST(MatMulTest, F32ColumnsNotMultipleOfEight) {
   const auto wv = RandomActivations(rows * cols, 5);
   const auto x = RandomActivations(tokens * cols, 6);
   std::vector<float> y(tokens * rows);
-  MatMul({DType::kF32, wv.data(), rows, cols}, x.data(), tokens, y.data(), nullptr);
+  MatMul({DType::kF32, wv.data(), rows, cols}, x.data(), tokens, y.data(), nullptr, nullptr);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t r = 0; r < rows; ++r) {
       double exact = 0;
@@ -673,7 +675,7 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
     for (int window : {0, 20}) {
       std::vector<float> out(q.size());
       Attention(q.data(), nq, positions.data(), n_head, n_head_kv, head_dim, scale, window,
-                view, out.data(), &pool);
+                view, out.data(), &pool, nullptr);
       for (int i = 0; i < nq; ++i) {
         for (int h = 0; h < n_head; ++h) {
           std::vector<float> expect(head_dim);
@@ -755,6 +757,7 @@ std::string KvName(const KvDtypes& d) {
 // against the naive double-precision attention, over head sizes with and
 // without a SIMD kernel, group sizes 1..16 and several chunks of context.
 TEST(AttentionTest, EveryTableMatchesNaive) {
+  WorkerScratch scratch;
   const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
   // Block formats: rows of 32-value blocks, heads starting inside a block
@@ -808,6 +811,7 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
               args.kv_head = kv_head;
               args.scale = scale;
               args.kv = &kv.view;
+              args.scratch = &scratch;  // one for every table and shape
               if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
             }
           }
@@ -830,6 +834,7 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
 // give each head the same result as an item of that head alone, bitwise, and
 // the naive attention's within rounding; the SIMD tables agree bitwise.
 TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
+  WorkerScratch scratch;
   const std::vector<const KernelTable*> tables = AvailableTables();
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{64, 1, 6}, {32, 2, 4}, {16, 3, 5},
@@ -876,6 +881,7 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
                 args.num_kv_heads = std::min(per_item, sh.n_head_kv - kvh);
                 args.scale = scale;
                 args.kv = &kv.view;
+                args.scratch = &scratch;  // one for every table and shape
                 if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
               }
               if (per_item == 1) {
@@ -930,12 +936,12 @@ TEST(AttentionTest, BatchEqualsPerSequenceBitwise) {
   KvPagesView v1 = kv.view, v2 = kv.view;
   v2.block_table = table2.data();
   Attention(q1.data(), 1, pos1.data(), n_head, n_head_kv, head_dim, scale, 0, v1, a1.data(),
-            nullptr);
+            nullptr, nullptr);
   Attention(q2.data(), 4, pos2.data(), n_head, n_head_kv, head_dim, scale, 0, v2, a2.data(),
-            nullptr);
+            nullptr, nullptr);
   const AttentionSeq seqs[] = {{q1.data(), b1.data(), pos1.data(), 1, kv.table.data()},
                                {q2.data(), b2.data(), pos2.data(), 4, table2.data()}};
-  AttentionBatch(seqs, n_head, n_head_kv, head_dim, scale, 0, kv.view, &pool);
+  AttentionBatch(seqs, n_head, n_head_kv, head_dim, scale, 0, kv.view, &pool, nullptr);
   EXPECT_EQ(0, std::memcmp(a1.data(), b1.data(), a1.size() * 4));
   EXPECT_EQ(0, std::memcmp(a2.data(), b2.data(), a2.size() * 4));
   }
@@ -1006,6 +1012,7 @@ TEST(KvRowsTest, StoreLoadRoundTrip) {
 // head sizes whose heads start inside a block and positions off the block
 // grid.
 TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
+  WorkerScratch scratch;
   struct Shape { int head_dim, group, n_head_kv; };
   const Shape shapes[] = {{64, 8, 2}, {80, 4, 2}, {128, 1, 2}, {8, 2, 4}, {40, 1, 4}};
   const int ctx = 170, block_size = 16;
@@ -1050,6 +1057,7 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
             args.kv_head = kv_head;
             args.scale = scale;
             args.kv = pass == 0 ? &kv.view : &f32.view;
+            args.scratch = &scratch;  // one for every table and shape
             if (!t->attend_group(args)) AttendGroupGeneric(*t, args);
           }
           ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
@@ -1121,6 +1129,97 @@ TEST(KernelsTest, EveryMatMulKernelHasAnActivationFormat) {
           << t->isa << " " << k->act->name << ": quantize_row or prepare, not both";
     }
   }
+}
+
+// SelectKernelTable makes its choice the table the kernels.h entry points
+// use (tools/main.cc passes TERN_ISA; nothing in kernels/ reads it).
+TEST(KernelsTest, SelectKernelTableSetsTheActiveTable) {
+  const KernelTable& best = ChooseKernelTable("");
+  EXPECT_EQ(&SelectKernelTable("scalar"), &RefKernelTable());
+  EXPECT_STREQ(ActiveIsa(), "scalar");
+  const int64_t rows = 33, cols = 256, tokens = 3;
+  const auto w = RandomWeights(DType::kQ4_0, rows, cols, 3);
+  const auto x = RandomActivations(tokens * cols, 4);
+  const WeightView view{DType::kQ4_0, w.data(), rows, cols};
+  std::vector<float> active(tokens * rows), ref(tokens * rows);
+  MatMul(view, x.data(), tokens, active.data(), nullptr, nullptr);
+  MatMulWith(RefKernelTable(), view, x.data(), tokens, ref.data(), nullptr, nullptr);
+  EXPECT_EQ(0, std::memcmp(active.data(), ref.data(), ref.size() * sizeof(float)));
+  // A name no table has is reported and ignored: the best table.
+  EXPECT_EQ(&SelectKernelTable("no-such-isa"), &best);
+  EXPECT_EQ(&ActiveKernelTable(), &best);
+  SelectKernelTable("");  // the default again, for the tests that follow
+  EXPECT_EQ(&ActiveKernelTable(), &best);
+}
+
+// The kernels keep nothing between calls: one Workspace reused by the calls
+// of every table, format, token count and thread count (buffers grown by
+// big calls, then reused by small ones) gives what a fresh Workspace gives,
+// bitwise.
+TEST(WorkspaceTest, ReusedWorkspaceEqualsFreshBitwise) {
+  ThreadPool pool(3);
+  Workspace shared;
+  for (const KernelTable* table : AvailableTables()) {
+    SCOPED_TRACE(table->isa);
+    for (DType t : kFormats) {
+      const int64_t cols = IsKQuant(t) ? 512 : 480, rows = 67;
+      const auto w = RandomWeights(t, rows, cols, 31);
+      const WeightView view{t, w.data(), rows, cols};
+      for (int64_t tokens : {40, 1, 17, 3}) {
+        const auto x = RandomActivations(tokens * cols, 5 + (uint32_t)tokens);
+        for (ThreadPool* p : {&pool, (ThreadPool*)nullptr}) {
+          std::vector<float> fresh(tokens * rows), reused(tokens * rows, NAN);
+          MatMulWith(*table, view, x.data(), tokens, fresh.data(), p, nullptr);
+          MatMulWith(*table, view, x.data(), tokens, reused.data(), p, &shared);
+          ASSERT_EQ(0, std::memcmp(fresh.data(), reused.data(), fresh.size() * sizeof(float)))
+              << DTypeName(t) << " tokens=" << tokens << (p != nullptr ? " 3 threads" : "");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(shared.num_slots(), 3);  // one per slot of the largest pool
+  EXPECT_GT(shared.BytesHeld(), 0);
+}
+
+// The same for attention (the active table's attend_group and the generic
+// path that soft-capping takes), over KV dtypes, head shapes, prompt chunks
+// and decode.
+TEST(WorkspaceTest, AttentionWithReusedWorkspaceEqualsFreshBitwise) {
+  ThreadPool pool(2);
+  Workspace shared;
+  struct Shape {
+    int n_head, n_head_kv, head_dim;
+  };
+  const int ctx = 130, block_size = 16;
+  for (const KvDtypes& dt : kKvDtypes) {
+    SCOPED_TRACE(KvName(dt));
+    for (const Shape& sh : {Shape{8, 2, 64}, Shape{4, 4, 128}, Shape{16, 1, 96}}) {
+      const int slot_elems = sh.n_head_kv * sh.head_dim;
+      if (!FitsBlocks(dt, slot_elems)) continue;
+      const PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 17);
+      for (int nq : {5, 1}) {
+        std::vector<int32_t> positions(nq);
+        for (int i = 0; i < nq; ++i) positions[i] = ctx - nq + i;
+        const auto q = RandomActivations((int64_t)nq * sh.n_head * sh.head_dim, 8 + nq);
+        const AttentionSeq seq{q.data(), nullptr, positions.data(), nq, kv.table.data()};
+        for (float softcap : {0.0f, 30.0f}) {
+          std::vector<float> fresh(q.size(), NAN), reused(q.size(), NAN);
+          AttentionSeq a = seq, b = seq;
+          a.out = fresh.data();
+          b.out = reused.data();
+          const float scale = 1.0f / std::sqrt((float)sh.head_dim);
+          AttentionBatch(std::span<const AttentionSeq>(&a, 1), sh.n_head, sh.n_head_kv,
+                         sh.head_dim, scale, 0, kv.view, &pool, nullptr, softcap);
+          AttentionBatch(std::span<const AttentionSeq>(&b, 1), sh.n_head, sh.n_head_kv,
+                         sh.head_dim, scale, 0, kv.view, &pool, &shared, softcap);
+          ASSERT_EQ(0, std::memcmp(fresh.data(), reused.data(), fresh.size() * sizeof(float)))
+              << "heads " << sh.n_head << "/" << sh.n_head_kv << " hd " << sh.head_dim
+              << " queries " << nq << " softcap " << softcap;
+        }
+      }
+    }
+  }
+  EXPECT_GT(shared.BytesHeld(), 0);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The kernel tables' registry (table_list.h), the x86 and scalar tables'
-// getters, and the start-up choice of the active table.
-#include <cstdlib>
+// getters, and the active table (chosen at start-up by SelectKernelTable).
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,22 +102,34 @@ const KernelTable& ChooseKernelTable(std::string_view cap) {
   return RefKernelTable();
 }
 
+namespace {
+// The table SelectKernelTable chose; nullptr until it (or the first kernel
+// call, with no cap) runs.
+std::atomic<const KernelTable*> g_active{nullptr};
+}  // namespace
+
+const KernelTable& SelectKernelTable(std::string_view cap) {
+  const KernelTable& t = ChooseKernelTable(cap);
+  if (cap.empty()) {
+    TERN_LOG_DEBUG("kernels: %s table", t.isa);
+  } else if (FindEntry(cap) == nullptr) {
+    TERN_LOG_WARN("TERN_ISA=%.*s names no kernel table (%s); using %s", (int)cap.size(),
+                  cap.data(), TableNames().c_str(), t.isa);
+  } else {
+    TERN_LOG_DEBUG("kernels: %s table (TERN_ISA=%.*s)", t.isa, (int)cap.size(), cap.data());
+  }
+  g_active.store(&t, std::memory_order_release);
+  return t;
+}
+
 const KernelTable& ActiveKernelTable() {
-  static const KernelTable& active = []() -> const KernelTable& {
-    const char* env = std::getenv("TERN_ISA");
-    const std::string cap = env != nullptr ? env : "";
-    const KernelTable& t = ChooseKernelTable(cap);
-    if (cap.empty()) {
-      TERN_LOG_DEBUG("kernels: %s table", t.isa);
-    } else if (FindEntry(cap) == nullptr) {
-      TERN_LOG_WARN("TERN_ISA=%s names no kernel table (%s); using %s", cap.c_str(),
-                    TableNames().c_str(), t.isa);
-    } else {
-      TERN_LOG_DEBUG("kernels: %s table (TERN_ISA=%s)", t.isa, cap.c_str());
-    }
-    return t;
-  }();
-  return active;
+  const KernelTable* t = g_active.load(std::memory_order_acquire);
+  if (t != nullptr) return *t;
+  // Nothing selected (a test binary, a library user): the best table. Racing
+  // first calls all store the same table.
+  const KernelTable& best = ChooseKernelTable("");
+  g_active.store(&best, std::memory_order_release);
+  return best;
 }
 
 }  // namespace tern::kernels

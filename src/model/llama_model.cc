@@ -227,13 +227,13 @@ Status LlamaModel::BindRope() {
 }
 
 void LlamaModel::MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
-                        ThreadPool* pool) const {
+                        ThreadPool* pool) {
   if (observer_ && !w.name.empty()) observer_->OnMatMul(w.name, x, num_tokens, w.view.cols);
-  kernels::MatMul(w.view, x, num_tokens, y, pool);
+  kernels::MatMul(w.view, x, num_tokens, y, pool, &workspace_);
 }
 
 void LlamaModel::MatMulMany(std::initializer_list<const Weight*> ws, const float* x,
-                            int64_t num_tokens, float* const* ys, ThreadPool* pool) const {
+                            int64_t num_tokens, float* const* ys, ThreadPool* pool) {
   kernels::WeightView views[4];
   size_t n = 0;
   CHECK(ws.size() <= 4);
@@ -242,7 +242,7 @@ void LlamaModel::MatMulMany(std::initializer_list<const Weight*> ws, const float
     views[n++] = w->view;
   }
   kernels::MatMulMany(std::span<const kernels::WeightView>(views, n), x, num_tokens, ys,
-                      pool);
+                      pool, &workspace_);
 }
 
 void LlamaModel::GrowScratch(const ForwardBatch& batch, int num_threads) {
@@ -394,7 +394,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
                           seq.num_tokens, seq.block_table.data()});
   }
   kernels::AttentionBatch(attn_seqs_, c.n_head, c.n_head_kv, c.head_dim, scale,
-                          c.LayerWindow(layer), view, pool, c.attn_softcap);
+                          c.LayerWindow(layer), view, pool, &workspace_, c.attn_softcap);
 }
 
 void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,

@@ -27,7 +27,7 @@
 // that are not F32 are dequantized once into owned storage.
 //
 // Thread rules: see Model. Scratch buffers are members, grown on demand and
-// reused across Forward calls.
+// reused across Forward calls; the kernels' own too (workspace_).
 #pragma once
 
 #include <initializer_list>
@@ -37,6 +37,7 @@
 
 #include "base/aligned_vector.h"
 #include "kernels/kernels.h"
+#include "kernels/workspace.h"
 #include "model/model.h"
 
 namespace tern {
@@ -78,10 +79,10 @@ class LlamaModel : public Model {
   Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out);
   // y = x W^T for num_tokens rows of x, reported to the observer first.
   void MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
-              ThreadPool* pool) const;
+              ThreadPool* pool);
   // ys[i] = x ws[i]^T in one dispatch (same cols), each reported first.
   void MatMulMany(std::initializer_list<const Weight*> ws, const float* x,
-                  int64_t num_tokens, float* const* ys, ThreadPool* pool) const;
+                  int64_t num_tokens, float* const* ys, ThreadPool* pool);
   Status BindVector(const std::string& name, int64_t n, bool optional, const float** out);
   // Q, K, V from attn_q/k/v, or as row ranges of a fused attn_qkv (phi3).
   Status BindAttention(const std::string& p, Layer* L);
@@ -120,6 +121,9 @@ class LlamaModel : public Model {
   std::vector<float> rope_cos_sin_;  // [num_tokens, rope_dim / 2, {cos, sin}]
   std::vector<float> rope_cos_sin_swa_;  // the same from rope_inv_freq_swa_
   std::vector<kernels::AttentionSeq> attn_seqs_;  // one step's sequences (Attention)
+  // The kernels' scratch (per pool slot, and the prepared activations),
+  // passed to every MatMul and Attention of Forward.
+  kernels::Workspace workspace_;
 };
 
 }  // namespace tern

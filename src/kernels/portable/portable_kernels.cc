@@ -95,7 +95,8 @@ void DotTokens(const float* w, const uint8_t* act, int64_t arb, int64_t cols, fl
 
 template <DType kType>
 void PortableGemmFloat(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                       int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+                       int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                       WorkerScratch*) {
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
     RowToF32<kType>(w + r * wrb, cols, row.data());
@@ -129,7 +130,8 @@ void UnpackRow16(const uint8_t* row, int64_t nb, int16_t* q, float* d, float* m)
 
 template <DType kType>
 void PortableGemmLegacy(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                        int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+                        int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                       WorkerScratch*) {
   const int64_t nb = cols / 32;
   std::vector<int16_t> q(cols);
   std::vector<float> scales(2 * nb);  // d, then m

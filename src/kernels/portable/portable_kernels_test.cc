@@ -31,8 +31,8 @@ TEST(PortableKernelsTest, LegacyFormatsEqualTheSpecBitwise) {
       for (float& v : x) v = normal(rng);
       std::vector<float> y_ref(tokens * rows), y(tokens * rows);
       const WeightView view{t, w.data(), rows, cols};
-      MatMulWith(RefKernelTable(), view, x.data(), tokens, y_ref.data(), nullptr);
-      MatMulWith(portable, view, x.data(), tokens, y.data(), nullptr);
+      MatMulWith(RefKernelTable(), view, x.data(), tokens, y_ref.data(), nullptr, nullptr);
+      MatMulWith(portable, view, x.data(), tokens, y.data(), nullptr, nullptr);
       EXPECT_EQ(0, std::memcmp(y_ref.data(), y.data(), y.size() * sizeof(float)))
           << DTypeName(t) << " tokens=" << tokens;
     }

@@ -82,7 +82,7 @@ inline float LoadWeight(const uint8_t* row, int64_t k) {
 template <DType kType>
 void RefGemmFloat(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
                   const uint8_t* act, int64_t act_row_bytes, int64_t num_tokens,
-                  int64_t cols, float* y, int64_t ldy) {
+                  int64_t cols, float* y, int64_t ldy, WorkerScratch*) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + r * w_row_bytes;
     for (int64_t t = 0; t < num_tokens; ++t) {
@@ -105,7 +105,7 @@ inline uint32_t LoadU32(const uint8_t* p) {
 template <DType kType>
 void RefGemmLegacy(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
                    const uint8_t* act, int64_t act_row_bytes, int64_t num_tokens,
-                   int64_t cols, float* y, int64_t ldy) {
+                   int64_t cols, float* y, int64_t ldy, WorkerScratch*) {
   const int64_t nb = cols / 32;
   const int64_t block_bytes = BlockBytes(kType);
   std::vector<int> q(cols);
@@ -204,7 +204,7 @@ void UnpackK(const uint8_t* p, KBlock* k) {
 template <DType kType>
 void RefGemmK(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
               const uint8_t* act, int64_t act_row_bytes, int64_t num_tokens,
-              int64_t cols, float* y, int64_t ldy) {
+              int64_t cols, float* y, int64_t ldy, WorkerScratch*) {
   const int64_t nb = cols / 256;
   const int64_t block_bytes = BlockBytes(kType);
   std::vector<KBlock> blocks(nb);

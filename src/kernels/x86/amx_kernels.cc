@@ -145,7 +145,11 @@ struct alignas(64) TileConfig {
 static_assert(sizeof(TileConfig) == 64);
 
 // Loads this thread's tile configuration (once per thread; nothing else in
-// tern uses the tiles).
+// tern uses the tiles). The one thread_local of the kernels, and not
+// scratch: it mirrors the tile configuration register, hardware state that
+// belongs to the OS thread (ldtilecfg loads it for the thread that runs it,
+// whichever pool slot or Workspace that thread serves), so it is kept where
+// the register is: per thread.
 void ConfigureTiles() {
   thread_local bool configured = false;
   if (configured) return;
@@ -545,24 +549,21 @@ struct AmxGroups {
 // full groups (group g at accs + 16 g).
 template <class Few, class Prepare, class Groups>
 void AmxRowTiles(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
-                 int64_t num_tokens, float* y, int64_t ldy, Few few, Prepare prepare,
-                 Groups groups) {
+                 int64_t num_tokens, float* y, int64_t ldy, WorkerScratch* scratch, Few few,
+                 Prepare prepare, Groups groups) {
   ConfigureTiles();
   const AmxGroups split(num_tokens);
   const int64_t group_bytes = kAmxGroup * arb;
-  thread_local std::vector<uint8_t> pad;
-  thread_local AlignedVector<float> acc_storage;  // 64-byte aligned
-  if ((int64_t)acc_storage.size() < 256 * split.tile_groups) {
-    acc_storage.resize(256 * split.tile_groups);
-  }
-  __m512* accs = (__m512*)acc_storage.data();
+  // 64-byte aligned (WorkerScratch's buffers are).
+  __m512* accs = (__m512*)scratch->Get<float>(ScratchBuf::kAmxAcc, 256 * split.tile_groups);
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int nr = (int)std::min<int64_t>(16, rows - r0);
     const uint8_t* wt = w + r0 * wrb;
     if (nr < 16) {
-      pad.assign(16 * wrb, 0);
-      std::memcpy(pad.data(), wt, nr * wrb);
-      wt = pad.data();
+      uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kAmxPad, 16 * wrb);
+      std::memcpy(pad, wt, nr * wrb);
+      std::memset(pad + nr * wrb, 0, (16 - nr) * wrb);
+      wt = pad;
     }
     if (split.few) {
       few(wt, nr, act + split.groups * group_bytes,
@@ -580,24 +581,23 @@ void AmxRowTiles(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act
 
 template <DType kType>
 void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
-             int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+             int64_t num_tokens, int64_t cols, float* y, int64_t ldy, WorkerScratch* scratch) {
   const int64_t nb = cols / 32;
   const AmxGroups split(num_tokens);
-  thread_local std::vector<float> dw_storage;
-  thread_local std::vector<int8_t> unpacked;
   // Scratch of the tile path only (a lone token never touches it): d_w,
-  // then m_w.
+  // then m_w; the nibbles unpacked.
+  float* dw = nullptr;
+  int8_t* unpacked = nullptr;
   if (split.tile_groups > 0) {
-    if ((int64_t)dw_storage.size() < 32 * nb) dw_storage.resize(32 * nb);
-    if (kNibbles<kType> && (int64_t)unpacked.size() < 512 * nb) unpacked.resize(512 * nb);
+    dw = scratch->Get<float>(ScratchBuf::kAmxRowScales, 32 * nb);
+    if (kNibbles<kType>) unpacked = scratch->Get<int8_t>(ScratchBuf::kAmxUnpacked, 512 * nb);
   }
-  float* dw = dw_storage.data();
-  float* mw = dw + 16 * nb;
+  float* mw = dw != nullptr ? dw + 16 * nb : nullptr;
   // The tiles' weights: Q8_0 as they lie, Q4_0 unpacked once per row tile.
   const uint8_t* wq = nullptr;
   int64_t wstep = kBlockBytes<kType>, wstride = wrb;
   AmxRowTiles(
-      w, wrb, rows, act, arb, num_tokens, y, ldy,
+      w, wrb, rows, act, arb, num_tokens, y, ldy, scratch,
       [&](const uint8_t* wt, int nr, const uint8_t* a, float* yf) {
         DecodeFew<kType>(wt, wrb, nb, (const AmxDecodeQ8*)a, split.last_n, nr, yf, ldy);
       },
@@ -606,8 +606,8 @@ void AmxGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, in
         if constexpr (kHasMin<kType>) RowScales<kType, 2>(wt, wrb, nb, mw);
         wq = wt + 2;
         if constexpr (kNibbles<kType>) {
-          UnpackNibbles<kType>(wt, wrb, nb, unpacked.data());
-          wq = (const uint8_t*)unpacked.data();
+          UnpackNibbles<kType>(wt, wrb, nb, unpacked);
+          wq = (const uint8_t*)unpacked;
           wstep = 512;
           wstride = 32;
         }
@@ -1094,20 +1094,18 @@ void DecodeFewK(const uint8_t* w, int64_t wrb, int64_t rows, int64_t nb,
 
 template <DType kType>
 void AmxGemmK(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
-              int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+              int64_t num_tokens, int64_t cols, float* y, int64_t ldy, WorkerScratch* scratch) {
   const int64_t nb = cols / 256;
   const AmxGroups split(num_tokens);
-  thread_local std::vector<uint8_t> storage;
   KTile tile{};
   if (split.tile_groups > 0) {
     // lo, hi: 4 KiB a super-block each; d, dmin: 64 bytes; min_pairs: 256.
-    if ((int64_t)storage.size() < nb * (2 * 4096 + 384)) storage.resize(nb * (2 * 4096 + 384));
-    uint8_t* p = storage.data();
+    uint8_t* p = scratch->Get<uint8_t>(ScratchBuf::kAmxKTile, nb * (2 * 4096 + 384));
     tile = {p, p + 4096 * nb, (float*)(p + 8192 * nb), (float*)(p + 8192 * nb) + 16 * nb,
             (int32_t*)(p + 8192 * nb + 128 * nb)};
   }
   AmxRowTiles(
-      w, wrb, rows, act, arb, num_tokens, y, ldy,
+      w, wrb, rows, act, arb, num_tokens, y, ldy, scratch,
       [&](const uint8_t* wt, int nr, const uint8_t* a, float* yf) {
         DecodeFewK<kType>(wt, wrb, nr, nb, (const KDecodeAct<kType>*)a, split.last_n, yf, ldy);
       },
@@ -1132,8 +1130,8 @@ void AmxGemmK(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, i
 template <class Q, class Group, class Decode, int kBlockCols, class Quantize, class FillGroup,
           class FillDecode>
 const uint8_t* PrepareAmx(const float* x, int64_t num_tokens, int64_t cols,
-                          AlignedVector<uint8_t>* scratch, ThreadPool* pool, Quantize quantize,
-                          FillGroup fill_group, FillDecode fill_decode) {
+                          AlignedVector<uint8_t>* scratch, ThreadPool* pool, Workspace* workspace,
+                          Quantize quantize, FillGroup fill_group, FillDecode fill_decode) {
   const int64_t nb = cols / kBlockCols;
   const int64_t groups = (num_tokens + kAmxGroup - 1) / kAmxGroup;
   const int64_t group_bytes = nb * (int64_t)sizeof(Group);
@@ -1144,10 +1142,9 @@ const uint8_t* PrepareAmx(const float* x, int64_t num_tokens, int64_t cols,
     scratch->resize(group_bytes * groups + decode_bytes);
   }
   uint8_t* act = scratch->data();
-  auto body = [&](int64_t g0, int64_t g1, int) {
-    thread_local std::vector<uint8_t> row_bytes;
-    row_bytes.resize(kAmxGroup * nb * sizeof(Q));
-    Q* rows = (Q*)row_bytes.data();
+  workspace->Reserve(pool != nullptr ? pool->num_threads() : 1);
+  auto body = [&](int64_t g0, int64_t g1, int slot) {
+    Q* rows = workspace->Slot(slot).Get<Q>(ScratchBuf::kAmxQuantRows, kAmxGroup * nb);
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t n = std::min<int64_t>(kAmxGroup, num_tokens - g * kAmxGroup);
       for (int64_t t = 0; t < n; ++t) {
@@ -1172,9 +1169,10 @@ const uint8_t* PrepareAmx(const float* x, int64_t num_tokens, int64_t cols,
 }
 
 const uint8_t* PrepareAmxQ8(const KernelTable& table, const float* x, int64_t num_tokens,
-                            int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool) {
+                            int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool,
+                            Workspace* workspace) {
   return PrepareAmx<ActBlockQ8, AmxBlockQ8, AmxDecodeQ8, 32>(
-      x, num_tokens, cols, scratch, pool, table.quantize_q8,
+      x, num_tokens, cols, scratch, pool, workspace, table.quantize_q8,
       [](const ActBlockQ8& a, int t, AmxBlockQ8& o) {
         o.d[t] = a.d;
         o.s[t] = a.s;
@@ -1201,17 +1199,18 @@ void FillGroupQ8K(const ActBlockQ8K& a, int t, AmxBlockQ8K& o) {
 }
 
 const uint8_t* PrepareAmxQ8K(const KernelTable& table, const float* x, int64_t num_tokens,
-                             int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool) {
+                             int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool,
+                             Workspace* workspace) {
   return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8KImage, 256>(
-      x, num_tokens, cols, scratch, pool, table.quantize_q8k, FillGroupQ8K,
+      x, num_tokens, cols, scratch, pool, workspace, table.quantize_q8k, FillGroupQ8K,
       [](const ActBlockQ8K& a, ActBlockQ8KImage& o) { Q8KToImage(a, &o); });
 }
 
 const uint8_t* PrepareAmxQ8KPlain(const KernelTable& table, const float* x, int64_t num_tokens,
                                   int64_t cols, AlignedVector<uint8_t>* scratch,
-                                  ThreadPool* pool) {
+                                  ThreadPool* pool, Workspace* workspace) {
   return PrepareAmx<ActBlockQ8K, AmxBlockQ8K, ActBlockQ8K, 256>(
-      x, num_tokens, cols, scratch, pool, table.quantize_q8k, FillGroupQ8K,
+      x, num_tokens, cols, scratch, pool, workspace, table.quantize_q8k, FillGroupQ8K,
       [](const ActBlockQ8K& a, ActBlockQ8K& o) { o = a; });
 }
 

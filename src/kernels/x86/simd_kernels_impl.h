@@ -104,7 +104,8 @@ inline void RunTokens(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t
 
 template <class K>
 void TiledGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+               WorkerScratch* = nullptr) {
   constexpr int R = K::kRows;
   constexpr int T = K::kTokens;
   int64_t r = 0;
@@ -389,7 +390,8 @@ struct FloatKernel {
 // Float weights: decode as TiledGemm; prefill K-blocked (FloatKernel).
 template <DType kType>
 void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy) {
+               int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+               WorkerScratch* scratch) {
   using K = FloatKernel<kType, FloatVec>;
   using Reg = typename K::Reg;
   if (num_tokens == 1) {
@@ -397,13 +399,9 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
     return;
   }
   constexpr int R = K::kRows;
-  thread_local std::vector<float> park_storage;
   const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
-  if ((int64_t)park_storage.size() < K::kLanes * (need + 2)) {
-    park_storage.resize(K::kLanes * (need + 2));
-  }
-  // 64-byte aligned view of the storage.
-  Reg* park = (Reg*)(((uintptr_t)park_storage.data() + 63) & ~(uintptr_t)63);
+  // 64-byte aligned (WorkerScratch's buffers are).
+  Reg* park = (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, K::kLanes * need);
   int64_t r = 0;
   for (; r + R <= rows; r += R) {
     K::template BlockedRows<R>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
@@ -2089,12 +2087,10 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // Rows in one contiguous block for AccumulateVGroup: out rows are
   // accumulated in a scratch [rows][hd] and copied out at the end.
   float* acc_out = nullptr;
-  thread_local std::vector<float> scratch;
   if (a.num_queries == 1) {
     acc_out = a.out;  // the group's heads are contiguous already
   } else {
-    if (scratch.size() < (size_t)rows * hd) scratch.resize((size_t)rows * hd);
-    acc_out = scratch.data();
+    acc_out = a.scratch->Get<float>(ScratchBuf::kAttnRows, (int64_t)rows * hd);
   }
   for (int r = 0; r < rows; ++r) {
     running_max[r] = -INFINITY;
@@ -2108,22 +2104,22 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // Scores8x2's queries of each pair of a KV head's rows (t, t + 1 in that
   // order), at the pair's first row.
   const __m512 scale512 = _mm512_set1_ps(a.scale);
-  thread_local AlignedVector<float> qpairs;
-  if ((int64_t)qpairs.size() < (int64_t)rows * 2 * hd) qpairs.resize((int64_t)rows * 2 * hd);
-  PairQueries(item, a.num_kv_heads, hd, qpairs.data());
+  float* const qpairs =
+      a.scratch->Get<float>(ScratchBuf::kAttnQueryPairs, (int64_t)rows * 2 * hd);
+  PairQueries(item, a.num_kv_heads, hd, qpairs);
 #endif
   // K rows are prefetched kAhead positions ahead of the scores (into the
   // next chunk), V rows of a chunk while its scores are computed (16 was no
   // faster, 32 slower).
   constexpr int kAhead = 8;
-  thread_local AlignedVector<float> kconv;  // 8 K rows in f32
-  if (kdt != DType::kF32 && (int64_t)kconv.size() < 8 * hd) kconv.resize(8 * hd);
+  // 8 K rows in f32.
+  float* const kconv =
+      kdt != DType::kF32 ? a.scratch->Get<float>(ScratchBuf::kAttnKRows, 8 * hd) : nullptr;
   // Decoded V: the chunk's rows of the item's heads, [position][kv head][hd].
-  thread_local AlignedVector<float> vtile;
   const int64_t vtile_row = (int64_t)a.num_kv_heads * hd;
-  if (v_decode && (int64_t)vtile.size() < kSimdAttnChunk * vtile_row) {
-    vtile.resize(kSimdAttnChunk * vtile_row);
-  }
+  float* const vtile =
+      v_decode ? a.scratch->Get<float>(ScratchBuf::kAttnVTile, kSimdAttnChunk * vtile_row)
+               : nullptr;
   // Slots (K: whole; V: from the first head's elements, or the decoded tile).
   const uint8_t* krow[kSimdAttnChunk + kAhead];
   const uint8_t* vraw[kSimdAttnChunk];
@@ -2180,7 +2176,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           for (int j = 0; j < 8; ++j) kp[j] = krow[i + j];
           if (kdt != DType::kF32) {
             for (int j = 0; j < 8; ++j) {
-              float* dst = kconv.data() + j * hd;
+              float* dst = kconv + j * hd;
               DecodeKvRow(kdt, krow[i + j], ke0, hd, dst);
               kp[j] = (const uint8_t*)dst;
             }
@@ -2198,7 +2194,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
             const int r1 = kvh_rows[kvh][t + 1];
             if (needs(r) || needs(r1)) {
               convert();
-              const __m512 sc2 = Scores8x2(qpairs.data() + (int64_t)r * 2 * hd, kp, koff, hd,
+              const __m512 sc2 = Scores8x2(qpairs + (int64_t)r * 2 * hd, kp, koff, hd,
                                            scale512);
               put(r, _mm512_castps512_ps256(sc2));
               put(r1, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sc2), 1)));
@@ -2227,7 +2223,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
     }
     if (v_decode) {
       for (int i = 0; i < n; ++i) {
-        float* dst = vtile.data() + i * vtile_row;
+        float* dst = vtile + i * vtile_row;
         DecodeKvRow(vdt, vraw[i], e_first, vtile_row, dst);
         vrow[i] = (const uint8_t*)dst;
       }
