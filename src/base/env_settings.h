@@ -5,9 +5,12 @@
 //   TERN_STEP_LOG=FILE    one JSON line per engine step (--step-log FILE)
 //   TERN_POOL_SPIN=US     how long pool threads spin before they block
 //                         (ThreadPool::SetMaxSpinMicros, applied by main)
-// Not yet gathered here (planned): TERN_KV_HUGEPAGES (kv/kv_storage.cc), TERN_ISA (kernels/kernels.cc),
-// TERN_MODELS_DIR (base/paths.cc). HF_* and TERN_CACHE are read by
-// hub/hub_config.h's HubConfig::FromEnvironment, the same way.
+//   TERN_KV_HUGEPAGES=0   4 KiB pages for the KV cache instead of 2 MiB
+//                         (EngineConfig::kv_huge_pages -> KvShape::huge_pages)
+//   TERN_MODELS_DIR=DIR   where the shared models are (base/paths.h's
+//                         ModelsDir, DefaultModelPath); not logged
+// HF_* and TERN_CACHE are read by hub/hub_config.h's
+// HubConfig::FromEnvironment, the same way.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +23,18 @@ namespace tern {
 struct EnvSettings {
   std::string step_log_path;  // "" = none
   int64_t pool_spin_us = -1;  // -1 = the pool's default
-  std::vector<std::string> found;  // "NAME=value" of each variable that was set
+
+  // Memory and paths.
+  bool kv_huge_pages = true;  // TERN_KV_HUGEPAGES=0: false
+  std::string models_dir;     // TERN_MODELS_DIR; "" = the built-in default
+
+  std::vector<std::string> found;  // "NAME=value" of each variable set (the log line)
 
   // getenv is a parameter so that tests can feed their own variables.
   static EnvSettings Read(const std::function<const char*(const char*)>& getenv);
-  // Read(std::getenv), and the first call logs the variables found (one
-  // info line, none when nothing is set).
+  // Read(std::getenv) once per process (later calls return the same
+  // values); that first call logs the variables found (one info line, none
+  // when nothing is set).
   static EnvSettings FromProcess();
 };
 

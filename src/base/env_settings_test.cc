@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "base/paths.h"
+
 namespace tern {
 namespace {
 
@@ -34,6 +36,26 @@ TEST(EnvSettingsTest, PoolSpinInMicroseconds) {
   EXPECT_EQ(ReadFrom({}).pool_spin_us, -1);
   EXPECT_EQ(ReadFrom({{"TERN_POOL_SPIN", "50"}}).pool_spin_us, 50);
   EXPECT_EQ(ReadFrom({{"TERN_POOL_SPIN", "-3"}}).pool_spin_us, 0);
+}
+
+// Memory and paths.
+TEST(EnvSettingsTest, KvHugePagesOffOnlyWithZero) {
+  EXPECT_TRUE(ReadFrom({}).kv_huge_pages);
+  EXPECT_TRUE(ReadFrom({{"TERN_KV_HUGEPAGES", "1"}}).kv_huge_pages);
+  const EnvSettings off = ReadFrom({{"TERN_KV_HUGEPAGES", "0"}});
+  EXPECT_FALSE(off.kv_huge_pages);
+  ASSERT_EQ(off.found.size(), 1u);
+  EXPECT_EQ(off.found[0], "TERN_KV_HUGEPAGES=0");
+}
+
+TEST(EnvSettingsTest, ModelsDirIsReadAndWinsOverTheBuiltInDefault) {
+  const EnvSettings s = ReadFrom({{"TERN_MODELS_DIR", "/data/models"}});
+  EXPECT_EQ(s.models_dir, "/data/models");
+  EXPECT_TRUE(s.found.empty());  // a path, not a tuning: not logged
+  EXPECT_EQ(ModelsDir(s.models_dir), "/data/models");
+  EXPECT_EQ(ReadFrom({}).models_dir, "");
+  // Unset: the built-in default, never "".
+  EXPECT_FALSE(ModelsDir("").empty());
 }
 
 }  // namespace
