@@ -98,10 +98,46 @@ TEST(GenerateCliTest, StopsWhenTheContextIsFull) {
   const testing::CliResult r =
       RunTern("generate " + Model() + " --temp 0 -n 100 --ids --ignore-eos --ctx 16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // 1 prompt token (BOS) + 15 appended generated tokens fill 16 slots; the
-  // 16th generated token comes from the last logits.
-  EXPECT_EQ(ParseIds(r.out).size(), 16u);
+  // 1 prompt token (BOS) + 15 generated tokens = the context of 16, the
+  // engine's max_model_len (prompt + output, as the server counts it).
+  EXPECT_EQ(ParseIds(r.out).size(), 15u);
   EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
+  // -n that fits exactly ends the run by -n, not by the context.
+  const testing::CliResult exact =
+      RunTern("generate " + Model() + " --temp 0 -n 15 --ids --ignore-eos --ctx 16");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_EQ(exact.out, r.out);
+  EXPECT_EQ(exact.err.find("context full"), std::string::npos) << exact.err;
+}
+
+TEST(GenerateCliTest, PromptThatFillsTheContextIsAnError) {
+  SKIP_WITHOUT_MODEL();
+  // BOS + 4 tokens: nothing left of a 5-token context.
+  const testing::CliResult r =
+      RunTern("generate " + Model() + " --ctx 5 -p 'Once upon a time'");
+  ExpectOneLineError(r, "fills the context of 5 tokens");
+}
+
+TEST(GenerateCliTest, SameIdsAsTheSameRequestThroughBatch) {
+  SKIP_WITHOUT_MODEL();
+  // One engine behind both: sampled (seeded) ids agree token for token.
+  const testing::CliResult gen = RunTern(
+      "generate " + Model() + " -p 'Once upon a time' -n 40 --ids --temp 0.8 --seed 11");
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFileBytes(
+      dir.File("in.jsonl"), "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, "
+                            "\"temperature\": 0.8, \"seed\": 11}\n"));
+  const testing::CliResult batch = RunTern("batch " + Model() + " -i " +
+                                           ShellQuote(dir.File("in.jsonl")) + " -o " +
+                                           ShellQuote(dir.File("out.jsonl")));
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  const std::string out = testing::ReadFileBytes(dir.File("out.jsonl"));
+  const size_t at = out.find("\"token_ids\":[");
+  ASSERT_NE(at, std::string::npos) << out;
+  std::string ids = out.substr(at + 13, out.find(']', at) - at - 13);
+  for (char& c : ids) c = c == ',' ? ' ' : c;
+  EXPECT_EQ(ParseIds(gen.out), ParseIds(ids));
 }
 
 TEST(GenerateCliTest, PromptLongerThanContextIsAnError) {
@@ -113,11 +149,12 @@ TEST(GenerateCliTest, PromptLongerThanContextIsAnError) {
 
 TEST(GenerateCliTest, WithoutNRunsToEndOfTextOrContext) {
   SKIP_WITHOUT_MODEL();
-  // Default -n is -1: with --ignore-eos only the context (-c 40) ends it.
+  // Default -n is -1: with --ignore-eos only the context (-c 40) ends it,
+  // after 39 tokens past the BOS.
   const testing::CliResult r =
       RunTern("generate " + Model() + " --temp 0 --ids --ignore-eos -c 40");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(ParseIds(r.out).size(), 40u);
+  EXPECT_EQ(ParseIds(r.out).size(), 39u);
   EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
   const testing::CliResult minus_one =
       RunTern("generate " + Model() + " --temp 0 --ids --ignore-eos -c 40 -n -1");

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/elapsed.h"
+#include "base/env_settings.h"
 #include "base/huge_pages.h"
 #include "base/thread_pool.h"
 #include "gguf/weight_summary.h"
@@ -158,6 +159,7 @@ class ModelBench {
     s.num_blocks = (max_context + 15) / 16;
     s.dtype = k;
     s.v_dtype = v;
+    s.huge_pages = EnvSettings::FromProcess().kv_huge_pages;
     return s;
   }
 

@@ -27,8 +27,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/atomic_file.h"
-#include "gguf/gguf_file.h"
-#include "model/model_config.h"
 #include "server/engine_backend.h"
 #include "server/stop_matcher.h"
 #include "tools/arg_parser.h"
@@ -291,13 +289,8 @@ int RunChat(int argc, char** argv) {
   if (int rc = ParseOrExit(parser, argc, argv, "chat"); rc >= 0) return rc;
   if (a.model.empty()) return Fail("missing -m MODEL (see 'tern chat --help')");
 
-  StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(a.model);
-  if (!file.ok()) return Fail(file.status().message());
-  StatusOr<ModelConfig> model_config = ModelConfig::FromGguf(**file);
-  if (!model_config.ok()) return Fail(model_config.status().message());
-  StatusOr<int32_t> ctx = a.gen.ResolveContext(*model_config, a.model);
+  StatusOr<int32_t> ctx = a.gen.ResolveContext(a.model);
   if (!ctx.ok()) return Fail(ctx.status().message());
-  file->reset();
   StatusOr<std::string> source = ResolveChatTemplate(a.gen.chat_template, a.model);
   if (!source.ok()) return Fail(source.status().message());
   if (source->empty()) {

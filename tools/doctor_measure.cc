@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/elapsed.h"
+#include "base/env_settings.h"
 #include "gguf/weight_summary.h"
 #include "kernels/machine_probe.h"
 #include "kv/kv_config.h"
@@ -64,6 +65,7 @@ class BatchRunner {
     s.block_size = kBlock;
     s.num_blocks = blocks;
     s.dtype = DType::kF16;
+    s.huge_pages = EnvSettings::FromProcess().kv_huge_pages;
     return s;
   }
 

@@ -70,6 +70,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
 
 void ApplyEnvSettings(const EnvSettings& env, EngineConfig* config) {
   if (config->step_log_path.empty()) config->step_log_path = env.step_log_path;
+  if (!env.kv_huge_pages) config->kv_huge_pages = false;  // no flag for it
 }
 
 StatusOr<EngineConfig> EngineFlags::ToConfig() const {

@@ -37,8 +37,9 @@ struct EngineFlags {
 };
 
 // Fills what the environment sets (base/env_settings.h) where no flag did:
-// TERN_STEP_LOG -> step_log_path. ToConfig() calls it; so does every command
-// that makes its EngineConfig by hand (chat, generate's speculative path).
+// TERN_STEP_LOG -> step_log_path, TERN_KV_HUGEPAGES=0 -> kv_huge_pages false.
+// ToConfig() calls it; so does every command that makes its EngineConfig by
+// hand (chat, generate).
 void ApplyEnvSettings(const EnvSettings& env, EngineConfig* config);
 
 // Registers -m/--model, -t/--threads, -v/--verbose and the engine options.

@@ -1,7 +1,9 @@
 // tern generate: continue a prompt with one model on this machine, streaming
 // the generated text to stdout (or the ids with --ids) and the timings to
-// stderr. Drives Model directly through a SequenceRunner (one sequence,
-// contiguous KV); serving and `tern chat` go through the engine instead.
+// stderr. One request through the Engine (max_num_seqs 1, context =
+// max_model_len), as `tern serve` and `tern chat` run theirs: the engine's
+// end-of-text, length, seed and streaming-eviction rules, and its
+// per-request metrics (TTFT, TPOT, evicted tokens) in the summary.
 //
 // The prompt is -p TEXT, -p - (stdin) or -f FILE, taken verbatim; with
 // --chat-template or --system it is one user message rendered through the
@@ -24,13 +26,9 @@
 
 #include "base/elapsed.h"
 #include "base/paths.h"
-#include "base/thread_pool.h"
+#include "engine/engine.h"
 #include "kernels/kernels.h"
-#include "model/model.h"
-#include "model/sequence_runner.h"
-#include "model/streaming_kv.h"
-#include "sample/rng.h"
-#include "sample/sampler.h"
+#include "sample/request_checks.h"
 #include "server/chat_prompt.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/incremental_detokenizer.h"
@@ -39,7 +37,6 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/engine_flags.h"
-#include "engine/engine.h"
 #include "tools/generation_flags.h"
 #include "tools/kv_eviction_flags.h"
 #include "tools/spec_flags.h"
@@ -59,9 +56,8 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool ids = false;
   int64_t threads = 0;
-  // Streaming KV eviction past the context (model/streaming_kv.h).
-  KvEvictionFlags eviction;
-  SpecFlags spec;  // speculative decoding: runs through the engine
+  KvEvictionFlags eviction;  // streaming KV eviction past the context
+  SpecFlags spec;            // speculative decoding
 
   bool chat() const { return !gen.chat_template.empty() || !gen.system.empty(); }
 };
@@ -83,7 +79,9 @@ void AddFlags(ArgParser& p, GenerateArgs& a) {
   p.AddFlag("--ids", &a.ids, "print the generated token ids instead of text");
   AddThreadsFlag(p, &a.threads);
   AddKvEvictionFlags(p, &a.eviction, "stop when the context is full",
-                     "keep going, dropping the oldest tokens after the first --kv-sink-tokens",
+                     "keep going, dropping whole KV blocks of the oldest tokens after the first "
+                     "--kv-sink-tokens (rounded up to a block of " +
+                         std::to_string(EngineConfig{}.block_size) + ")",
                      "half the context");
   AddSpecFlags(p, &a.spec);
   p.AddCheck([&a]() -> Status {
@@ -168,12 +166,12 @@ class TokenPrinter {
   StopMatcher stop_;
 };
 
-// With speculative decoding: one request through the engine (proposals,
-// verification and rollback live there), streamed like the plain path.
-int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
-                        const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
-                        double tokenizer_load_s) {
-  const Clock::time_point load_start = Clock::now();
+// The engine for one sequence of ctx tokens: no prefix cache (nothing to
+// share), the KV dtypes, threads, streaming eviction and speculative
+// decoding the flags ask for.
+StatusOr<EngineConfig> MakeEngineConfig(const GenerateArgs& a, int32_t ctx) {
+  EngineConfig config;
+  TERN_RETURN_IF_ERROR(a.spec.Apply(&config));
   config.model_path = a.model;
   config.num_threads = (int)a.threads;
   config.max_num_seqs = 1;
@@ -181,69 +179,86 @@ int GenerateSpeculative(const GenerateArgs& a, EngineConfig config, int32_t ctx,
   config.kv_cache_dtype = a.gen.kv.k_dtype;
   if (a.gen.kv.v_dtype != a.gen.kv.k_dtype) config.kv_cache_dtype_v = a.gen.kv.v_dtype;
   config.enable_prefix_caching = false;
-  ApplyEnvSettings(EnvSettings::FromProcess(), &config);
-  StatusOr<std::unique_ptr<Engine>> created = Engine::Create(config);
-  if (!created.ok()) return Fail(created.status().message());
-  Engine& engine = **created;
-  const double load_s = tokenizer_load_s + SecondsSince(load_start);
-
-  EngineRequest r;
-  r.request_id = "generate";
-  r.prompt_token_ids = prompt;
-  r.sampling = a.gen.ToSamplingParams();
-  if (!r.sampling.has_seed) {
-    r.sampling.seed = std::random_device{}();
-    r.sampling.has_seed = true;
+  if (a.eviction.streaming()) {
+    config.kv_eviction = KvEviction::kStreaming;
+    config.kv_sink_tokens = ClampToInt32(a.eviction.sink_tokens);
+    config.kv_window_tokens = ClampToInt32(a.eviction.window);
   }
-  const uint64_t seed = r.sampling.seed;
-  r.sampling.ignore_eos = a.ignore_eos;
-  const int64_t room = ctx - (int64_t)prompt.size();
-  r.sampling.max_tokens = (int32_t)(a.gen.max_tokens < 0 ? room : std::min<int64_t>(a.gen.max_tokens, room));
-  if (r.sampling.max_tokens < 1) return Fail("the prompt fills the context: nothing to generate (raise -c)");
-  auto channel = engine.AddRequest(r);
-  if (!channel.ok()) return Fail(channel.status().message());
-  TokenPrinter printer(tokenizer, a.ids, prompt, a.gen.stop);
-  RequestMetrics m;
-  size_t generated = 0;
+  ApplyEnvSettings(EnvSettings::FromProcess(), &config);
+  return config;
+}
+
+// What one request came to, for the summary on stderr.
+struct GenerateResult {
+  size_t generated = 0;  // tokens printed (an end-of-text token is not)
+  bool stop_string = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  RequestMetrics metrics;  // the engine's
+};
+
+// Streams the request's tokens to stdout until the engine finishes it; a
+// --stop string seen in the text finishes it early.
+GenerateResult Stream(Engine& engine, const EngineRequest& r, OutputChannel& channel,
+                      bool ignore_eos, TokenPrinter& printer) {
+  GenerateResult result;
   bool stopped = false;
   while (true) {
-    std::optional<RequestOutput> out = (*channel)->Pop(std::chrono::seconds(1));
+    std::optional<RequestOutput> out = channel.Pop(std::chrono::seconds(1));
     if (!out) continue;
     for (int32_t id : out->new_token_ids) {
       if (stopped) break;
-      if (!a.ignore_eos && tokenizer.IsEog(id)) break;  // as the plain path: not printed
-      ++generated;
+      if (!ignore_eos && engine.tokenizer().IsEog(id)) break;  // ends the text, not printed
+      ++result.generated;
       if (!printer.Print(id)) {
         stopped = true;
         engine.FinishWithStop(r.request_id);
       }
     }
     if (out->finished) {
-      m = out->metrics;
+      result.finish_reason = out->finish_reason;
+      result.metrics = out->metrics;
       break;
     }
   }
   printer.Finish();
-  const SpecSummary spec{m.spec_num_drafts, m.spec_num_draft_tokens, m.spec_num_accepted_tokens};
-  const double decode_s = m.e2e_s - m.ttft_s;
-  const size_t decoded = m.generated_tokens > 1 ? m.generated_tokens - 1 : 0;
+  result.stop_string = printer.stopped();
+  return result;
+}
+
+void PrintSummary(const GenerateArgs& a, const Engine& engine, const EngineConfig& config,
+                  double load_s, uint64_t seed, bool context_limited, const GenerateResult& g) {
+  const RequestMetrics& m = g.metrics;
   std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
                a.model.c_str(), engine.model_config().arch.c_str(), engine.num_threads(),
-               kernels::ActiveIsa(), ctx, a.gen.kv.Name().c_str());
+               kernels::ActiveIsa(), engine.max_model_len(), a.gen.kv.Name().c_str());
   std::fprintf(stderr, "load: %.1f ms   seed: %llu\n", load_s * 1e3, (unsigned long long)seed);
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s prefill, TTFT %.1f ms\n", prompt.size(),
-               m.ttft_s > 0 ? prompt.size() / m.ttft_s : 0.0, m.ttft_s * 1e3);
-  std::fprintf(stderr, "generated: %zu tokens, %.1f tok/s decode, TPOT %.2f ms%s\n", generated,
-               decode_s > 0 ? decoded / decode_s : 0.0, decoded > 0 ? decode_s * 1e3 / decoded : 0.0,
-               printer.stopped() ? " (stopped: --stop string)" : "");
-  std::fprintf(stderr,
-               "speculative: %s, k %d%s: acceptance %.1f%% (%lld of %lld proposals), mean accepted "
-               "length %.2f tokens/step over %lld steps\n",
-               SpecMethodName(config.speculative_method), config.num_speculative_tokens,
-               config.speculative_adaptive ? " adaptive" : "", 100 * spec.AcceptanceRate(),
-               (long long)spec.accepted_tokens, (long long)spec.draft_tokens,
-               spec.MeanAcceptedLength(), (long long)spec.drafts);
-  return 0;
+  std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s prefill, TTFT %.1f ms\n", m.prompt_tokens,
+               m.ttft_s > 0 ? m.prompt_tokens / m.ttft_s : 0.0, m.ttft_s * 1e3);
+  const bool context_full = context_limited && g.finish_reason == FinishReason::kLength;
+  std::fprintf(stderr, "generated: %zu tokens, %.1f tok/s decode, TPOT %.2f ms%s\n", g.generated,
+               m.tpot_s > 0 ? 1 / m.tpot_s : 0.0, m.tpot_s * 1e3,
+               g.stop_string  ? " (stopped: --stop string)"
+               : context_full ? " (stopped: context full)"
+                              : "");
+  if (config.kv_eviction == KvEviction::kStreaming) {
+    // The engine keeps the sinks as whole KV blocks.
+    const int32_t bs = config.block_size;
+    const int32_t window =
+        config.kv_window_tokens > 0 ? config.kv_window_tokens : engine.max_model_len() / 2;
+    std::fprintf(stderr,
+                 "context: %d tokens evicted (streaming: %d sink tokens + %d recent kept)\n",
+                 m.evicted_tokens, (config.kv_sink_tokens + bs - 1) / bs * bs, window);
+  }
+  if (config.speculative_method != SpecMethod::kNone) {
+    const SpecSummary spec{m.spec_num_drafts, m.spec_num_draft_tokens, m.spec_num_accepted_tokens};
+    std::fprintf(stderr,
+                 "speculative: %s, k %d%s: acceptance %.1f%% (%lld of %lld proposals), mean "
+                 "accepted length %.2f tokens/step over %lld steps\n",
+                 SpecMethodName(config.speculative_method), config.num_speculative_tokens,
+                 config.speculative_adaptive ? " adaptive" : "", 100 * spec.AcceptanceRate(),
+                 (long long)spec.accepted_tokens, (long long)spec.draft_tokens,
+                 spec.MeanAcceptedLength(), (long long)spec.drafts);
+  }
 }
 
 }  // namespace
@@ -268,108 +283,50 @@ int RunGenerate(int argc, char** argv) {
   }
   StatusOr<std::string> prompt_text = ReadPrompt(a);
   if (!prompt_text.ok()) return Fail(prompt_text.status().message());
-  EngineConfig speculative;
-  if (Status st = a.spec.Apply(&speculative); !st.ok()) return Fail(st.message());
-  if (speculative.speculative_method != SpecMethod::kNone && a.eviction.streaming()) {
-    return Fail("--kv-eviction streaming cannot be combined with speculative decoding");
-  }
-
+  // The context first (it sizes the engine's KV), from the file's header.
   const Clock::time_point load_start = Clock::now();
-  auto model_or = Model::Load(a.model);
-  if (!model_or.ok()) return Fail(model_or.status().message());
-  std::unique_ptr<Model> model = std::move(model_or).value();
-  StatusOr<int32_t> ctx_or = a.gen.ResolveContext(model->config(), a.model);
+  StatusOr<int32_t> ctx_or = a.gen.ResolveContext(a.model);
   if (!ctx_or.ok()) return Fail(ctx_or.status().message());
   const int32_t ctx = *ctx_or;
-  auto vocab = Vocab::FromGguf(model->file());
-  if (!vocab.ok()) return Fail(vocab.status().message());
-  auto tokenizer_or = Tokenizer::Create(std::move(vocab).value());
-  if (!tokenizer_or.ok()) return Fail(tokenizer_or.status().message());
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tokenizer_or).value();
+  StatusOr<EngineConfig> config = MakeEngineConfig(a, ctx);
+  if (!config.ok()) return Fail(config.status().message());
+  StatusOr<std::unique_ptr<Engine>> created = Engine::Create(*config);
+  if (!created.ok()) return Fail(created.status().message());
+  Engine& engine = **created;
   const double load_s = SecondsSince(load_start);
 
-  StatusOr<std::vector<int32_t>> prompt_or = EncodePrompt(a, *tokenizer, *prompt_text);
+  StatusOr<std::vector<int32_t>> prompt_or = EncodePrompt(a, engine.tokenizer(), *prompt_text);
   if (!prompt_or.ok()) return Fail(prompt_or.status().message());
   const std::vector<int32_t> prompt = std::move(prompt_or).value();
   if (prompt.empty()) return Fail("the prompt is empty (give -p TEXT or drop --no-bos)");
-  if ((int64_t)prompt.size() > ctx) {
+  // With streaming eviction the engine evicts a long prompt as it prefills.
+  if ((int64_t)prompt.size() > ctx && !engine.streaming_kv_eviction()) {
     return Fail("the prompt is " + std::to_string(prompt.size()) +
                 " tokens, longer than the context of " + std::to_string(ctx) +
                 " tokens (raise -c)");
   }
-  if (speculative.speculative_method != SpecMethod::kNone) {
-    model.reset();  // the engine loads its own
-    return GenerateSpeculative(a, speculative, ctx, *tokenizer, prompt, load_s);
-  }
 
-  SamplingParams params = a.gen.ToSamplingParams();
-  if (!params.has_seed) params.seed = std::random_device{}();
-  Rng rng(params.seed);
-  const int64_t num_predict = a.gen.max_tokens;  // -1: until end of text or context
-
-  const int threads = a.threads > 0 ? (int)a.threads : ThreadPool::DefaultNumThreads();
-  ThreadPool pool(threads);
-  if (Status st = CheckKvDtypesFit(a.gen.kv, model->config(), a.model); !st.ok()) {
-    return Fail(st.message());
+  EngineRequest r;
+  r.request_id = "generate";
+  r.prompt_token_ids = prompt;
+  r.sampling = a.gen.ToSamplingParams();
+  if (!r.sampling.has_seed) {
+    r.sampling.seed = std::random_device{}();
+    r.sampling.has_seed = true;
   }
-  SequenceRunner runner(*model, ctx, a.gen.kv.k_dtype, a.gen.kv.v_dtype, &pool);
-  const bool streaming = a.eviction.streaming();
-  const StreamingKvConfig eviction = a.eviction.ToConfig();
-  if (streaming) {
-    if (Status st = CheckStreamingKv(eviction, ctx); !st.ok()) return Fail(st.message());
-  }
-  int64_t num_evicted = 0;
-  TokenPrinter printer(*tokenizer, a.ids, prompt, a.gen.stop);
-
-  const Clock::time_point prefill_start = Clock::now();
-  if (Status st = runner.Append(prompt, false); !st.ok()) return Fail(st.message());
-  double ttft_s = 0;
-  Clock::time_point decode_start;
-  std::vector<int32_t> generated;
-  bool hit_context = false;
-  while (num_predict < 0 || (int64_t)generated.size() < num_predict) {
-    const SampledToken t = SampleToken(runner.Logits(0), params, generated, rng.Uniform());
-    if (generated.empty()) {
-      ttft_s = SecondsSince(prefill_start);
-      decode_start = Clock::now();
-    }
-    if (!a.ignore_eos && tokenizer->IsEog(t.token_id)) break;
-    generated.push_back(t.token_id);
-    if (!printer.Print(t.token_id)) break;
-    if (num_predict >= 0 && (int64_t)generated.size() >= num_predict) break;
-    if (runner.num_computed() >= ctx && streaming) num_evicted += MakeRoom(runner, eviction, 1);
-    if (runner.num_computed() >= ctx) {
-      hit_context = true;
-      break;
-    }
-    if (Status st = runner.Append(std::vector<int32_t>{t.token_id}, false); !st.ok()) {
-      return Fail(st.message());
-    }
-  }
-  printer.Finish();
-
-  const double prefill_s = ttft_s;
-  const double decode_s = generated.size() > 1 ? SecondsSince(decode_start) : 0;
-  const std::string kv_name = a.gen.kv.Name();  // as --kv-cache-dtype
-  std::fprintf(stderr, "\nmodel: %s (%s, %d threads, kernels %s, context %d, KV %s)\n",
-               a.model.c_str(), model->config().arch.c_str(), threads, kernels::ActiveIsa(), ctx,
-               kv_name.c_str());
-  std::fprintf(stderr, "load: %.1f ms   seed: %llu\n", load_s * 1e3,
-               (unsigned long long)params.seed);
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s prefill, TTFT %.1f ms\n", prompt.size(),
-               prefill_s > 0 ? prompt.size() / prefill_s : 0.0, ttft_s * 1e3);
-  const size_t decoded = generated.size() > 1 ? generated.size() - 1 : 0;
-  std::fprintf(stderr, "generated: %zu tokens, %.1f tok/s decode, TPOT %.2f ms%s\n",
-               generated.size(), decode_s > 0 ? decoded / decode_s : 0.0,
-               decoded > 0 ? decode_s * 1e3 / decoded : 0.0,
-               hit_context       ? " (stopped: context full)"
-               : printer.stopped() ? " (stopped: --stop string)"
-                                   : "");
-  if (streaming) {
-    std::fprintf(stderr, "context: %lld tokens evicted (streaming: %d sink tokens + %d recent kept)\n",
-                 (long long)num_evicted, eviction.sink_tokens,
-                 eviction.window_tokens > 0 ? eviction.window_tokens : ctx / 2);
-  }
+  r.sampling.ignore_eos = a.ignore_eos;
+  // -n, or -1: until end of text or, without streaming eviction, the
+  // context (prompt + generated tokens = -c, the engine's max_model_len).
+  const int64_t wanted = a.gen.max_tokens < 0 ? INT32_MAX : a.gen.max_tokens;
+  const int64_t room = engine.streaming_kv_eviction() ? INT32_MAX : ctx - (int64_t)prompt.size();
+  if (room < 1) return Fail("the prompt fills the context of " + std::to_string(ctx) +
+                            " tokens: nothing to generate (raise -c)");
+  r.sampling.max_tokens = (int32_t)std::min(wanted, room);
+  StatusOr<std::shared_ptr<OutputChannel>> channel = engine.AddRequest(r);
+  if (!channel.ok()) return Fail(channel.status().message());
+  TokenPrinter printer(engine.tokenizer(), a.ids, prompt, a.gen.stop);
+  const GenerateResult result = Stream(engine, r, **channel, a.ignore_eos, printer);
+  PrintSummary(a, engine, *config, load_s, r.sampling.seed, room < wanted, result);
   return 0;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "gguf/gguf_file.h"
+#include "model/model.h"
 #include "sample/request_checks.h"
 #include "server/chat_prompt.h"
 
@@ -80,6 +82,12 @@ StatusOr<int32_t> GenerationFlags::ResolveContext(const ModelConfig& config,
   }
   TERN_RETURN_IF_ERROR(CheckContextLength(config, ctx, "-c", model_path));
   return (int32_t)ctx;
+}
+
+StatusOr<int32_t> GenerationFlags::ResolveContext(const std::string& model_path) const {
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(model_path));
+  TERN_ASSIGN_OR_RETURN(ModelConfig config, Model::ReadConfig(*file));
+  return ResolveContext(config, model_path);
 }
 
 void AddGenerationFlags(ArgParser& p, GenerationFlags* f, const std::string& reply_noun) {

@@ -55,6 +55,10 @@ struct GenerationFlags {
   // trained context unknown: kCliMaxDefaultContext). -c above the trained
   // context is an error (CheckContextLength, as serve's --max-model-len).
   StatusOr<int32_t> ResolveContext(const ModelConfig& config, const std::string& model_path) const;
+  // The same for the model file at model_path, from its header
+  // (Model::ReadConfig: an unsupported architecture is named), before an
+  // engine loads it.
+  StatusOr<int32_t> ResolveContext(const std::string& model_path) const;
 };
 
 // Registers every flag above with its checks. reply_noun says what -n counts

@@ -1,11 +1,11 @@
-// The streaming-KV flags of the commands that run one sequence through
-// SequenceRunner (`tern generate`, `tern perplexity`), registered and checked
-// in one place:
+// The streaming-KV flags of the commands that run one sequence (`tern
+// generate` through the engine, `tern perplexity` through SequenceRunner),
+// registered and checked in one place:
 //   --kv-eviction none|streaming   (an unknown mode is named at parse time)
 //   --kv-sink-tokens S             first tokens always kept (default 4)
 //   --kv-window W                  recent tokens kept at an eviction
-// The engine's flags (`serve`, `batch`) are tools/engine_flags.h's: there
-// sinks round up to whole KV blocks.
+// The engine's (`generate` here, `serve` and `batch` with
+// tools/engine_flags.h's flags) round the sinks up to whole KV blocks.
 #pragma once
 
 #include <cstdint>

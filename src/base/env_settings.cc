@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <mutex>
 
 #include "base/log.h"
 
@@ -10,10 +9,10 @@ namespace tern {
 
 EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& getenv) {
   EnvSettings s;
-  auto get = [&](const char* name) -> std::string {
+  auto get = [&](const char* name, bool listed = true) -> std::string {
     const char* v = getenv(name);
     if (v == nullptr || *v == 0) return "";
-    s.found.push_back(std::string(name) + "=" + v);
+    if (listed) s.found.push_back(std::string(name) + "=" + v);
     return v;
   };
   s.step_log_path = get("TERN_STEP_LOG");
@@ -23,18 +22,24 @@ EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& get
 
   s.isa = get("TERN_ISA");
 
+  // Memory and paths.
+  s.kv_huge_pages = get("TERN_KV_HUGEPAGES") != "0";
+  // Not listed: it changes where files are looked for, not how anything
+  // runs, and test runs set it for every command (a line on each stderr).
+  s.models_dir = get("TERN_MODELS_DIR", false);
   return s;
 }
 
 EnvSettings EnvSettings::FromProcess() {
-  EnvSettings s = Read([](const char* name) { return std::getenv(name); });
-  static std::once_flag logged;
-  std::call_once(logged, [&] {
-    if (s.found.empty()) return;
-    std::string text;
-    for (const std::string& f : s.found) text += (text.empty() ? "" : ", ") + f;
-    TERN_LOG_INFO("settings from the environment: %s", text.c_str());
-  });
+  static const EnvSettings s = [] {
+    EnvSettings read = Read([](const char* name) { return std::getenv(name); });
+    if (!read.found.empty()) {
+      std::string text;
+      for (const std::string& f : read.found) text += (text.empty() ? "" : ", ") + f;
+      TERN_LOG_INFO("settings from the environment: %s", text.c_str());
+    }
+    return read;
+  }();
   return s;
 }
 

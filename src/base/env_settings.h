@@ -7,9 +7,12 @@
 //                         (ThreadPool::SetMaxSpinMicros, applied by main)
 //   TERN_ISA=NAME         caps the kernel table (kernels::SelectKernelTable,
 //                         applied by main)
-// Not yet gathered here (planned): TERN_KV_HUGEPAGES (kv/kv_storage.cc),
-// TERN_MODELS_DIR (base/paths.cc). HF_* and TERN_CACHE are read by
-// hub/hub_config.h's HubConfig::FromEnvironment, the same way.
+//   TERN_KV_HUGEPAGES=0   4 KiB pages for the KV cache instead of 2 MiB
+//                         (EngineConfig::kv_huge_pages -> KvShape::huge_pages)
+//   TERN_MODELS_DIR=DIR   where the shared models are (base/paths.h's
+//                         ModelsDir, DefaultModelPath); not logged
+// HF_* and TERN_CACHE are read by hub/hub_config.h's
+// HubConfig::FromEnvironment, the same way.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +30,17 @@ struct EnvSettings {
   // CPU runs; kernel_table.h's ChooseKernelTable).
   std::string isa;
 
-  std::vector<std::string> found;  // "NAME=value" of each variable that was set
+  // Memory and paths.
+  bool kv_huge_pages = true;  // TERN_KV_HUGEPAGES=0: false
+  std::string models_dir;     // TERN_MODELS_DIR; "" = the built-in default
+
+  std::vector<std::string> found;  // "NAME=value" of each variable set (the log line)
 
   // getenv is a parameter so that tests can feed their own variables.
   static EnvSettings Read(const std::function<const char*(const char*)>& getenv);
-  // Read(std::getenv), and the first call logs the variables found (one
-  // info line, none when nothing is set).
+  // Read(std::getenv) once per process (later calls return the same
+  // values); that first call logs the variables found (one info line, none
+  // when nothing is set).
   static EnvSettings FromProcess();
 };
 

@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "base/paths.h"
+
 namespace tern {
 namespace {
 
@@ -44,6 +46,26 @@ TEST(EnvSettingsTest, IsaCapIsReadAsGiven) {
   EXPECT_EQ(s.found[0], "TERN_ISA=avx2");
   // A name no table has is kept: SelectKernelTable reports it.
   EXPECT_EQ(ReadFrom({{"TERN_ISA", "sse9"}}).isa, "sse9");
+}
+
+// Memory and paths.
+TEST(EnvSettingsTest, KvHugePagesOffOnlyWithZero) {
+  EXPECT_TRUE(ReadFrom({}).kv_huge_pages);
+  EXPECT_TRUE(ReadFrom({{"TERN_KV_HUGEPAGES", "1"}}).kv_huge_pages);
+  const EnvSettings off = ReadFrom({{"TERN_KV_HUGEPAGES", "0"}});
+  EXPECT_FALSE(off.kv_huge_pages);
+  ASSERT_EQ(off.found.size(), 1u);
+  EXPECT_EQ(off.found[0], "TERN_KV_HUGEPAGES=0");
+}
+
+TEST(EnvSettingsTest, ModelsDirIsReadAndWinsOverTheBuiltInDefault) {
+  const EnvSettings s = ReadFrom({{"TERN_MODELS_DIR", "/data/models"}});
+  EXPECT_EQ(s.models_dir, "/data/models");
+  EXPECT_TRUE(s.found.empty());  // a path, not a tuning: not logged
+  EXPECT_EQ(ModelsDir(s.models_dir), "/data/models");
+  EXPECT_EQ(ReadFrom({}).models_dir, "");
+  // Unset: the built-in default, never "".
+  EXPECT_FALSE(ModelsDir("").empty());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #include "base/paths.h"
 
-#include <cstdlib>
 #include <sys/stat.h>
+
+#include "base/env_settings.h"
 
 namespace tern {
 
@@ -10,14 +11,16 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string ModelsDir() {
-  if (const char* env = std::getenv("TERN_MODELS_DIR"); env && *env) return env;
+std::string ModelsDir(const std::string& configured) {
+  if (!configured.empty()) return configured;
 #ifdef TERN_SOURCE_DIR
   std::string baked = std::string(TERN_SOURCE_DIR) + "/../shared/models";
   if (FileExists(baked)) return baked;
 #endif
   return "../shared/models";
 }
+
+std::string ModelsDir() { return ModelsDir(EnvSettings::FromProcess().models_dir); }
 
 std::string DefaultModelPath() { return ModelsDir() + "/stories260K.gguf"; }
 

@@ -224,6 +224,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   storage_shape.num_blocks = kv.num_blocks;
   storage_shape.dtype = kv.KDtype();
   storage_shape.v_dtype = kv.VDtype();
+  storage_shape.huge_pages = config.kv_huge_pages;
   impl->kv_storage = std::make_unique<KvStorage>(storage_shape);
   impl->stats.kv_cache_capacity_tokens = kv.num_tokens();
   // The KV cache's fixed shape, there from the start (not only after a step).
@@ -263,7 +264,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
     // The draft's KV holds as many tokens as the target's.
     TERN_ASSIGN_OR_RETURN(proposer, DraftModelProposer::Create(config.speculative_model,
                                                                impl->model->file(), kv.block_size,
-                                                               kv.num_blocks, impl->pool.get()));
+                                                               kv.num_blocks, impl->pool.get(),
+                                                               config.kv_huge_pages));
   }
   if (proposer) {
     sc.num_spec_tokens = config.num_speculative_tokens;

@@ -159,6 +159,9 @@ struct EngineConfig {
   // One JSON line per step appended here (docs/engine.md); "" = none.
   // --step-log FILE, else TERN_STEP_LOG (base/env_settings.h).
   std::string step_log_path;
+  // The KV cache in 2 MiB pages where the kernel gives them; false with
+  // TERN_KV_HUGEPAGES=0 (base/env_settings.h).
+  bool kv_huge_pages = true;
 };
 
 // A snapshot of the engine's counters (all totals since start).

@@ -1,10 +1,8 @@
 #include "kv/kv_storage.h"
 
 #include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <string_view>
 
 #include "base/check.h"
 #include "base/fp16.h"
@@ -64,8 +62,7 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   // 2 MiB pages where the kernel gives them (transparent huge pages on
   // request): attention walks the pages of many sequences per step, and
   // small pages cost a TLB miss and, first, a page fault per 4 KiB.
-  const char* thp = std::getenv("TERN_KV_HUGEPAGES");  // "0": 4 KiB pages
-  memory_ = HugePageBuffer(total, thp == nullptr || std::string_view(thp) != "0");
+  memory_ = HugePageBuffer(total, shape.huge_pages);
 }
 
 int64_t KvStorage::k_slot_bytes() const { return RowBytes(shape_.KDtype(), slot_elems()); }

@@ -43,6 +43,9 @@ struct KvShape {
   int64_t num_blocks = 0;
   DType dtype = DType::kF16;     // K's, and V's unless v_dtype is set
   std::optional<DType> v_dtype;  // V's when it differs from K's
+  // Not shape but how to map it: 2 MiB pages where the kernel gives them
+  // (false: 4 KiB pages; EngineConfig::kv_huge_pages, TERN_KV_HUGEPAGES=0).
+  bool huge_pages = true;
 
   DType KDtype() const { return dtype; }
   DType VDtype() const { return v_dtype.value_or(dtype); }

@@ -7,14 +7,18 @@ namespace tern {
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   std::unique_ptr<gguf::GgufFile> file;
   TERN_ASSIGN_OR_RETURN(file, gguf::GgufFile::Open(path));
-  const std::string arch = file->GetString("general.architecture").value_or("");
+  ModelConfig config;
+  TERN_ASSIGN_OR_RETURN(config, ReadConfig(*file));
+  return LlamaModel::Create(std::move(file), config);
+}
+
+StatusOr<ModelConfig> Model::ReadConfig(const gguf::GgufFile& file) {
+  const std::string arch = file.GetString("general.architecture").value_or("");
   if (!IsSupportedArchitecture(arch)) {
-    return Unimplemented(path + ": unsupported architecture '" + arch + "' (supported: " +
+    return Unimplemented(file.path() + ": unsupported architecture '" + arch + "' (supported: " +
                          kSupportedArchitectures + ")");
   }
-  ModelConfig config;
-  TERN_ASSIGN_OR_RETURN(config, ModelConfig::FromGguf(*file));
-  return LlamaModel::Create(std::move(file), config);
+  return ModelConfig::FromGguf(file);
 }
 
 int64_t Model::WeightBytes() const {

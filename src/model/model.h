@@ -39,6 +39,10 @@ class Model {
 
   // Opens, validates and maps the model at path.
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  // The config Load would use (supported architecture, hyper-parameters),
+  // without mapping the weights: for sizing a context before an engine
+  // loads the model.
+  static StatusOr<ModelConfig> ReadConfig(const gguf::GgufFile& file);
 
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }

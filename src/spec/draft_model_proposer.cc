@@ -35,7 +35,7 @@ Status CheckSameVocabulary(const gguf::GgufFile& draft, const gguf::GgufFile& ta
 
 StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(
     const std::string& path, const gguf::GgufFile& target, int32_t block_size, int64_t num_blocks,
-    ThreadPool* pool) {
+    ThreadPool* pool, bool huge_pages) {
   std::unique_ptr<DraftModelProposer> p(new DraftModelProposer());
   TERN_ASSIGN_OR_RETURN(p->model_, Model::Load(path));
   TERN_RETURN_IF_ERROR(CheckSameVocabulary(p->model_->file(), target, path));
@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(
   shape.block_size = block_size;
   shape.num_blocks = num_blocks;
   shape.dtype = DType::kF16;
+  shape.huge_pages = huge_pages;
   if (!CheckKvRow(shape.dtype, mc.n_head_kv, mc.head_dim).ok()) shape.dtype = DType::kF32;
   p->storage_ = std::make_unique<KvStorage>(shape);
   p->kv_ = std::make_unique<KvCacheManager>((int32_t)num_blocks, block_size, false);

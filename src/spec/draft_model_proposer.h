@@ -36,12 +36,14 @@ class DraftModelProposer : public Proposer {
  public:
   // Loads the draft at path and checks its vocabulary against the target's
   // file (an error names the first differing token id). Its KV holds
-  // num_blocks blocks of block_size tokens. pool is borrowed.
+  // num_blocks blocks of block_size tokens (in 2 MiB pages when
+  // huge_pages, as the target's). pool is borrowed.
   static StatusOr<std::unique_ptr<DraftModelProposer>> Create(const std::string& path,
                                                               const gguf::GgufFile& target,
                                                               int32_t block_size,
                                                               int64_t num_blocks,
-                                                              ThreadPool* pool);
+                                                              ThreadPool* pool,
+                                                              bool huge_pages = true);
 
   SpecMethod method() const override { return SpecMethod::kDraft; }
   void Propose(std::span<ProposalRequest> requests) override;
