@@ -101,9 +101,10 @@ TEST(SlidingWindowCliTest, EngineWithReleasedBlocksMatchesMaskedFullAttention) {
 }
 
 TEST(SlidingWindowCliTest, HybridModelThroughTheEngineMatchesGenerate) {
-  // gemma3: windowed and global layers, nothing released; the engine's
-  // paged KV and the single-sequence runner agree past the window, and
-  // `tern generate` (through the engine) gives the same ids.
+  // gemma3: windowed and global layers, each with its own blocks (the
+  // windowed group's released outside the window); the engine's paged KV
+  // and the single-sequence runner agree past the window, and `tern
+  // generate` (through the engine) gives the same ids.
   SKIP_WITHOUT_BINARY();
   TempDir dir;
   const std::string model = dir.File("g3.gguf");
@@ -130,7 +131,7 @@ TEST(SlidingWindowCliTest, StartUpLogAndKvCalcShowNaiveAndWindowedBytes) {
   // 2 global layers x 1024 + 2 windowed x 16 positions, 512 bytes each.
   EXPECT_THAT(r.out, ::testing::HasSubstr("windowed:     1064960 bytes"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("2 of 4 layers keep only the last 16 positions"));
-  EXPECT_THAT(r.out, ::testing::HasSubstr("tern holds:   the naive figure"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("tern holds:   the windowed figure (the windowed layers"));
 
   r = RunTern("kv-calc --layers 32 --kv-heads 8 --head-dim 128 --seq-len 32768 --sliding-window 4096");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -144,7 +145,77 @@ TEST(SlidingWindowCliTest, StartUpLogAndKvCalcShowNaiveAndWindowedBytes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::HasSubstr(
                          "sliding window 16 on 2 of 4 layers: a max_model_len sequence needs "
-                         "2.0 MiB naive, 1.0 MiB windowed; all blocks kept (global layers)"));
+                         "2.0 MiB naive, 1.0 MiB windowed; the windowed layers' own blocks "
+                         "outside the window are released, the global layers keep theirs"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("windowed layers: "));
+}
+
+// Hybrid models keep their windowed layers' KV in a group of its own
+// (released outside the window) and their global layers' in another: greedy
+// tokens of several prompts batched together, prefilled in small chunks,
+// equal `tern generate`'s one by one (every position kept, the window a mask).
+TEST(SlidingWindowCliTest, HybridModelsSeveralPromptsBatchedMatchGenerate) {
+  SKIP_WITHOUT_BINARY();
+  TempDir dir;
+  const std::vector<std::string> prompts = {
+      "hello world", "Once upon a time there was a little dog who liked to run",
+      "The quick brown fox jumps over the lazy dog. The quick brown fox"};
+  constexpr int kTokens = 64;  // four windows of 16 past the prompt
+  for (const std::string preset : {"gemma2-tiny", "gemma3-tiny"}) {
+    const std::string model = dir.File(preset + ".gguf");
+    CliResult r = RunTern("model synth --preset " + preset + " -t 1 -o " + model);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string lines;
+    std::vector<std::vector<int32_t>> reference;
+    for (const std::string& p : prompts) {
+      lines += json({{"prompt", p}, {"max_tokens", kTokens}, {"temperature", 0}}).dump() + "\n";
+      r = RunTern("generate -m " + model + " -p '" + p + "' --temp 0 --ids -n " +
+                  std::to_string(kTokens) + " -t 1");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      reference.push_back(ParseIds(r.out));
+      ASSERT_GT(reference.back().size(), 40u) << preset << ": " << r.out;
+    }
+    // The second prompt again once the first run of it is done: a prefix
+    // cache hit must hold in both groups (the windowed one's last window).
+    lines += json({{"prompt", prompts[1]}, {"max_tokens", kTokens}, {"temperature", 0},
+                   {"arrival_ms", 1500}}).dump() + "\n";
+    const std::string in = dir.File("in.jsonl"), out = dir.File("out.jsonl");
+    ASSERT_TRUE(WriteFileBytes(in, lines));
+    r = RunTern("batch -m " + model + " -i " + in + " -o " + out +
+                " --block-size 4 --kv-cache-memory 4MiB --max-model-len 256"
+                " --max-num-batched-tokens 8 -t 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, ::testing::HasSubstr("windowed layers: "));
+    std::istringstream got(ReadFileBytes(out));
+    std::string line;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(std::getline(got, line)) << preset << " line " << i;
+      const json j = json::parse(line, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << line;
+      EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), reference[i])
+          << preset << ": prompt " << i;
+    }
+    ASSERT_TRUE(std::getline(got, line));
+    const json again = json::parse(line, nullptr, false);
+    ASSERT_FALSE(again.is_discarded()) << line;
+    EXPECT_GT(again["cached_tokens"].get<int>(), 0) << preset << ": " << line;
+    EXPECT_EQ(again["token_ids"].get<std::vector<int32_t>>(), reference[1]) << preset;
+
+    // A KV cache for about one and a half sequences: requests wait and are
+    // preempted when either group is short; the tokens do not change.
+    const std::string out2 = dir.File("out2.jsonl");
+    r = RunTern("batch -m " + model + " -i " + in + " -o " + out2 +
+                " --block-size 4 --kv-cache-memory 700KiB --max-model-len 160 -t 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream got2(ReadFileBytes(out2));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(std::getline(got2, line)) << preset << " line " << i;
+      const json j = json::parse(line, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << line;
+      EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), reference[i])
+          << preset << ": prompt " << i << " in a short KV cache";
+    }
+  }
 }
 
 }  // namespace

@@ -379,6 +379,10 @@ json Summary(const std::vector<ItemState>& states, const EngineStats& stats, dou
   j["tpot_ms"] = PercentilesJson(Summarize(tpot));
   j["itl_ms"] = PercentilesJson(Summarize(itl));
   j["peak_kv_usage"] = stats.peak_kv_cache_usage;
+  if (stats.num_kv_window_blocks > 0) {  // hybrid models: each group's own pool
+    j["peak_kv_usage_global_layers"] = stats.peak_kv_full_usage;
+    j["peak_kv_usage_windowed_layers"] = stats.peak_kv_window_usage;
+  }
   j["num_preemptions"] = stats.num_preemptions_total;
   j["kv_evicted_tokens"] = stats.kv_evicted_tokens_total;
   j["prefix_cache_hit_rate"] =
@@ -409,6 +413,11 @@ void PrintSummary(const json& s) {
                100 * s["peak_kv_usage"].get<double>(),
                (unsigned long long)s["num_preemptions"].get<uint64_t>(),
                100 * s["prefix_cache_hit_rate"].get<double>());
+  if (s.contains("peak_kv_usage_windowed_layers")) {
+    std::fprintf(stderr, "  peak KV usage of each group's blocks: global layers %.1f%%, windowed layers %.1f%%\n",
+                 100 * s["peak_kv_usage_global_layers"].get<double>(),
+                 100 * s["peak_kv_usage_windowed_layers"].get<double>());
+  }
   if (s.contains("speculative")) {
     const json& x = s["speculative"];
     std::fprintf(stderr, "  speculative: acceptance %.1f%% (%lld of %lld proposals), mean accepted length %.2f tokens/step\n",

@@ -134,8 +134,9 @@ int RunKvCalc(int argc, char** argv) {
                 windowed_layers == kv.num_layers
                     ? "the windowed figure (every layer is windowed: blocks outside the window "
                       "return to the pool while a sequence runs)"
-                    : "the naive figure (a block holds every layer's K/V and the global layers "
-                      "read all positions; see docs/engine.md)");
+                    : "the windowed figure (the windowed layers have their own blocks, which "
+                      "return to their pool outside the window; the global layers keep every "
+                      "position; see docs/engine.md)");
   }
   if (!memory.empty()) {
     StatusOr<int64_t> mem = ParseByteSize(memory);

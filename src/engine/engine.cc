@@ -214,6 +214,18 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   budget.max_model_len = config.max_model_len;
   budget.model_context_len = mc.n_ctx_train;
   TERN_ASSIGN_OR_RETURN(impl->kv_config, PlanKvCache(shape, budget));
+  // Hybrid windowed models (gemma2, gemma3): the windowed layers get their
+  // own blocks, released outside the window, the global layers keep theirs
+  // (docs/engine.md "Sliding window"). Streaming eviction keeps one group.
+  const int32_t windowed_layers = mc.sliding_window > 0 ? mc.NumWindowedLayers() : 0;
+  const bool hybrid = windowed_layers > 0 && windowed_layers < mc.n_layer &&
+                      config.kv_eviction != KvEviction::kStreaming;
+  if (hybrid) {
+    const int32_t chunk = config.enable_chunked_prefill ? config.max_num_batched_tokens
+                                                        : impl->kv_config.max_model_len;
+    impl->kv_config = SplitKvForWindow(impl->kv_config, windowed_layers, mc.sliding_window,
+                                       chunk, config.max_num_seqs);
+  }
   const KvConfig& kv = impl->kv_config;
 
   KvShape storage_shape;
@@ -225,10 +237,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   storage_shape.dtype = kv.KDtype();
   storage_shape.v_dtype = kv.VDtype();
   storage_shape.huge_pages = config.kv_huge_pages;
+  if (hybrid) {
+    for (int32_t l = 0; l < mc.n_layer; ++l) {
+      storage_shape.window_group_layers.push_back(mc.LayerIsWindowed(l));
+    }
+    storage_shape.window_group_blocks = kv.window_group_blocks;
+  }
   impl->kv_storage = std::make_unique<KvStorage>(storage_shape);
   impl->stats.kv_cache_capacity_tokens = kv.num_tokens();
   // The KV cache's fixed shape, there from the start (not only after a step).
   impl->stats.num_kv_blocks = kv.num_blocks;
+  impl->stats.num_kv_window_blocks = kv.window_group_blocks;
   impl->stats.block_size = kv.block_size;
   impl->stats.kv_cache_bytes = kv.TotalBytes();
   impl->stats.max_model_len = kv.max_model_len;
@@ -250,9 +269,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   auto kv_manager = std::make_unique<KvCacheManager>((int32_t)kv.num_blocks, kv.block_size,
                                                      config.enable_prefix_caching);
   // Every layer windowed (mistral, phi3): old blocks go back while requests
-  // run. A hybrid model (gemma) keeps them: its global layers read them.
-  if (mc.sliding_window > 0 && mc.NumWindowedLayers() == mc.n_layer) {
+  // run. A hybrid model (gemma): the windowed layers' group releases its
+  // blocks, the global layers' keeps them.
+  if (mc.sliding_window > 0 && windowed_layers == mc.n_layer) {
     kv_manager->SetSlidingWindow(mc.sliding_window);
+  } else if (hybrid) {
+    kv_manager->SetWindowGroup((int32_t)kv.window_group_blocks, mc.sliding_window,
+                               mc.n_layer - windowed_layers, windowed_layers);
   }
   if (config.kv_eviction == KvEviction::kStreaming) {
     TERN_RETURN_IF_ERROR(SetUpStreamingEviction(config, kv, *kv_manager, sc));
@@ -373,8 +396,12 @@ std::string Engine::KvSummary() const {
        std::to_string(mc.NumWindowedLayers()) + " of " + std::to_string(mc.n_layer) +
        " layers: a max_model_len sequence needs " + FormatBytes((double)naive) + " naive, " +
        FormatBytes((double)windowed) + " windowed; " +
-       (mc.NumWindowedLayers() == mc.n_layer ? "blocks outside the window are released"
-                                             : "all blocks kept (global layers)");
+       (mc.NumWindowedLayers() == mc.n_layer
+            ? "blocks outside the window are released"
+            : kv.window_group_layers > 0
+                  ? "the windowed layers' own blocks outside the window are released, the "
+                    "global layers keep theirs"
+                  : "all blocks kept (global layers)");
   return s;
 }
 
@@ -492,6 +519,8 @@ void Engine::Impl::PublishStats() {
   stats.num_waiting = sched.num_waiting();
   stats.kv_cache_usage = sched.kv().Usage();
   stats.peak_kv_cache_usage = core->peak_kv_cache_usage();
+  stats.peak_kv_full_usage = core->peak_kv_full_usage();
+  stats.peak_kv_window_usage = core->peak_kv_window_usage();
   stats.prompt_tokens_total = ss.prompt_tokens_total;
   stats.generation_tokens_total = ss.generation_tokens_total;
   stats.forced_tokens_total = ss.forced_tokens_total;
@@ -508,6 +537,7 @@ void Engine::Impl::PublishStats() {
   stats.last_step_batch_size = core->last_step().batch_size;
   stats.last_step_num_tokens = core->last_step().num_scheduled_tokens;
   stats.num_kv_blocks = kv_config.num_blocks;
+  stats.num_kv_window_blocks = kv_config.window_group_blocks;
   stats.block_size = kv_config.block_size;
   stats.kv_cache_bytes = kv_config.TotalBytes();
   stats.max_model_len = kv_config.max_model_len;

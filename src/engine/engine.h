@@ -170,6 +170,10 @@ struct EngineStats {
   int num_waiting = 0;
   double kv_cache_usage = 0;        // 0..1, blocks held by requests
   double peak_kv_cache_usage = 0;   // max over steps
+  // Hybrid windowed models (num_kv_window_blocks > 0): the peak usage of
+  // each group's own pool, the global layers' and the windowed layers'.
+  double peak_kv_full_usage = 0;
+  double peak_kv_window_usage = 0;
   int64_t kv_cache_capacity_tokens = 0;  // token slots of the KV cache (blocks x block size)
   uint64_t prompt_tokens_total = 0;      // prompt tokens of admitted requests (cached included)
   uint64_t generation_tokens_total = 0;  // tokens sampled
@@ -190,7 +194,8 @@ struct EngineStats {
   int32_t last_step_batch_size = 0;
   int32_t last_step_num_tokens = 0;
   // The KV cache's size and the limits it was planned for (fixed at start).
-  int64_t num_kv_blocks = 0;
+  int64_t num_kv_blocks = 0;         // the global layers' on hybrid models
+  int64_t num_kv_window_blocks = 0;  // hybrid: the windowed layers' own (else 0)
   int32_t block_size = 0;
   int64_t kv_cache_bytes = 0;
   int32_t max_model_len = 0;

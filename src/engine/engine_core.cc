@@ -22,6 +22,10 @@ std::vector<RequestDelta> EngineCore::Step() {
   SchedulerOutput scheduled = scheduler_->Schedule(start);
   // Usage peaks right after scheduling, before finished requests free blocks.
   peak_kv_cache_usage_ = std::max(peak_kv_cache_usage_, scheduler_->kv().Usage());
+  if (const KvCacheManager* w = scheduler_->kv().window_group()) {
+    peak_kv_full_usage_ = std::max(peak_kv_full_usage_, scheduler_->kv().pool().Usage());
+    peak_kv_window_usage_ = std::max(peak_kv_window_usage_, w->pool().Usage());
+  }
   double propose_s = 0;
   if (proposer_) {
     for (const std::string& id : scheduled.preempted_ids) proposer_->Release(id);

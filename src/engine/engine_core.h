@@ -54,6 +54,9 @@ class EngineCore {
   const StepStats& last_step() const { return last_step_; }
   const Proposer* proposer() const { return proposer_.get(); }
   double peak_kv_cache_usage() const { return peak_kv_cache_usage_; }
+  // Hybrid models: each group's pool (KvCacheManager::window_group).
+  double peak_kv_full_usage() const { return peak_kv_full_usage_; }
+  double peak_kv_window_usage() const { return peak_kv_window_usage_; }
 
  private:
   std::unique_ptr<Scheduler> scheduler_;
@@ -65,6 +68,8 @@ class EngineCore {
   int64_t Propose(SchedulerOutput& scheduled);
   StepStats last_step_;
   double peak_kv_cache_usage_ = 0;
+  double peak_kv_full_usage_ = 0;
+  double peak_kv_window_usage_ = 0;
   std::FILE* step_log_ = nullptr;  // step_log_path, open for appending
   Clock::time_point created_ = Clock::now();
 };

@@ -21,12 +21,27 @@ ForwardBatch BuildForwardBatch(const SchedulerOutput& scheduled, int32_t block_s
     const int32_t num_blocks = (seq.context_len + block_size - 1) / block_size;
     CHECK_LE(num_blocks, (int32_t)s.block_table.size());
     seq.block_table.assign(s.block_table.begin(), s.block_table.begin() + num_blocks);
+    // Hybrid models: the windowed layers' own table and slots (every
+    // sequence of a step has one, or none has).
+    const bool window = !s.window_block_table.empty();
+    if (!batch.sequences.empty()) {
+      CHECK_EQ(window, !batch.sequences[0].window_block_table.empty());
+    }
+    if (window) {
+      CHECK_LE(num_blocks, (int32_t)s.window_block_table.size());
+      seq.window_block_table.assign(s.window_block_table.begin(),
+                                    s.window_block_table.begin() + num_blocks);
+    }
     for (int32_t i = 0; i < seq.num_tokens; ++i) {
       const int32_t pos = s.start_position + i;
       batch.token_ids.push_back(s.token_ids[i]);
       batch.positions.push_back(pos);
       batch.slots.push_back((int64_t)s.block_table[pos / block_size] * block_size +
                             pos % block_size);
+      if (window) {
+        batch.window_slots.push_back((int64_t)s.window_block_table[pos / block_size] * block_size +
+                                     pos % block_size);
+      }
     }
     if (s.sample) {
       // A speculating sequence: one row for its last token and one per proposal.
@@ -41,6 +56,7 @@ ForwardBatch BuildForwardBatch(const SchedulerOutput& scheduled, int32_t block_s
 
 void ForwardModelRunner::ApplyKvMoves(std::span<const KvBlockMove> moves) {
   if (moves.empty()) return;
+  CHECK(!kv_->has_window_group());  // streaming eviction keeps one group
   const int64_t bs = kv_->shape().block_size;
   const int64_t elems = kv_->slot_elems();
   k_row_.resize(elems);

@@ -499,6 +499,7 @@ void Scheduler::BuildOutput(Request& r, int32_t num_new_tokens, SchedulerOutput&
   s.token_ids = r.token_ids().subspan(r.num_computed_tokens, num_new_tokens);
   s.start_position = KvPosition(r);
   s.block_table = kv_->BlockTable(r.id());
+  s.window_block_table = kv_->WindowBlockTable(r.id());
   s.sample = r.num_computed_tokens + num_new_tokens == r.num_tokens();
   if (s.sample) {
     s.sampling = &r.sampling();

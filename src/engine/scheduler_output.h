@@ -26,6 +26,8 @@ struct ScheduledSequence {
   std::span<const int32_t> token_ids;    // tokens to compute this step
   int32_t start_position = 0;            // position of token_ids[0]
   std::span<const int32_t> block_table;  // covers [0, start_position + size)
+  // The windowed group's table (hybrid models), the same length; else empty.
+  std::span<const int32_t> window_block_table;
   bool sample = false;                   // last token's logits pick the next token
   const SamplingParams* sampling = nullptr;  // set when sample
   Rng* rng = nullptr;                        // set when sample

@@ -12,6 +12,28 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size,
   CHECK_GT(block_size, 0);
 }
 
+void KvCacheManager::SetWindowGroup(int32_t num_blocks, int32_t window_tokens,
+                                    int32_t full_layers, int32_t windowed_layers) {
+  CHECK(tables_.empty());
+  CHECK(!streaming_eviction() && sliding_window_ == 0);
+  CHECK_GT(window_tokens, 0);
+  CHECK(full_layers > 0 && windowed_layers > 0);
+  window_group_ = std::make_unique<KvCacheManager>(num_blocks, block_size_, prefix_caching_);
+  window_group_->SetSlidingWindow(window_tokens);
+  full_layers_ = full_layers;
+  windowed_layers_ = windowed_layers;
+}
+
+double KvCacheManager::Usage() const {
+  if (!window_group_) return pool_.Usage();
+  const BlockPool& w = window_group_->pool();
+  const double held = (double)(pool_.num_blocks() - pool_.num_free_blocks()) * full_layers_ +
+                      (double)(w.num_blocks() - w.num_free_blocks()) * windowed_layers_;
+  const double total = (double)pool_.num_blocks() * full_layers_ +
+                       (double)w.num_blocks() * windowed_layers_;
+  return total > 0 ? held / total : 0.0;
+}
+
 PrefixHit KvCacheManager::FindCachedPrefix(std::span<const BlockHash> hashes,
                                            std::span<const int32_t> tokens,
                                            std::string_view extra_key) const {
@@ -34,8 +56,33 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const BlockHash> hashes,
     hit.block_ids.push_back(id);
     hit.content_ids.push_back(parent);
   }
+  // Hybrid: as long as the windowed group holds the hit's last window.
+  while (window_group_ && !hit.block_ids.empty()) {
+    hit.window_block_ids = window_group_->FindWindowHit(hashes, tokens, extra_key,
+                                                        hit.content_ids, hit.block_ids.size());
+    if (!hit.window_block_ids.empty()) break;
+    hit.block_ids.pop_back();
+    hit.content_ids.pop_back();
+  }
   hit.num_tokens = (int32_t)hit.block_ids.size() * block_size_;
   return hit;
+}
+
+std::vector<int32_t> KvCacheManager::FindWindowHit(std::span<const BlockHash> hashes,
+                                                   std::span<const int32_t> tokens,
+                                                   std::string_view extra_key,
+                                                   std::span<const uint64_t> parents,
+                                                   size_t num_blocks) const {
+  // The next position, num_blocks * block_size, reads from p - W + 1 on.
+  const int64_t first_visible = (int64_t)num_blocks * block_size_ - sliding_window_ + 1;
+  const size_t first = (size_t)std::max<int64_t>(0, first_visible / block_size_);
+  std::vector<int32_t> ids(num_blocks, kFreedBlock);
+  for (size_t i = first; i < num_blocks; ++i) {
+    ids[i] = pool_.FindCached(hashes[i], i == 0 ? BlockPool::kRootContent : parents[i - 1],
+                              tokens.subspan(i * block_size_, block_size_), extra_key);
+    if (ids[i] < 0) return {};
+  }
+  return ids;
 }
 
 std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(
@@ -63,12 +110,34 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(
       std::max<int64_t>(0, need_blocks - (int64_t)have - (int64_t)hit.block_ids.size());
   // Hit blocks at ref 0 sit in the free queue: taking them shrinks it.
   int64_t hit_free = 0;
-  for (int32_t id : hit.block_ids) hit_free += pool_.ref_count(id) == 0;
+  std::vector<int32_t> hit_held;  // the windowed group's hit has -1 entries
+  for (int32_t id : hit.block_ids) {
+    if (id == kFreedBlock) continue;
+    hit_free += pool_.ref_count(id) == 0;
+    hit_held.push_back(id);
+  }
   if (new_blocks > pool_.num_free_blocks() - hit_free) return std::nullopt;
+  // Hybrid: the windowed group grows its table alike (releasing what left
+  // its window first), or nothing changes.
+  if (window_group_) {
+    PrefixHit window_hit;
+    if (!hit.block_ids.empty()) {
+      CHECK_EQ(hit.window_block_ids.size(), hit.block_ids.size());
+      window_hit.block_ids = hit.window_block_ids;
+      for (int32_t b : hit.window_block_ids) {
+        window_hit.content_ids.push_back(b == kFreedBlock ? 0 : window_group_->pool_.content_id(b));
+      }
+      window_hit.num_tokens = hit.num_tokens;
+    }
+    if (!window_group_->AllocateSlots(request_id, num_computed_tokens, num_new_tokens,
+                                      window_hit)) {
+      return std::nullopt;
+    }
+  }
 
   Table& table = tables_[request_id];
   if (!hit.block_ids.empty()) {
-    pool_.Touch(hit.block_ids);
+    pool_.Touch(hit_held);
     table.block_ids = hit.block_ids;
     table.content_ids = hit.content_ids;
   }
@@ -222,6 +291,42 @@ void KvCacheManager::CommitFullBlocks(const std::string& request_id,
     }
     table.content_ids.push_back(content);
   }
+  if (window_group_) {
+    window_group_->CommitWindowBlocks(request_id, hashes, tokens, num_computed_tokens, extra_key,
+                                      table.content_ids);
+  }
+}
+
+void KvCacheManager::CommitWindowBlocks(const std::string& request_id,
+                                        std::span<const BlockHash> hashes,
+                                        std::span<const int32_t> tokens,
+                                        int32_t num_computed_tokens, std::string_view extra_key,
+                                        std::span<const uint64_t> parents) {
+  auto it = tables_.find(request_id);
+  if (it == tables_.end()) return;
+  Table& table = it->second;
+  // As far as the full group's chain goes (it names each block's prefix).
+  const size_t num_full = std::min<size_t>({(size_t)num_computed_tokens / block_size_,
+                                            hashes.size(), table.block_ids.size(),
+                                            parents.size()});
+  while (table.content_ids.size() < num_full) {
+    const size_t i = table.content_ids.size();
+    const int32_t b = table.block_ids[i];
+    const uint64_t parent = i == 0 ? BlockPool::kRootContent : parents[i - 1];
+    std::span<const int32_t> block_tokens = tokens.subspan(i * block_size_, block_size_);
+    uint64_t content = 0;
+    if (b == kFreedBlock) {
+      // Released before it was indexed: a hole, the chain goes on.
+    } else if (const int32_t existing = pool_.FindCached(hashes[i], parent, block_tokens, extra_key);
+               existing >= 0) {
+      content = pool_.content_id(existing);  // equal content cached already
+    } else if (!pool_.is_cached(b)) {
+      content = pool_.CacheBlock(b, hashes[i], parent, block_tokens, extra_key);  // 0: collision
+    } else {
+      content = pool_.content_id(b);
+    }
+    table.content_ids.push_back(content);
+  }
 }
 
 void KvCacheManager::Free(const std::string& request_id) {
@@ -233,6 +338,7 @@ void KvCacheManager::Free(const std::string& request_id) {
   }
   pool_.Free(reversed);
   tables_.erase(it);
+  if (window_group_) window_group_->Free(request_id);
   // Its pending re-rotations are moot (and its blocks may be reused).
   std::erase_if(pending_moves_,
                 [&](const PendingMove& m) { return m.request_id == request_id; });
@@ -241,9 +347,11 @@ void KvCacheManager::Free(const std::string& request_id) {
 int32_t KvCacheManager::TruncateTo(const std::string& request_id, int32_t num_tokens) {
   auto it = tables_.find(request_id);
   if (it == tables_.end()) return 0;
+  const int32_t window_released =
+      window_group_ ? window_group_->TruncateTo(request_id, num_tokens) : 0;
   Table& table = it->second;
   const size_t keep = (size_t)(std::max(0, num_tokens) + block_size_ - 1) / block_size_;
-  if (table.block_ids.size() <= keep) return 0;
+  if (table.block_ids.size() <= keep) return window_released;
   CHECK_LE(table.content_ids.size(), keep);
   std::vector<int32_t> reversed;
   for (size_t i = table.block_ids.size(); i > keep; --i) {
@@ -251,7 +359,7 @@ int32_t KvCacheManager::TruncateTo(const std::string& request_id, int32_t num_to
   }
   table.block_ids.resize(keep);
   pool_.Free(reversed);
-  return (int32_t)reversed.size();
+  return (int32_t)reversed.size() + window_released;
 }
 
 std::span<const int32_t> KvCacheManager::BlockTable(const std::string& request_id) const {
@@ -273,6 +381,14 @@ void KvCacheManager::CheckInvariants() const {
     }
   }
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) CHECK_EQ(refs[b], pool_.ref_count(b));
+  if (window_group_) {
+    // Both groups hold a table of the same length for every request.
+    window_group_->CheckInvariants();
+    CHECK_EQ(window_group_->num_requests(), num_requests());
+    for (const auto& [id, table] : tables_) {
+      CHECK_EQ(window_group_->BlockTable(id).size(), table.block_ids.size());
+    }
+  }
 }
 
 }  // namespace tern

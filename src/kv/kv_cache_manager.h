@@ -27,6 +27,29 @@
 // A released block keeps its prefix-cache entry (its KV is still exact for
 // its prefix), so another request may share it back from the free queue.
 //
+// Hybrid models (SetWindowGroup: some layers windowed, the others global, as
+// gemma2/gemma3): the windowed layers' K/V live in a second group of blocks
+// (KvShape::window_group_layers) with its own pool and its own table per
+// request, held by a second KvCacheManager with the sliding window set. This
+// manager's pool and tables are the global ("full") layers': they keep every
+// position. AllocateSlots grows both tables to the same length (or neither);
+// the window group releases its blocks before the window as above:
+//
+//   W = 6, block_size 4, next position 13:
+//   full table   [ b0 | b1 | b2 | b3 ]    every block kept
+//   window table [ -1 | -1 | w5 | w8 ]    released outside the window
+//
+// Free and TruncateTo act on both; Usage() weighs each pool's held blocks by
+// its layers' bytes.
+//
+// Prefix caching on a hybrid model: the windowed group indexes its blocks
+// under the same hashes, each keyed by the full group's content id of the
+// block before it (the full group's chain names the prefix; the windowed
+// group's own chain has holes where blocks were released). A hit is the
+// full group's longest cached run, shortened until the windowed group also
+// holds every block of its last window (what the next token reads there);
+// the windowed table starts with -1 entries before that window.
+//
 // Streaming eviction (SetStreamingEviction, opt-in for any model): a request
 // never holds more than max_tokens positions. When its next tokens would pass
 // that, whole blocks after its sink blocks (the first ceil(S / block_size)
@@ -55,6 +78,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -81,6 +105,9 @@ struct PrefixHit {
   std::vector<int32_t> block_ids;
   std::vector<uint64_t> content_ids;
   int32_t num_tokens = 0;  // block_ids.size() * block_size
+  // Hybrid models: the windowed group's blocks of the same positions, -1
+  // for those before the window of the first token after the hit.
+  std::vector<int32_t> window_block_ids;
 };
 
 class KvCacheManager {
@@ -94,8 +121,24 @@ class KvCacheManager {
   // positions: release blocks outside it while requests run. 0 = off.
   void SetSlidingWindow(int32_t window_tokens) { sliding_window_ = window_tokens; }
   int32_t sliding_window() const { return sliding_window_; }
-  // Blocks released outside the window so far.
-  uint64_t num_window_freed_blocks() const { return num_window_freed_blocks_; }
+  // Blocks released outside the window so far (both groups).
+  uint64_t num_window_freed_blocks() const {
+    return num_window_freed_blocks_ + (window_group_ ? window_group_->num_window_freed_blocks() : 0);
+  }
+
+  // Hybrid models (see above): a second group of num_blocks blocks for the
+  // windowed layers, releasing blocks outside window_tokens; full_layers and
+  // windowed_layers weigh the pools in Usage(). Call before any allocation;
+  // not with streaming eviction or this manager's own sliding window. With
+  // prefix caching, the windowed group caches too (see above).
+  void SetWindowGroup(int32_t num_blocks, int32_t window_tokens, int32_t full_layers,
+                      int32_t windowed_layers);
+  // The windowed layers' group (null when the model has one group).
+  const KvCacheManager* window_group() const { return window_group_.get(); }
+  // The request's table in the windowed group (empty without one).
+  std::span<const int32_t> WindowBlockTable(const std::string& request_id) const {
+    return window_group_ ? window_group_->BlockTable(request_id) : std::span<const int32_t>();
+  }
 
   // Streaming eviction (see above): sinks + a recent window within
   // max_tokens positions per request. Requires sink_tokens rounded up to
@@ -118,7 +161,8 @@ class KvCacheManager {
   bool prefix_caching() const { return prefix_caching_; }
   const BlockPool& pool() const { return pool_; }
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
-  double Usage() const { return pool_.Usage(); }
+  // Fraction of the KV bytes held by requests (both groups, by their bytes).
+  double Usage() const;
 
   // Longest cached run of the full blocks of tokens (hashes of those blocks
   // given), using at most tokens.size() - 1 tokens. Empty when caching is off.
@@ -177,6 +221,21 @@ class KvCacheManager {
   // Releases the blocks of table wholly before the window of position
   // next_position.
   void FreeOutsideWindow(Table& table, int32_t next_position);
+  // The windowed group (called on it by the full group's manager): the ids
+  // of blocks [0, num_blocks) of tokens for a hit of num_blocks blocks,
+  // -1 before the window of position num_blocks * block_size; empty when
+  // one of the window's blocks is not cached. parents: the full group's
+  // content ids of those blocks.
+  std::vector<int32_t> FindWindowHit(std::span<const BlockHash> hashes,
+                                     std::span<const int32_t> tokens,
+                                     std::string_view extra_key,
+                                     std::span<const uint64_t> parents,
+                                     size_t num_blocks) const;
+  // The windowed group: indexes the request's computed full blocks under
+  // the full group's chain (parents, that group's content ids of the table).
+  void CommitWindowBlocks(const std::string& request_id, std::span<const BlockHash> hashes,
+                          std::span<const int32_t> tokens, int32_t num_computed_tokens,
+                          std::string_view extra_key, std::span<const uint64_t> parents);
   // Streaming eviction before num_new_tokens more at KV position kv_len:
   // false (nothing changed) when the pool cannot take the copies and the
   // new blocks together.
@@ -193,6 +252,11 @@ class KvCacheManager {
   int32_t stream_max_tokens_ = 0;  // 0 = streaming eviction off
   uint64_t num_evicted_tokens_ = 0;
   std::vector<PendingMove> pending_moves_;
+  // Hybrid models: the windowed layers' group, and the layer counts that
+  // weigh the two pools in Usage().
+  std::unique_ptr<KvCacheManager> window_group_;
+  int32_t full_layers_ = 0;
+  int32_t windowed_layers_ = 0;
   BlockPool pool_;
   std::unordered_map<std::string, Table> tables_;
 };

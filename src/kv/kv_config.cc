@@ -40,6 +40,43 @@ std::string KvConfig::DtypeName() const {
   return std::string("K ") + DTypeName(KDtype()) + ", V " + DTypeName(VDtype());
 }
 
+int64_t KvConfig::TotalBytes() const {
+  if (window_group_layers <= 0) return BytesPerBlock() * num_blocks;
+  const int64_t layer_block = BytesPerBlock() / num_layers;  // one layer's K and V
+  return layer_block * ((int64_t)(num_layers - window_group_layers) * num_blocks +
+                        (int64_t)window_group_layers * window_group_blocks);
+}
+
+KvConfig SplitKvForWindow(KvConfig cfg, int32_t windowed_layers, int32_t window,
+                          int32_t chunk_tokens, int32_t max_num_seqs) {
+  const int32_t lw = windowed_layers, lf = cfg.num_layers - windowed_layers;
+  if (lw <= 0 || lf <= 0 || window <= 0) return cfg;
+  const int64_t bs = cfg.block_size;
+  const int64_t seq_blocks = cfg.BlocksForTokens(cfg.max_model_len);          // full group
+  const int64_t decode_blocks = std::min<int64_t>(seq_blocks, (window - 1) / bs + 2);
+  const int64_t chunk_blocks = std::min<int64_t>(seq_blocks, (std::max(chunk_tokens, 1) + bs - 1) / bs);
+  // The budget in blocks of one layer.
+  const int64_t units = cfg.num_blocks * cfg.num_layers;
+  const double seqs = std::min<double>(
+      max_num_seqs, (double)(units - lw * chunk_blocks) / (double)(lf * seq_blocks + lw * decode_blocks));
+  int64_t window_blocks = 0, full_blocks = 0;
+  if (seqs < 1) {
+    // One sequence, as the unsplit cache held: its windowed blocks at
+    // most one full sequence's.
+    window_blocks = std::min(seq_blocks, decode_blocks + chunk_blocks);
+    full_blocks = (units - lw * window_blocks) / lf;
+  } else {
+    window_blocks = std::min((int64_t)(seqs * (double)decode_blocks) + chunk_blocks,
+                             (int64_t)(seqs * (double)seq_blocks));
+    full_blocks = seqs >= max_num_seqs ? (int64_t)max_num_seqs * seq_blocks
+                                       : (units - lw * window_blocks) / lf;
+  }
+  cfg.num_blocks = std::min<int64_t>(full_blocks, INT32_MAX);
+  cfg.window_group_layers = lw;
+  cfg.window_group_blocks = std::min<int64_t>(window_blocks, INT32_MAX);
+  return cfg;
+}
+
 int64_t KvConfig::MaxConcurrency() const {
   if (max_model_len <= 0) return 0;
   return num_blocks / BlocksForTokens(max_model_len);
@@ -47,11 +84,15 @@ int64_t KvConfig::MaxConcurrency() const {
 
 std::string KvConfig::Summary() const {
   char buf[256];
+  std::string group;
+  if (window_group_layers > 0) {
+    group = "; windowed layers: " + std::to_string(window_group_blocks) + " blocks of their own";
+  }
   std::snprintf(buf, sizeof(buf),
                 "KV cache: %" PRId64 " blocks = %" PRId64
-                " tokens (%s, %s); max concurrency at max_model_len %d = %" PRId64,
+                " tokens (%s, %s%s); max concurrency at max_model_len %d = %" PRId64,
                 num_blocks, num_tokens(), Gib((double)TotalBytes()).c_str(),
-                DtypeName().c_str(), max_model_len, MaxConcurrency());
+                DtypeName().c_str(), group.c_str(), max_model_len, MaxConcurrency());
   return buf;
 }
 

@@ -43,6 +43,12 @@ struct KvConfig {
   std::optional<DType> v_dtype;  // V's when it differs from K's
   int64_t num_blocks = 0;
   int32_t max_model_len = 0;  // longest sequence (prompt + output) in tokens
+  // Hybrid windowed models (SplitKvForWindow): window_group_layers of the
+  // num_layers have their own window_group_blocks blocks (holding only
+  // those layers' K/V); num_blocks is then the other ("full") layers'
+  // blocks, which bound the tokens held. 0: one group of every layer.
+  int32_t window_group_layers = 0;
+  int64_t window_group_blocks = 0;
 
   DType KDtype() const { return dtype; }
   DType VDtype() const { return v_dtype.value_or(dtype); }
@@ -50,7 +56,8 @@ struct KvConfig {
   std::string DtypeName() const;
   int64_t BytesPerToken() const;
   int64_t BytesPerBlock() const { return BytesPerToken() * block_size; }
-  int64_t TotalBytes() const { return BytesPerBlock() * num_blocks; }
+  // Both groups' blocks.
+  int64_t TotalBytes() const;
   int64_t num_tokens() const { return num_blocks * block_size; }
   // Blocks one sequence of n tokens needs.
   int64_t BlocksForTokens(int64_t n) const { return (n + block_size - 1) / block_size; }
@@ -73,6 +80,19 @@ struct KvBudget {
 // shape: layers/heads/head_dim/block_size/dtype filled; returns it with
 // num_blocks and max_model_len set.
 StatusOr<KvConfig> PlanKvCache(KvConfig shape, const KvBudget& budget);
+
+// Splits a planned KV cache (cfg from PlanKvCache: num_blocks of every
+// layer, max_model_len set) into two groups for a hybrid model whose
+// windowed_layers of cfg.num_layers read only the last `window` positions
+// (KvConfig::window_group_layers). The same bytes are divided in proportion
+// to what a max_model_len sequence holds in each group: every block in the
+// full group, and in the windowed group the window's blocks while it
+// decodes ((window - 1) / block_size + 2) plus, once, the blocks of a
+// prefill chunk of chunk_tokens. At most max_num_seqs such sequences are
+// provisioned (less memory when that binds). One max_model_len sequence
+// always fits when the unsplit cfg held one.
+KvConfig SplitKvForWindow(KvConfig cfg, int32_t windowed_layers, int32_t window,
+                          int32_t chunk_tokens, int32_t max_num_seqs);
 
 // MemAvailable of /proc/meminfo in bytes, or nullopt when unreadable.
 std::optional<int64_t> ReadMemAvailableBytes();

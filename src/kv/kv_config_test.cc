@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace tern {
 namespace {
 
@@ -105,6 +107,53 @@ TEST(KvConfigTest, ReadsMemAvailable) {
   auto m = ReadMemAvailableBytes();
   ASSERT_TRUE(m.has_value());
   EXPECT_GT(*m, 0);
+}
+
+// A gemma3-like hybrid (5 of 6 layers windowed) split from a planned cache.
+KvConfig Planned(int64_t num_blocks) {
+  KvConfig c = Shape();
+  c.num_layers = 6;
+  c.max_model_len = 1024;  // 64 blocks
+  c.num_blocks = num_blocks;
+  return c;
+}
+
+TEST(KvConfigTest, SplitForWindowDividesTheSameBytesByWhatASequenceHolds) {
+  const KvConfig naive = Planned(256);  // 4 sequences of 1024 unsplit
+  const KvConfig c = SplitKvForWindow(naive, /*windowed_layers=*/5, /*window=*/64,
+                                      /*chunk_tokens=*/512, /*max_num_seqs=*/64);
+  EXPECT_EQ(c.window_group_layers, 5);
+  // In one-layer blocks: 1536 = S x (64 full + 5 x 5 windowed) + 5 x 32 for
+  // one prefill chunk, S = 15.46: 15.46 x 5 + 32 = 109 windowed blocks, the
+  // rest (1536 - 545) full.
+  EXPECT_EQ(c.window_group_blocks, 109);
+  EXPECT_EQ(c.num_blocks, 991);
+  EXPECT_LE(c.TotalBytes(), naive.TotalBytes());
+  EXPECT_GT(c.TotalBytes(), naive.TotalBytes() - naive.BytesPerBlock());
+  EXPECT_EQ(c.MaxConcurrency(), 15);  // of the full group, from 4 unsplit
+  EXPECT_NE(c.Summary().find("windowed layers: 109 blocks of their own"), std::string::npos)
+      << c.Summary();
+}
+
+TEST(KvConfigTest, SplitForWindowKeepsOneSequenceAndHonoursMaxNumSeqs) {
+  // Exactly one unsplit sequence: still one, its windowed blocks at most
+  // a sequence's.
+  for (int32_t window : {64, 1024, 4096}) {
+    const KvConfig c = SplitKvForWindow(Planned(64), 5, window, 1024, 64);
+    EXPECT_GE(c.num_blocks, 64) << window;
+    EXPECT_GE(c.window_group_blocks, std::min<int64_t>(64, (window - 1) / 16 + 2)) << window;
+    EXPECT_LE(c.window_group_blocks, 64) << window;
+    EXPECT_LE(c.TotalBytes(), Planned(64).TotalBytes()) << window;
+  }
+  // Two sequences at most: 2 x 64 full blocks, 2 x 5 + 32 windowed, less
+  // memory than the budget.
+  const KvConfig c = SplitKvForWindow(Planned(256), 5, 64, 512, 2);
+  EXPECT_EQ(c.num_blocks, 128);
+  EXPECT_EQ(c.window_group_blocks, 42);
+  EXPECT_EQ(c.TotalBytes(), (128 + 5 * 42) * Planned(1).BytesPerBlock() / 6);
+  // No windowed layer, or every layer windowed: unchanged.
+  EXPECT_EQ(SplitKvForWindow(Planned(256), 0, 64, 512, 64).num_blocks, 256);
+  EXPECT_EQ(SplitKvForWindow(Planned(256), 6, 64, 512, 64).window_group_layers, 0);
 }
 
 }  // namespace

@@ -52,12 +52,25 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   CHECK(CheckKvRow(shape.KDtype(), shape.num_kv_heads, shape.head_dim).ok());
   CHECK(CheckKvRow(shape.VDtype(), shape.num_kv_heads, shape.head_dim).ok());
   CHECK(shape.block_size > 0 && shape.num_blocks >= 0);
+  CHECK(shape.window_group_layers.empty() ||
+        (int32_t)shape.window_group_layers.size() == shape.num_layers);
+  CHECK_GE(shape.window_group_blocks, 0);
+  layer_group_.resize(shape.num_layers);
+  layer_index_.resize(shape.num_layers);
+  for (int l = 0; l < shape.num_layers; ++l) {
+    const int g = shape.window_group_layers.empty() ? 0 : (int)shape.window_group_layers[l];
+    layer_group_[l] = g;
+    layer_index_[l] = group_layers_[g]++;
+  }
   // The one KV-bytes formula (kv_config.h); the layout below splits it into
   // per-layer K and V slots.
-  block_bytes_ = (size_t)KvBytesPerToken(shape.num_layers, shape.num_kv_heads, shape.head_dim,
-                                         shape.KDtype(), shape.VDtype()) *
-                 (size_t)shape.block_size;
-  const size_t total = (size_t)shape.num_blocks * block_bytes_;
+  for (int g = 0; g < 2; ++g) {
+    block_bytes_[g] = (size_t)KvBytesPerToken(group_layers_[g], shape.num_kv_heads,
+                                              shape.head_dim, shape.KDtype(), shape.VDtype()) *
+                      (size_t)shape.block_size;
+  }
+  group_base_[1] = (size_t)shape.num_blocks * block_bytes_[0];
+  const size_t total = group_base_[1] + (size_t)GroupBlocks(1) * block_bytes_[1];
   if (total == 0) return;
   // 2 MiB pages where the kernel gives them (transparent huge pages on
   // request): attention walks the pages of many sequences per step, and
@@ -68,7 +81,9 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
 int64_t KvStorage::k_slot_bytes() const { return RowBytes(shape_.KDtype(), slot_elems()); }
 int64_t KvStorage::v_slot_bytes() const { return RowBytes(shape_.VDtype(), slot_elems()); }
 
-int64_t KvStorage::total_bytes() const { return shape_.num_blocks * (int64_t)block_bytes_; }
+int64_t KvStorage::total_bytes() const {
+  return shape_.num_blocks * (int64_t)block_bytes_[0] + GroupBlocks(1) * (int64_t)block_bytes_[1];
+}
 
 kernels::KvPagesView KvStorage::LayerView(int layer) const {
   kernels::KvPagesView view;
@@ -78,20 +93,20 @@ kernels::KvPagesView KvStorage::LayerView(int layer) const {
   view.v_dtype = shape_.VDtype();
   view.slot_elems = slot_elems();
   view.block_size = shape_.block_size;
-  view.block_stride = block_stride();
+  view.block_stride = LayerBlockStride(layer);
   return view;
 }
 
 void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* v) {
   CHECK(layer >= 0 && layer < shape_.num_layers);
-  CHECK(slot >= 0 && slot < num_slots());
+  CHECK(slot >= 0 && slot < LayerSlots(layer));
   kernels::StoreKvRow(shape_.KDtype(), k, slot_elems(), KeySlot(layer, slot));
   kernels::StoreKvRow(shape_.VDtype(), v, slot_elems(), ValueSlot(layer, slot));
 }
 
 void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
   CHECK(layer >= 0 && layer < shape_.num_layers);
-  CHECK(slot >= 0 && slot < num_slots());
+  CHECK(slot >= 0 && slot < LayerSlots(layer));
   kernels::LoadKvElems(shape_.KDtype(), KeySlot(layer, slot), 0, slot_elems(), k);
   kernels::LoadKvElems(shape_.VDtype(), ValueSlot(layer, slot), 0, slot_elems(), v);
 }

@@ -20,6 +20,18 @@
 // read as zero and become resident on first write, so a large KV budget
 // costs neither start-up time nor memory until sequences use it.
 //
+// Two groups (hybrid windowed models, KvShape::window_group_layers): the
+// layers marked windowed live in a second region with its own blocks
+// (window_group_blocks of them) and block layout holding only those layers,
+// so that their blocks can be released outside the window while the other
+// ("full") group keeps every position:
+//
+//   [num_blocks][full layers][K, V][block_size]...            group 0
+//   [window_group_blocks][windowed layers][K, V][block_size]... group 1
+//
+// Slots and block ids are per group: slot s of a windowed layer is slot s of
+// group 1. Without window_group_layers there is one group, laid out as above.
+//
 // Thread rules: owned by the engine thread; Model::Forward writes it.
 #pragma once
 
@@ -47,6 +59,11 @@ struct KvShape {
   // (false: 4 KiB pages; EngineConfig::kv_huge_pages, TERN_KV_HUGEPAGES=0).
   bool huge_pages = true;
 
+  // Hybrid windowed models: true for the layers of the second ("windowed")
+  // group, which has window_group_blocks blocks. Empty: one group.
+  std::vector<bool> window_group_layers;
+  int64_t window_group_blocks = 0;
+
   DType KDtype() const { return dtype; }
   DType VDtype() const { return v_dtype.value_or(dtype); }
 };
@@ -69,13 +86,21 @@ class KvStorage {
   KvStorage& operator=(const KvStorage&) = delete;
 
   const KvShape& shape() const { return shape_; }
+  // Group 0's slots (every layer's without a window group).
   int64_t num_slots() const { return shape_.num_blocks * shape_.block_size; }
+  // 1 for the layers of the windowed group, else 0.
+  int LayerGroup(int layer) const { return layer_group_[layer]; }
+  bool has_window_group() const { return group_layers_[1] > 0; }
+  // Slots of the layer's group.
+  int64_t LayerSlots(int layer) const {
+    return GroupBlocks(LayerGroup(layer)) * shape_.block_size;
+  }
   // Elements of one slot of one layer: num_kv_heads * head_dim.
   int64_t slot_elems() const { return (int64_t)shape_.num_kv_heads * shape_.head_dim; }
   int64_t slot_bytes() const { return k_slot_bytes(); }  // K's
   int64_t k_slot_bytes() const;   // bytes of one K slot of one layer
   int64_t v_slot_bytes() const;   // bytes of one V slot of one layer
-  int64_t total_bytes() const;    // all layers, K and V
+  int64_t total_bytes() const;    // all layers, K and V, both groups
 
   // Block 0's K (V) of a layer; block b's is block_stride() bytes further on
   // per block (kernels::KvPagesView takes the same three numbers).
@@ -83,18 +108,20 @@ class KvStorage {
   uint8_t* ValueData(int layer) { return memory_.data() + LayerOffset(layer, 1); }
   const uint8_t* KeyData(int layer) const { return memory_.data() + LayerOffset(layer, 0); }
   const uint8_t* ValueData(int layer) const { return memory_.data() + LayerOffset(layer, 1); }
-  int64_t block_stride() const { return (int64_t)block_bytes_; }
+  // Group 0's (without a window group: every block's).
+  int64_t block_stride() const { return (int64_t)block_bytes_[0]; }
+  int64_t LayerBlockStride(int layer) const { return (int64_t)block_bytes_[LayerGroup(layer)]; }
   // The view of one layer's K and V the attention kernels read (no block
   // table: each sequence brings its own).
   kernels::KvPagesView LayerView(int layer) const;
   // The K (V) elements of one slot of one layer.
-  uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(slot, 0); }
-  uint8_t* ValueSlot(int layer, int64_t slot) { return ValueData(layer) + SlotOffset(slot, 1); }
+  uint8_t* KeySlot(int layer, int64_t slot) { return KeyData(layer) + SlotOffset(layer, slot, 0); }
+  uint8_t* ValueSlot(int layer, int64_t slot) { return ValueData(layer) + SlotOffset(layer, slot, 1); }
   const uint8_t* KeySlot(int layer, int64_t slot) const {
-    return KeyData(layer) + SlotOffset(slot, 0);
+    return KeyData(layer) + SlotOffset(layer, slot, 0);
   }
   const uint8_t* ValueSlot(int layer, int64_t slot) const {
-    return ValueData(layer) + SlotOffset(slot, 1);
+    return ValueData(layer) + SlotOffset(layer, slot, 1);
   }
 
   // Write/read one slot as f32 (F16 storage converts with the kernels'
@@ -104,20 +131,29 @@ class KvStorage {
   void ReadSlot(int layer, int64_t slot, float* k, float* v) const;
 
  private:
-  // A block holds per layer block_size K slots, then block_size V slots.
+  int64_t GroupBlocks(int group) const {
+    return group == 0 ? shape_.num_blocks : shape_.window_group_blocks;
+  }
+  // A block holds per layer of its group block_size K slots, then
+  // block_size V slots; group 1's blocks start after group 0's.
   size_t LayerOffset(int layer, int kind) const {
     const size_t k = (size_t)shape_.block_size * (size_t)k_slot_bytes();
     const size_t v = (size_t)shape_.block_size * (size_t)v_slot_bytes();
-    return (size_t)layer * (k + v) + (kind == 1 ? k : 0);
+    return group_base_[layer_group_[layer]] + (size_t)layer_index_[layer] * (k + v) +
+           (kind == 1 ? k : 0);
   }
-  int64_t SlotOffset(int64_t slot, int kind) const {
-    return slot / shape_.block_size * (int64_t)block_bytes_ +
+  int64_t SlotOffset(int layer, int64_t slot, int kind) const {
+    return slot / shape_.block_size * (int64_t)block_bytes_[layer_group_[layer]] +
            slot % shape_.block_size * (kind == 0 ? k_slot_bytes() : v_slot_bytes());
   }
 
   KvShape shape_;
-  size_t block_bytes_ = 0;    // one block: every layer's K and V
-  HugePageBuffer memory_;  // [num_blocks][block_bytes_]
+  std::vector<int> layer_group_;  // per layer: 0 or 1
+  std::vector<int> layer_index_;  // per layer: its index within its group
+  int group_layers_[2] = {0, 0};
+  size_t block_bytes_[2] = {0, 0};  // one block of a group: its layers' K and V
+  size_t group_base_[2] = {0, 0};   // byte offset of each group's block 0
+  HugePageBuffer memory_;  // group 0's blocks, then group 1's
 };
 
 }  // namespace tern

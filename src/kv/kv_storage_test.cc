@@ -156,5 +156,41 @@ TEST(KvStorageTest, Q4_0KAcrossHeadsWarns) {
   EXPECT_EQ(KvRowWarning(DType::kF16, 4, 8), "");
 }
 
+TEST(KvStorageTest, WindowGroupHasItsOwnBlocksAndLayout) {
+  // Layer 0 full, layers 1 and 2 windowed; 5 full blocks, 2 windowed.
+  KvShape shape = SmallShape(DType::kF32);
+  shape.num_layers = 3;
+  shape.window_group_layers = {false, true, true};
+  shape.window_group_blocks = 2;
+  KvStorage kv(shape);
+  ASSERT_TRUE(kv.has_window_group());
+  EXPECT_EQ(kv.LayerGroup(0), 0);
+  EXPECT_EQ(kv.LayerGroup(2), 1);
+  EXPECT_EQ(kv.LayerSlots(0), 40);
+  EXPECT_EQ(kv.LayerSlots(1), 16);
+  // A full block: 1 layer x {K, V} x 8 slots x 48 bytes; a windowed one 2 layers.
+  EXPECT_EQ(kv.LayerBlockStride(0), 768);
+  EXPECT_EQ(kv.LayerBlockStride(1), 1536);
+  EXPECT_EQ(kv.LayerView(2).block_stride, 1536);
+  EXPECT_EQ(kv.total_bytes(), 5 * 768 + 2 * 1536);
+  // The windowed group starts after the full one; layer 2 after layer 1.
+  EXPECT_EQ(kv.KeyData(1) - kv.KeyData(0), 5 * 768);
+  EXPECT_EQ(kv.KeyData(2) - kv.KeyData(1), 2 * 8 * 48);
+  // Slot 9 of each layer is its own memory.
+  std::vector<float> k(12), v(12), k2(12), v2(12);
+  for (int layer = 0; layer < 3; ++layer) {
+    for (int i = 0; i < 12; ++i) k[i] = 100.0f * layer + i, v[i] = -k[i];
+    kv.WriteSlot(layer, 9, k.data(), v.data());
+  }
+  for (int layer = 0; layer < 3; ++layer) {
+    kv.ReadSlot(layer, 9, k2.data(), v2.data());
+    EXPECT_EQ(k2[5], 100.0f * layer + 5) << layer;
+    EXPECT_EQ(v2[5], -(100.0f * layer + 5)) << layer;
+  }
+  // Slot 9 of layer 2 = block 1 offset 1 of the windowed group.
+  const float* raw = reinterpret_cast<const float*>(kv.KeyData(1));
+  EXPECT_EQ(raw[(1536 + 2 * 8 * 48 + 48) / 4 + 5], 205.0f);
+}
+
 }  // namespace
 }  // namespace tern

@@ -372,8 +372,10 @@ void LlamaModel::RotateKeys(int layer, float* k, int32_t delta) const {
 
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
+  const bool window = kv.LayerGroup(layer) == 1 && !batch.window_slots.empty();
+  const std::vector<int64_t>& slots = window ? batch.window_slots : batch.slots;
   for (int t = 0; t < batch.num_tokens(); ++t) {
-    kv.WriteSlot(layer, batch.slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
+    kv.WriteSlot(layer, slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
   }
 }
 
@@ -386,12 +388,15 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
   const int64_t q_stride = (int64_t)c.n_head * c.head_dim;
   const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt((float)c.head_dim);
   const kernels::KvPagesView view = kv.LayerView(layer);
+  // The windowed group's own block tables (hybrid models), see forward_batch.h.
+  const bool window = kv.LayerGroup(layer) == 1 && !batch.window_slots.empty();
   attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
     if (seq.num_tokens == 0) continue;
     const int64_t t0 = seq.first_token;
     attn_seqs_.push_back({&q_[t0 * q_stride], &att_[t0 * q_stride], &batch.positions[t0],
-                          seq.num_tokens, seq.block_table.data()});
+                          seq.num_tokens,
+                          window ? seq.window_block_table.data() : seq.block_table.data()});
   }
   kernels::AttentionBatch(attn_seqs_, c.n_head, c.n_head_kv, c.head_dim, scale,
                           c.LayerWindow(layer), view, pool, &workspace_, c.attn_softcap);
@@ -407,6 +412,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
   CHECK_EQ(kv.shape().head_dim, c.head_dim);
   CHECK_EQ((int64_t)batch.positions.size(), T);
   CHECK_EQ((int64_t)batch.slots.size(), T);
+  CHECK(batch.window_slots.empty() || (int64_t)batch.window_slots.size() == T);
   GrowScratch(batch, pool ? pool->num_threads() : 1);
   ComputeRope(batch);
   const int64_t n_embd = c.n_embd;

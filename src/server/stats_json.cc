@@ -34,6 +34,7 @@ json EngineJson(const EngineStats& s) {
           {"kv_cache_usage", s.kv_cache_usage},
           {"peak_kv_cache_usage", s.peak_kv_cache_usage},
           {"kv_blocks", s.num_kv_blocks},
+          {"kv_window_blocks", s.num_kv_window_blocks},
           {"block_size", s.block_size},
           {"kv_capacity_tokens", s.num_kv_blocks * (int64_t)s.block_size},
           {"kv_cache_bytes", s.kv_cache_bytes},

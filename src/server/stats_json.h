@@ -4,7 +4,7 @@
 //
 //   {"model", "uptime_s", "ready",
 //    "engine": {running, waiting, kv_cache_usage, peak_kv_cache_usage,
-//               kv_blocks, block_size, kv_capacity_tokens, kv_cache_bytes,
+//               kv_blocks, kv_window_blocks (hybrid models), block_size, kv_capacity_tokens, kv_cache_bytes,
 //               max_model_len, max_num_seqs, prompt_tokens_total,
 //               generation_tokens_total, prefix_cache_queries_total,
 //               prefix_cache_hits_total, prefix_cache_hit_rate,

@@ -10,7 +10,10 @@ std::vector<std::pair<int32_t, double>> MeasureForwardTimes(Model& model, KvStor
                                                             int64_t num_blocks,
                                                             int32_t max_tokens, ThreadPool* pool) {
   std::vector<std::pair<int32_t, double>> table;
-  const int64_t limit = std::min<int64_t>(max_tokens, num_blocks * block_size);
+  int64_t limit = std::min<int64_t>(max_tokens, num_blocks * block_size);
+  // A windowed group of its own (hybrid models): the same table there.
+  const bool window = kv.has_window_group();
+  if (window) limit = std::min<int64_t>(limit, kv.shape().window_group_blocks * block_size);
   const int32_t n_vocab = model.config().n_vocab;
   std::vector<float> logits;
   for (int32_t n = 1; n <= limit; n *= 2) {
@@ -25,6 +28,10 @@ std::vector<std::pair<int32_t, double>> MeasureForwardTimes(Model& model, KvStor
       batch.positions.push_back(i);
       batch.slots.push_back(i);
       batch.logits_rows.push_back(i);  // verification wants every row's logits
+    }
+    if (window) {
+      seq.window_block_table = seq.block_table;
+      batch.window_slots = batch.slots;
     }
     batch.sequences.push_back(std::move(seq));
     logits.resize((size_t)n * n_vocab);
