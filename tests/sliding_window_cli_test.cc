@@ -218,6 +218,37 @@ TEST(SlidingWindowCliTest, HybridModelsSeveralPromptsBatchedMatchGenerate) {
   }
 }
 
+// A hybrid model's windowed layers hold the same few blocks however long
+// the sequence (their own pool's peak usage is flat), while the global
+// layers' blocks grow with it.
+TEST(SlidingWindowCliTest, HybridWindowedLayersKvPlateausWhileTheGlobalLayersGrow) {
+  SKIP_WITHOUT_BINARY();
+  TempDir dir;
+  const std::string model = dir.File("g3.gguf");
+  CliResult r = RunTern("model synth --preset gemma3-tiny -t 1 -o " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto peaks = [&](int n) {
+    const std::string in = dir.File("in.jsonl"), summary = dir.File("s.json");
+    EXPECT_TRUE(WriteFileBytes(in, "{\"prompt\": \"hello world\", \"max_tokens\": " +
+                                       std::to_string(n) +
+                                       ", \"temperature\": 0, \"ignore_eos\": true}\n"));
+    const CliResult b = RunTern("batch -m " + model + " -i " + in + " -o " + dir.File("o.jsonl") +
+                                " --summary-json " + summary +
+                                " --max-model-len 1024 --kv-cache-memory 4MiB -t 1");
+    EXPECT_EQ(b.exit_code, 0) << b.err;
+    const json s = json::parse(ReadFileBytes(summary), nullptr, false);
+    EXPECT_FALSE(s.is_discarded());
+    if (s.is_discarded() || !s.contains("peak_kv_usage_windowed_layers")) return std::pair{-1.0, -1.0};
+    return std::pair{s["peak_kv_usage_global_layers"].get<double>(),
+                     s["peak_kv_usage_windowed_layers"].get<double>()};
+  };
+  const auto [global_short, windowed_short] = peaks(256);
+  const auto [global_long, windowed_long] = peaks(1000);
+  ASSERT_GT(windowed_short, 0);
+  EXPECT_EQ(windowed_long, windowed_short);    // window 16 at block size 16: 2 blocks
+  EXPECT_GT(global_long, 3 * global_short);    // 64 blocks against 17
+}
+
 }  // namespace
 }  // namespace tern
 

@@ -218,14 +218,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   // own blocks, released outside the window, the global layers keep theirs
   // (docs/engine.md "Sliding window"). Streaming eviction keeps one group.
   const int32_t windowed_layers = mc.sliding_window > 0 ? mc.NumWindowedLayers() : 0;
-  const bool hybrid = windowed_layers > 0 && windowed_layers < mc.n_layer &&
-                      config.kv_eviction != KvEviction::kStreaming;
-  if (hybrid) {
+  if (windowed_layers > 0 && windowed_layers < mc.n_layer &&
+      config.kv_eviction != KvEviction::kStreaming) {
     const int32_t chunk = config.enable_chunked_prefill ? config.max_num_batched_tokens
                                                         : impl->kv_config.max_model_len;
     impl->kv_config = SplitKvForWindow(impl->kv_config, windowed_layers, mc.sliding_window,
                                        chunk, config.max_num_seqs);
   }
+  // Unsplit when the window holds a whole sequence (nothing to release).
+  const bool hybrid = impl->kv_config.window_group_layers > 0;
   const KvConfig& kv = impl->kv_config;
 
   KvShape storage_shape;

@@ -54,6 +54,8 @@ KvConfig SplitKvForWindow(KvConfig cfg, int32_t windowed_layers, int32_t window,
   const int64_t bs = cfg.block_size;
   const int64_t seq_blocks = cfg.BlocksForTokens(cfg.max_model_len);          // full group
   const int64_t decode_blocks = std::min<int64_t>(seq_blocks, (window - 1) / bs + 2);
+  // A window as long as a sequence releases nothing: one group.
+  if (decode_blocks >= seq_blocks) return cfg;
   const int64_t chunk_blocks = std::min<int64_t>(seq_blocks, (std::max(chunk_tokens, 1) + bs - 1) / bs);
   // The budget in blocks of one layer.
   const int64_t units = cfg.num_blocks * cfg.num_layers;

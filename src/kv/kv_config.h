@@ -90,7 +90,8 @@ StatusOr<KvConfig> PlanKvCache(KvConfig shape, const KvBudget& budget);
 // decodes ((window - 1) / block_size + 2) plus, once, the blocks of a
 // prefill chunk of chunk_tokens. At most max_num_seqs such sequences are
 // provisioned (less memory when that binds). One max_model_len sequence
-// always fits when the unsplit cfg held one.
+// always fits when the unsplit cfg held one. cfg comes back unchanged (one
+// group) when the window holds a whole max_model_len sequence.
 KvConfig SplitKvForWindow(KvConfig cfg, int32_t windowed_layers, int32_t window,
                           int32_t chunk_tokens, int32_t max_num_seqs);
 

@@ -138,7 +138,7 @@ TEST(KvConfigTest, SplitForWindowDividesTheSameBytesByWhatASequenceHolds) {
 TEST(KvConfigTest, SplitForWindowKeepsOneSequenceAndHonoursMaxNumSeqs) {
   // Exactly one unsplit sequence: still one, its windowed blocks at most
   // a sequence's.
-  for (int32_t window : {64, 1024, 4096}) {
+  for (int32_t window : {64, 512, 900}) {
     const KvConfig c = SplitKvForWindow(Planned(64), 5, window, 1024, 64);
     EXPECT_GE(c.num_blocks, 64) << window;
     EXPECT_GE(c.window_group_blocks, std::min<int64_t>(64, (window - 1) / 16 + 2)) << window;
@@ -151,6 +151,10 @@ TEST(KvConfigTest, SplitForWindowKeepsOneSequenceAndHonoursMaxNumSeqs) {
   EXPECT_EQ(c.num_blocks, 128);
   EXPECT_EQ(c.window_group_blocks, 42);
   EXPECT_EQ(c.TotalBytes(), (128 + 5 * 42) * Planned(1).BytesPerBlock() / 6);
+  // A window as long as max_model_len (1024 = 64 blocks) releases nothing:
+  // unchanged, one group.
+  EXPECT_EQ(SplitKvForWindow(Planned(256), 5, 1024, 512, 64).window_group_layers, 0);
+  EXPECT_EQ(SplitKvForWindow(Planned(256), 5, 1024, 512, 64).num_blocks, 256);
   // No windowed layer, or every layer windowed: unchanged.
   EXPECT_EQ(SplitKvForWindow(Planned(256), 0, 64, 512, 64).num_blocks, 256);
   EXPECT_EQ(SplitKvForWindow(Planned(256), 6, 64, 512, 64).window_group_layers, 0);
