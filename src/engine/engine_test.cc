@@ -171,28 +171,30 @@ TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptio
   }
 }
 
-// Bad KV dtypes fail at start-up with the choices or the model's row shape.
-TEST_F(EngineModelTest, KvDtypeErrorsNameChoicesAndRowShape) {
-  EngineConfig c = BaseConfig();
-  c.kv_cache_dtype = DType::kQ4_K;
-  auto e = Engine::Create(c);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("f16, bf16, f32, q8_0, q4_0"), std::string::npos)
-      << e.status().message();
+// Bad configs fail at start-up with the reason: a KV dtype that is not a KV
+// dtype names the choices; a KV budget below one sequence the length.
+TEST_F(EngineModelTest, BadConfigsFailAtStartUpWithTheReason) {
+  EngineConfig bad_dtype = BaseConfig();
+  bad_dtype.kv_cache_dtype = DType::kQ4_K;
+  EngineConfig small_kv = BaseConfig();
+  small_kv.kv_cache_memory_bytes = 100 * 640;
+  for (const auto& [config, needle] : {std::pair{bad_dtype, "f16, bf16, f32, q8_0, q4_0"},
+                                       std::pair{small_kv, "max_model_len 256"}}) {
+    auto e = Engine::Create(config);
+    ASSERT_FALSE(e.ok()) << needle;
+    EXPECT_NE(e.status().message().find(needle), std::string::npos) << e.status().message();
+  }
 }
 
 TEST_F(EngineModelTest, SixtyFourTogetherMatchAlone) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
   const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 64);
-  std::vector<Outcome> alone;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, 8));
-    ASSERT_TRUE(ch.ok());
-    alone.push_back(Drain(**ch));
-  }
   engine->reset();
+  std::vector<Outcome> alone =
+      RunOnFreshEngine(BaseConfig(), GreedyRequests(prompts, 8), /*alone=*/true);
   std::vector<Outcome> together = RunTogether(BaseConfig(), prompts, 8);
+  ASSERT_EQ(alone.size(), 64u);
   ASSERT_EQ(together.size(), 64u);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << i;
 }
@@ -211,15 +213,6 @@ TEST_F(EngineModelTest, RejectsBadRequestsWithTheNumbers) {
   dup.request_id = "x";
   ASSERT_TRUE((*engine)->AddRequest(dup).ok());
   EXPECT_FALSE((*engine)->AddRequest(dup).ok());
-}
-
-TEST_F(EngineModelTest, KvBudgetBelowOneSequenceFailsAtStartUp) {
-  EngineConfig c = BaseConfig();
-  c.kv_cache_memory_bytes = 100 * 640;
-  auto engine = Engine::Create(c);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("max_model_len 256"), std::string::npos)
-      << engine.status().message();
 }
 
 TEST_F(EngineModelTest, AbortFinishesWithAbortAndFreesKv) {
