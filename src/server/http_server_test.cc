@@ -125,6 +125,15 @@ class HttpServerTest : public ::testing::Test {
     }
     return fd;
   }
+  // Sends `request` on a new connection; returns all the server sends until
+  // it closes.
+  std::string Exchange(const std::string& request) {
+    const int fd = Connect(server_->port());
+    Send(fd, request);
+    std::string resp = ReadAll(fd);
+    ::close(fd);
+    return resp;
+  }
   // Lets the /slow handler answer.
   void ReleaseSlow() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -234,12 +243,9 @@ TEST_F(HttpServerTest, AnswersParseErrorsWithStatusAndCloses) {
       {"GET / HTTP/1.1\r\nX: " + std::string(1000, 'a') + "\r\n\r\n", "HTTP/1.1 431 "},
   };
   for (const Case& c : cases) {
-    int fd = Connect(server_->port());
-    Send(fd, c.raw);
-    std::string resp = ReadAll(fd);
+    const std::string resp = Exchange(c.raw);
     EXPECT_EQ(resp.rfind(c.status_line, 0), 0u) << resp;
     EXPECT_NE(resp.find("{\"error\":{\"message\":"), std::string::npos) << resp;
-    ::close(fd);
   }
 }
 
@@ -355,11 +361,8 @@ TEST_F(HttpServerTest, StalledRequestGets408) {
   HttpServerOptions o;
   o.body_timeout_ms = 300;
   StartServer(o);
-  int fd = Connect(server_->port());
-  Send(fd, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
-  std::string resp = ReadAll(fd);
+  const std::string resp = Exchange("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
   EXPECT_EQ(resp.rfind("HTTP/1.1 408 ", 0), 0u) << resp;
-  ::close(fd);
 }
 
 TEST_F(HttpServerTest, TricklingHeadGets408) {
@@ -405,15 +408,12 @@ TEST_F(HttpServerTest, ThousandTricklingConnectionsDoNotBlockAPromptClient) {
   Tricklers slow(server_->port(), 1000);
   ASSERT_TRUE(WaitForConnections(*server_, 1000));
   const auto t0 = std::chrono::steady_clock::now();
-  int fd = Connect(server_->port());
-  Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
-  const std::string resp = ReadAll(fd);
+  const std::string resp = Exchange("GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
   EXPECT_NE(resp.find("GET /prompt"), std::string::npos);
   std::printf("prompt client answered in %.1f ms beside 1000 trickling connections\n", ms);
-  ::close(fd);
 }
 
 // At max_connections, a new client evicts the connection that has spent the
@@ -425,11 +425,8 @@ TEST_F(HttpServerTest, FullServerEvictsTheSlowestHeadForANewClient) {
   Tricklers slow(server_->port(), 32);
   ASSERT_TRUE(WaitForConnections(*server_, 32));
   for (int i = 0; i < 3; ++i) {
-    int fd = Connect(server_->port());
-    Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
-    const std::string resp = ReadAll(fd);
+    const std::string resp = Exchange("GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
-    ::close(fd);
   }
   EXPECT_GE(server_->num_evicted(), 1);
 }
