@@ -186,6 +186,13 @@ class Tricklers {
   std::thread thread_;
 };
 
+// Expects every needle in text.
+void ExpectHas(const std::string& text, std::initializer_list<const char*> needles) {
+  for (const char* needle : needles) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << " not in " << text;
+  }
+}
+
 // Waits (polling a condition, up to 60 s) until the server holds n connections.
 bool WaitForConnections(const HttpServer& server, int n) {
   for (int i = 0; i < 6000 && server.num_connections() < n; ++i) {
@@ -199,16 +206,12 @@ TEST_F(HttpServerTest, ServesKeepAliveAndPipelinedRequests) {
   int fd = Connect(server_->port());
   Send(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
   std::string r1 = ReadUntil(fd, "GET /a ");
-  EXPECT_NE(r1.find("HTTP/1.1 200 OK\r\n"), std::string::npos);
-  EXPECT_NE(r1.find("Content-Length: 7\r\n"), std::string::npos);
-  EXPECT_NE(r1.find("Connection: keep-alive"), std::string::npos);
+  ExpectHas(r1, {"HTTP/1.1 200 OK\r\n", "Content-Length: 7\r\n", "Connection: keep-alive"});
   Send(fd,
        "POST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nConnection: "
        "close\r\n\r\n");
   std::string rest = ReadAll(fd);
-  EXPECT_NE(rest.find("POST /b hi"), std::string::npos);
-  EXPECT_NE(rest.find("GET /c "), std::string::npos);
-  EXPECT_NE(rest.find("Connection: close"), std::string::npos);
+  ExpectHas(rest, {"POST /b hi", "GET /c ", "Connection: close"});
   ::close(fd);
 }
 
@@ -220,8 +223,7 @@ TEST_F(HttpServerTest, RequestsCarryTheClientAddress) {
   ASSERT_EQ(::getsockname(fd, (sockaddr*)&local, &len), 0);
   Send(fd, "GET /peer HTTP/1.1\r\nConnection: close\r\n\r\n");
   std::string r = ReadAll(fd);
-  EXPECT_NE(r.find("\r\n\r\n127.0.0.1:" + std::to_string(ntohs(local.sin_port))),
-            std::string::npos)
+  EXPECT_NE(r.find("\r\n\r\n127.0.0.1:" + std::to_string(ntohs(local.sin_port))), std::string::npos)
       << r;
   ::close(fd);
 }
@@ -254,10 +256,8 @@ TEST_F(HttpServerTest, StreamsChunkedServerSentEvents) {
   int fd = Connect(server_->port());
   Send(fd, "GET /stream HTTP/1.1\r\n\r\n");
   std::string resp = ReadUntil(fd, "0\r\n\r\n");
-  EXPECT_NE(resp.find("Content-Type: text/event-stream\r\n"), std::string::npos);
-  EXPECT_NE(resp.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
-  EXPECT_NE(resp.find("f\r\ndata: {\"i\":0}\n\n\r\n"), std::string::npos) << resp;
-  EXPECT_NE(resp.find("e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"), std::string::npos) << resp;
+  ExpectHas(resp, {"Content-Type: text/event-stream\r\n", "Transfer-Encoding: chunked\r\n",
+                   "f\r\ndata: {\"i\":0}\n\n\r\n", "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"});
   // The connection stays usable after the stream.
   Send(fd, "GET /after HTTP/1.1\r\n\r\n");
   EXPECT_NE(ReadUntil(fd, "GET /after").find("GET /after"), std::string::npos);
