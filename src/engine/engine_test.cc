@@ -53,12 +53,9 @@ TEST_F(EngineModelTest, GreedyOutputsDoNotDependOnBatchingChunkingPreemptionOrCa
   const std::vector<Ids> prompts = Prompts((*engine)->tokenizer());
   const int32_t kMaxTokens = 24;
   // Reference: each request alone.
-  std::vector<Outcome> alone;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
-    ASSERT_TRUE(ch.ok());
-    alone.push_back(Drain(**ch));
-  }
+  const std::vector<Outcome> alone =
+      RunOn(**engine, GreedyRequests(prompts, kMaxTokens), /*alone=*/true);
+  ASSERT_EQ(alone.size(), prompts.size());
   engine->reset();
 
   struct Variant {
@@ -128,12 +125,9 @@ TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptio
     ASSERT_TRUE(engine.ok()) << engine.status().message();
     const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 16);
     const int32_t kMaxTokens = 16;
-    std::vector<Outcome> alone;
-    for (const Ids& p : prompts) {
-      auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
-      ASSERT_TRUE(ch.ok());
-      alone.push_back(Drain(**ch));
-    }
+    const std::vector<Outcome> alone =
+        RunOn(**engine, GreedyRequests(prompts, kMaxTokens), /*alone=*/true);
+    ASSERT_EQ(alone.size(), prompts.size());
     const EngineStats first = (*engine)->GetStats();
     // Capped at max_num_seqs (64) x max_model_len (256).
     EXPECT_EQ(first.kv_cache_capacity_tokens,
@@ -190,9 +184,8 @@ TEST_F(EngineModelTest, SixtyFourTogetherMatchAlone) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
   const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 64);
+  std::vector<Outcome> alone = RunOn(**engine, GreedyRequests(prompts, 8), /*alone=*/true);
   engine->reset();
-  std::vector<Outcome> alone =
-      RunOnFreshEngine(BaseConfig(), GreedyRequests(prompts, 8), /*alone=*/true);
   std::vector<Outcome> together = RunTogether(BaseConfig(), prompts, 8);
   ASSERT_EQ(alone.size(), 64u);
   ASSERT_EQ(together.size(), 64u);
@@ -388,6 +381,15 @@ class ScriptedConstraint : public TokenConstraint {
   };
 };
 
+// One greedy request under `constraint` on `engine`, to its end.
+Outcome RunConstrained(Engine& engine, const Ids& prompt, int32_t max_tokens,
+                       std::shared_ptr<const TokenConstraint> constraint) {
+  EngineRequest r = Greedy(prompt, max_tokens);
+  r.sampling.constraint = std::move(constraint);
+  std::vector<Outcome> out = RunOn(engine, {r}, /*alone=*/true);
+  return out.empty() ? Outcome{} : out[0];
+}
+
 TEST_F(EngineModelTest, JumpForwardTokensAreComputedLikeSampledOnesAndCounted) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
@@ -396,11 +398,7 @@ TEST_F(EngineModelTest, JumpForwardTokensAreComputedLikeSampledOnesAndCounted) {
   script->force_after[5] = {400};
   script->complete_after = 8;
   const Ids prompt = {1, 403, 407};
-  EngineRequest r = Greedy(prompt, 40);
-  r.sampling.constraint = script;
-  auto ch = (*engine)->AddRequest(r);
-  ASSERT_TRUE(ch.ok());
-  Outcome o = Drain(**ch);
+  const Outcome o = RunConstrained(**engine, prompt, 40, script);
   // 8 sampled + 4 forced, then complete: "stop" although ignore_eos is set.
   ASSERT_EQ(o.tokens.size(), 12u);
   EXPECT_EQ(o.reason, FinishReason::kStop);
@@ -424,11 +422,7 @@ TEST_F(EngineModelTest, ForcedTokensStopAtMaxTokens) {
   ASSERT_TRUE(engine.ok());
   auto script = std::make_shared<ScriptedConstraint>();
   script->force_after[1] = {300, 301, 302, 303, 304, 305};
-  EngineRequest r = Greedy({1}, 4);
-  r.sampling.constraint = script;
-  auto ch = (*engine)->AddRequest(r);
-  ASSERT_TRUE(ch.ok());
-  Outcome o = Drain(**ch);
+  const Outcome o = RunConstrained(**engine, {1}, 4, script);
   EXPECT_EQ(o.tokens.size(), 4u);
   EXPECT_EQ(o.reason, FinishReason::kLength);
 }
