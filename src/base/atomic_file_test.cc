@@ -22,16 +22,14 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class AtomicFileTest : public TempDirTest {
- protected:
-  AtomicFileTest() : TempDirTest("atomic_file") {}
-  static std::string Read(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
-};
+std::string Read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+using AtomicFileTest = TempDirTest;
 
 TEST_F(AtomicFileTest, CommitReplacesTheFileWhole) {
   std::ofstream(Path("out.bin")) << "old contents";

@@ -17,11 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class FileChecksTest : public TempDirTest {
- protected:
-  FileChecksTest() : TempDirTest("file_checks") {}
-  size_t NumEntries() const { return Entries().size(); }
-};
+using FileChecksTest = TempDirTest;
 
 TEST_F(FileChecksTest, ReadableFileMustExistAndNotBeAFolder) {
   std::ofstream(Path("a.txt")) << "x";
@@ -34,7 +30,7 @@ TEST_F(FileChecksTest, ReadableFileMustExistAndNotBeAFolder) {
 
 TEST_F(FileChecksTest, WritableFileProbesTheFolderAndLeavesNothingBehind) {
   EXPECT_TRUE(CheckWritableFile(Path("out.gguf"), "OUT").ok());
-  EXPECT_EQ(NumEntries(), 0u);  // the probe is removed
+  EXPECT_EQ(Entries().size(), 0u);  // the probe is removed
   EXPECT_FALSE(fs::exists(Path("out.gguf")));
 
   const Status no_folder = CheckWritableFile(Path("nope/out.gguf"), "OUT");

@@ -14,14 +14,14 @@
 
 namespace tern {
 
+// The folder is <test suite>_<pid>.
 class TempDirTest : public ::testing::Test {
  protected:
-  // The folder is `prefix`_<pid>.
-  explicit TempDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
-
   void SetUp() override {
+    const std::string suite =
+        ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name();
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           (prefix_ + "_" + std::to_string(::getpid()));
+           (suite + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -44,9 +44,6 @@ class TempDirTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-
- private:
-  std::string prefix_;
 };
 
 }  // namespace tern

@@ -53,12 +53,9 @@ TEST_F(EngineModelTest, GreedyOutputsDoNotDependOnBatchingChunkingPreemptionOrCa
   const std::vector<Ids> prompts = Prompts((*engine)->tokenizer());
   const int32_t kMaxTokens = 24;
   // Reference: each request alone.
-  std::vector<Outcome> alone;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
-    ASSERT_TRUE(ch.ok());
-    alone.push_back(Drain(**ch));
-  }
+  const std::vector<Outcome> alone =
+      RunOn(**engine, GreedyRequests(prompts, kMaxTokens), /*alone=*/true);
+  ASSERT_EQ(alone.size(), prompts.size());
   engine->reset();
 
   struct Variant {
@@ -128,12 +125,9 @@ TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptio
     ASSERT_TRUE(engine.ok()) << engine.status().message();
     const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 16);
     const int32_t kMaxTokens = 16;
-    std::vector<Outcome> alone;
-    for (const Ids& p : prompts) {
-      auto ch = (*engine)->AddRequest(Greedy(p, kMaxTokens));
-      ASSERT_TRUE(ch.ok());
-      alone.push_back(Drain(**ch));
-    }
+    const std::vector<Outcome> alone =
+        RunOn(**engine, GreedyRequests(prompts, kMaxTokens), /*alone=*/true);
+    ASSERT_EQ(alone.size(), prompts.size());
     const EngineStats first = (*engine)->GetStats();
     // Capped at max_num_seqs (64) x max_model_len (256).
     EXPECT_EQ(first.kv_cache_capacity_tokens,
@@ -171,28 +165,29 @@ TEST_F(EngineModelTest, QuantizedKvOutputsDoNotDependOnBatchingChunkingPreemptio
   }
 }
 
-// Bad KV dtypes fail at start-up with the choices or the model's row shape.
-TEST_F(EngineModelTest, KvDtypeErrorsNameChoicesAndRowShape) {
-  EngineConfig c = BaseConfig();
-  c.kv_cache_dtype = DType::kQ4_K;
-  auto e = Engine::Create(c);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("f16, bf16, f32, q8_0, q4_0"), std::string::npos)
-      << e.status().message();
+// Bad configs fail at start-up with the reason: a KV dtype that is not a KV
+// dtype names the choices; a KV budget below one sequence the length.
+TEST_F(EngineModelTest, BadConfigsFailAtStartUpWithTheReason) {
+  EngineConfig bad_dtype = BaseConfig();
+  bad_dtype.kv_cache_dtype = DType::kQ4_K;
+  EngineConfig small_kv = BaseConfig();
+  small_kv.kv_cache_memory_bytes = 100 * 640;
+  for (const auto& [config, needle] : {std::pair{bad_dtype, "f16, bf16, f32, q8_0, q4_0"},
+                                       std::pair{small_kv, "max_model_len 256"}}) {
+    auto e = Engine::Create(config);
+    ASSERT_FALSE(e.ok()) << needle;
+    EXPECT_NE(e.status().message().find(needle), std::string::npos) << e.status().message();
+  }
 }
 
 TEST_F(EngineModelTest, SixtyFourTogetherMatchAlone) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
   const std::vector<Ids> prompts = Prompts((*engine)->tokenizer(), 64);
-  std::vector<Outcome> alone;
-  for (const Ids& p : prompts) {
-    auto ch = (*engine)->AddRequest(Greedy(p, 8));
-    ASSERT_TRUE(ch.ok());
-    alone.push_back(Drain(**ch));
-  }
+  std::vector<Outcome> alone = RunOn(**engine, GreedyRequests(prompts, 8), /*alone=*/true);
   engine->reset();
   std::vector<Outcome> together = RunTogether(BaseConfig(), prompts, 8);
+  ASSERT_EQ(alone.size(), 64u);
   ASSERT_EQ(together.size(), 64u);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << i;
 }
@@ -211,15 +206,6 @@ TEST_F(EngineModelTest, RejectsBadRequestsWithTheNumbers) {
   dup.request_id = "x";
   ASSERT_TRUE((*engine)->AddRequest(dup).ok());
   EXPECT_FALSE((*engine)->AddRequest(dup).ok());
-}
-
-TEST_F(EngineModelTest, KvBudgetBelowOneSequenceFailsAtStartUp) {
-  EngineConfig c = BaseConfig();
-  c.kv_cache_memory_bytes = 100 * 640;
-  auto engine = Engine::Create(c);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("max_model_len 256"), std::string::npos)
-      << engine.status().message();
 }
 
 TEST_F(EngineModelTest, AbortFinishesWithAbortAndFreesKv) {
@@ -395,6 +381,15 @@ class ScriptedConstraint : public TokenConstraint {
   };
 };
 
+// One greedy request under `constraint` on `engine`, to its end.
+Outcome RunConstrained(Engine& engine, const Ids& prompt, int32_t max_tokens,
+                       std::shared_ptr<const TokenConstraint> constraint) {
+  EngineRequest r = Greedy(prompt, max_tokens);
+  r.sampling.constraint = std::move(constraint);
+  std::vector<Outcome> out = RunOn(engine, {r}, /*alone=*/true);
+  return out.empty() ? Outcome{} : out[0];
+}
+
 TEST_F(EngineModelTest, JumpForwardTokensAreComputedLikeSampledOnesAndCounted) {
   auto engine = Engine::Create(BaseConfig());
   ASSERT_TRUE(engine.ok());
@@ -403,11 +398,7 @@ TEST_F(EngineModelTest, JumpForwardTokensAreComputedLikeSampledOnesAndCounted) {
   script->force_after[5] = {400};
   script->complete_after = 8;
   const Ids prompt = {1, 403, 407};
-  EngineRequest r = Greedy(prompt, 40);
-  r.sampling.constraint = script;
-  auto ch = (*engine)->AddRequest(r);
-  ASSERT_TRUE(ch.ok());
-  Outcome o = Drain(**ch);
+  const Outcome o = RunConstrained(**engine, prompt, 40, script);
   // 8 sampled + 4 forced, then complete: "stop" although ignore_eos is set.
   ASSERT_EQ(o.tokens.size(), 12u);
   EXPECT_EQ(o.reason, FinishReason::kStop);
@@ -431,11 +422,7 @@ TEST_F(EngineModelTest, ForcedTokensStopAtMaxTokens) {
   ASSERT_TRUE(engine.ok());
   auto script = std::make_shared<ScriptedConstraint>();
   script->force_after[1] = {300, 301, 302, 303, 304, 305};
-  EngineRequest r = Greedy({1}, 4);
-  r.sampling.constraint = script;
-  auto ch = (*engine)->AddRequest(r);
-  ASSERT_TRUE(ch.ok());
-  Outcome o = Drain(**ch);
+  const Outcome o = RunConstrained(**engine, {1}, 4, script);
   EXPECT_EQ(o.tokens.size(), 4u);
   EXPECT_EQ(o.reason, FinishReason::kLength);
 }

@@ -88,19 +88,15 @@ inline std::vector<Ids> StoryPrompts(const Tokenizer& tok, int n) {
   return prompts;
 }
 
-// Runs requests on a fresh engine of `config`: all at once, or one after
-// another when `alone`. Outcomes in request order; empty (and a test
-// failure) when the engine or a request is refused.
-inline std::vector<Outcome> RunOnFreshEngine(const EngineConfig& config,
-                                             const std::vector<EngineRequest>& requests,
-                                             bool alone, EngineStats* stats = nullptr) {
-  auto engine = Engine::Create(config);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
-  if (!engine.ok()) return {};
+// Runs requests on `engine`: all at once, or one after another when
+// `alone`. Outcomes in request order; empty (and a test failure) when a
+// request is refused.
+inline std::vector<Outcome> RunOn(Engine& engine, const std::vector<EngineRequest>& requests,
+                                  bool alone) {
   std::vector<Outcome> out;
   std::vector<std::shared_ptr<OutputChannel>> channels;
   for (const EngineRequest& r : requests) {
-    auto ch = (*engine)->AddRequest(r);
+    auto ch = engine.AddRequest(r);
     EXPECT_TRUE(ch.ok()) << ch.status().message();
     if (!ch.ok()) return {};
     if (alone) {
@@ -110,6 +106,18 @@ inline std::vector<Outcome> RunOnFreshEngine(const EngineConfig& config,
     }
   }
   for (auto& ch : channels) out.push_back(Drain(*ch));
+  return out;
+}
+
+// The same on a fresh engine of `config` (empty, and a test failure, when it
+// does not start).
+inline std::vector<Outcome> RunOnFreshEngine(const EngineConfig& config,
+                                             const std::vector<EngineRequest>& requests,
+                                             bool alone, EngineStats* stats = nullptr) {
+  auto engine = Engine::Create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return {};
+  std::vector<Outcome> out = RunOn(**engine, requests, alone);
   if (stats) *stats = (*engine)->GetStats();
   return out;
 }

@@ -22,14 +22,22 @@ std::string ModelPath(const std::string& rel) { return ModelsDir() + "/" + rel; 
 #define SKIP_IF_MISSING(path) \
   if (!FileExists(path)) GTEST_SKIP() << "test model missing: " << (path)
 
-std::vector<std::string> GgufFilesIn(const std::string& dir) {
-  std::vector<std::string> out;
+// Every .gguf file of the models folder's `subdir`, opened, by name (a file
+// that does not open is a test failure and left out).
+std::vector<std::unique_ptr<GgufFile>> OpenEveryGgufIn(const std::string& subdir) {
+  std::vector<std::string> paths;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".gguf") out.push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(ModelPath(subdir), ec)) {
+    if (e.path().extension() == ".gguf") paths.push_back(e.path().string());
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::unique_ptr<GgufFile>> files;
+  for (const std::string& path : paths) {
+    auto f = GgufFile::Open(path);
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    if (f.ok()) files.push_back(std::move(*f));
+  }
+  return files;
 }
 
 void ExpectTensorsInsideFile(const GgufFile& f) {
@@ -40,6 +48,12 @@ void ExpectTensorsInsideFile(const GgufFile& f) {
     EXPECT_EQ(t.offset % f.alignment(), 0u) << t.name;
     EXPECT_EQ(static_cast<int64_t>(t.num_bytes), t.NumRows() * RowBytes(t.dtype, t.shape[0])) << t.name;
   }
+}
+
+// Each integer key holds its value.
+void ExpectInts(const GgufFile& f,
+                std::initializer_list<std::pair<const char*, int64_t>> key_values) {
+  for (const auto& [key, value] : key_values) EXPECT_EQ(f.GetInt(key), value) << key;
 }
 
 TEST(GgufFileTest, OpensStories260KWithKnownMetadata) {
@@ -53,16 +67,16 @@ TEST(GgufFileTest, OpensStories260KWithKnownMetadata) {
   EXPECT_EQ((*f)->tensors().size(), 48u);
   EXPECT_EQ((*f)->metadata().size(), 19u);
   EXPECT_EQ((*f)->GetString("general.architecture"), "llama");
-  EXPECT_EQ((*f)->GetInt("llama.block_count"), 5);
-  EXPECT_EQ((*f)->GetInt("llama.embedding_length"), 64);
-  EXPECT_EQ((*f)->GetInt("llama.attention.head_count"), 8);
-  EXPECT_EQ((*f)->GetInt("llama.attention.head_count_kv"), 4);
-  EXPECT_EQ((*f)->GetInt("llama.feed_forward_length"), 172);
-  EXPECT_EQ((*f)->GetInt("llama.context_length"), 2048);
+  ExpectInts(**f, {{"llama.block_count", 5},
+                   {"llama.embedding_length", 64},
+                   {"llama.attention.head_count", 8},
+                   {"llama.attention.head_count_kv", 4},
+                   {"llama.feed_forward_length", 172},
+                   {"llama.context_length", 2048},
+                   {"tokenizer.ggml.bos_token_id", 1},
+                   {"tokenizer.ggml.eos_token_id", 2},
+                   {"tokenizer.ggml.seperator_token_id", 0xFFFFFFFFll}});
   EXPECT_NEAR((*f)->GetFloat("llama.attention.layer_norm_rms_epsilon").value_or(0), 1e-5, 1e-9);
-  EXPECT_EQ((*f)->GetInt("tokenizer.ggml.bos_token_id"), 1);
-  EXPECT_EQ((*f)->GetInt("tokenizer.ggml.eos_token_id"), 2);
-  EXPECT_EQ((*f)->GetInt("tokenizer.ggml.seperator_token_id"), 0xFFFFFFFFll);
   EXPECT_EQ((*f)->GetString("tokenizer.ggml.model"), "llama");
   EXPECT_FALSE((*f)->Find("tokenizer.ggml.pre"));
 
@@ -135,8 +149,7 @@ TEST(GgufFileTest, OpensLlama2TinyRandomWithF16Tensors) {
   EXPECT_EQ((*f)->tensors().size(), 12u);
   EXPECT_EQ((*f)->metadata().size(), 18u);
   EXPECT_EQ((*f)->GetString("general.name"), "LLaMA v2");
-  EXPECT_EQ((*f)->GetInt("general.file_type"), 1);
-  EXPECT_EQ((*f)->GetInt("llama.embedding_length"), 8);
+  ExpectInts(**f, {{"general.file_type", 1}, {"llama.embedding_length", 8}});
   EXPECT_EQ((*f)->GetStringArray("tokenizer.ggml.tokens")->size(), 32000u);
   bool has_f16 = false;
   for (const TensorInfo& t : (*f)->tensors()) has_f16 |= t.dtype == DType::kF16;
@@ -145,33 +158,31 @@ TEST(GgufFileTest, OpensLlama2TinyRandomWithF16Tensors) {
 }
 
 TEST(GgufFileTest, OpensEveryVocabFileWithNoTensors) {
-  const std::vector<std::string> files = GgufFilesIn(ModelPath("vocab"));
+  const auto files = OpenEveryGgufIn("vocab");
   if (files.empty()) GTEST_SKIP() << "no vocab/*.gguf under " << ModelsDir();
-  for (const std::string& path : files) {
-    auto f = GgufFile::Open(path);
-    ASSERT_TRUE(f.ok()) << f.status().message();
-    EXPECT_EQ((*f)->version(), 3u) << path;
-    EXPECT_TRUE((*f)->tensors().empty()) << path;
-    auto tokens = (*f)->GetStringArray("tokenizer.ggml.tokens");
+  for (const auto& f : files) {
+    const std::string& path = f->path();
+    EXPECT_EQ(f->version(), 3u) << path;
+    EXPECT_TRUE(f->tensors().empty()) << path;
+    auto tokens = f->GetStringArray("tokenizer.ggml.tokens");
     ASSERT_TRUE(tokens) << path;
     EXPECT_GT(tokens->size(), 30000u) << path;
-    EXPECT_TRUE((*f)->GetString("general.architecture")) << path;
+    EXPECT_TRUE(f->GetString("general.architecture")) << path;
   }
 }
 
 TEST(GgufFileTest, OpensEveryQuantizedFile) {
-  const std::vector<std::string> files = GgufFilesIn(ModelPath("quantized"));
+  const auto files = OpenEveryGgufIn("quantized");
   if (files.empty()) GTEST_SKIP() << "no quantized/*.gguf under " << ModelsDir();
-  for (const std::string& path : files) {
-    auto f = GgufFile::Open(path);
-    ASSERT_TRUE(f.ok()) << f.status().message();
-    EXPECT_FALSE((*f)->tensors().empty()) << path;
-    ExpectTensorsInsideFile(**f);
+  for (const auto& f : files) {
+    const std::string& path = f->path();
+    EXPECT_FALSE(f->tensors().empty()) << path;
+    ExpectTensorsInsideFile(*f);
     const bool is_stories = path.find("stories260K-") != std::string::npos;
     if (is_stories) {
-      EXPECT_EQ((*f)->tensors().size(), 48u) << path;
+      EXPECT_EQ(f->tensors().size(), 48u) << path;
       int64_t params = 0;
-      for (const TensorInfo& t : (*f)->tensors()) params += t.NumElements();
+      for (const TensorInfo& t : f->tensors()) params += t.NumElements();
       EXPECT_EQ(params, 292800) << path;
     }
   }

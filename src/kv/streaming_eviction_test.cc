@@ -14,6 +14,21 @@ namespace {
 
 using namespace kv_test;
 
+// Request "a" prefills `prompt` in chunks of the given sizes and commits its
+// full blocks (of 4) to the prefix cache; returns the hit a request with the
+// same prompt gets.
+PrefixHit PrefillCommitAndFind(KvCacheManager& m, const Ids& prompt,
+                               std::initializer_list<int32_t> chunks) {
+  int32_t pos = 0;
+  for (int32_t n : chunks) {
+    EXPECT_TRUE(m.AllocateSlots("a", pos, n)) << pos;
+    pos += n;
+  }
+  const std::vector<BlockHash> h = Hashes(prompt, 4);
+  m.CommitFullBlocks("a", h, prompt, pos, "");
+  return m.FindCachedPrefix(h, prompt, "");
+}
+
 TEST(StreamingEvictionTest, DropsBlocksAfterTheSinksDownToTheWindowAndReRotatesTheRest) {
   KvCacheManager m(/*num_blocks=*/16, /*block_size=*/4, /*enable_prefix_caching=*/false);
   m.SetStreamingEviction(/*sink_tokens=*/4, /*window_tokens=*/6, /*max_tokens=*/16);
@@ -83,16 +98,10 @@ TEST(StreamingEvictionTest, FreeDropsTheRequestsPendingMoves) {
 TEST(StreamingEvictionTest, SharedBlocksAreCopiedAndReRotatedBlocksLeaveThePrefixCache) {
   KvCacheManager m(32, 4, true);
   m.SetStreamingEviction(4, 8, 16);
-  const Ids prompt = Range(100, 16);
-  const std::vector<BlockHash> h = Hashes(prompt, 4);
-  ASSERT_TRUE(m.AllocateSlots("a", 0, 5));
-  ASSERT_TRUE(m.AllocateSlots("a", 5, 5));
-  ASSERT_TRUE(m.AllocateSlots("a", 10, 6));
-  m.CommitFullBlocks("a", h, prompt, 16, "");
+  // b shares a's cached prefix, capped at sinks + window = 12 tokens: 3 blocks.
+  const PrefixHit hit = PrefillCommitAndFind(m, Range(100, 16), {5, 5, 6});
   const Ids a = Table(m, "a");
   EXPECT_EQ(m.pool().num_cached_blocks(), 4);
-  // b shares a's cached prefix, capped at sinks + window = 12 tokens: 3 blocks.
-  const PrefixHit hit = m.FindCachedPrefix(h, prompt, "");
   ASSERT_EQ(hit.num_tokens, 12);
   ASSERT_TRUE(m.AllocateSlots("b", 12, 4, hit));
   // a evicts one block (down to the window): block 1 dropped (still b's,
@@ -131,12 +140,7 @@ TEST(StreamingEvictionTest, ShortPoolFailsWithoutChangingAnything) {
   // the shared block 2 and a new block: the pool has none.
   KvCacheManager m(5, 4, true);
   m.SetStreamingEviction(4, 8, 16);
-  const Ids prompt = Range(7, 16);
-  const std::vector<BlockHash> h = Hashes(prompt, 4);
-  ASSERT_TRUE(m.AllocateSlots("a", 0, 5));
-  ASSERT_TRUE(m.AllocateSlots("a", 5, 11));
-  m.CommitFullBlocks("a", h, prompt, 16, "");
-  const PrefixHit hit = m.FindCachedPrefix(h, prompt, "");
+  const PrefixHit hit = PrefillCommitAndFind(m, Range(7, 16), {5, 11});
   ASSERT_EQ(hit.num_tokens, 12);
   ASSERT_TRUE(m.AllocateSlots("b", 12, 1, hit));
   EXPECT_EQ(m.num_free_blocks(), 0);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -573,14 +574,21 @@ TEST(ModelTest, TiedEmbeddingsUseTokenEmbeddingAsOutput) {
   EXPECT_EQ(Greedy(*model, {1}, 50), std::vector<int32_t>(golden.begin(), golden.begin() + 50));
 }
 
-// Copies a llama file's metadata as a qwen2 file's: the architecture renamed
-// and every "llama." key moved to "qwen2.".
-void CopyMetadataAsQwen2(const gguf::GgufFile& src, gguf::GgufWriter& w) {
-  for (const auto& [k, v] : src.metadata()) {
+// Writes stories260K as a qwen2 file at `path`: the architecture renamed,
+// every "llama." key moved to "qwen2.", and each tensor as `add` adds it.
+Status WriteStoriesAsQwen2(
+    const std::string& path,
+    const std::function<Status(const gguf::TensorInfo&, gguf::GgufWriter&)>& add) {
+  auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
+  if (!src.ok()) return src.status();
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : (*src)->metadata()) {
     if (k == "general.architecture") w.SetValue(k, gguf::Value::String("qwen2"));
     else if (k.rfind("llama.", 0) == 0) w.SetValue("qwen2." + k.substr(6), v);
     else w.SetValue(k, v);
   }
+  for (const gguf::TensorInfo& t : (*src)->tensors()) TERN_RETURN_IF_ERROR(add(t, w));
+  return w.WriteFile(path);
 }
 
 TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
@@ -588,13 +596,9 @@ TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
   // The same network as a qwen2 file: keys renamed, zero Q/K/V biases, and
   // Q/K rows of each head reordered from interleaved pairs (2i, 2i+1) to
   // halves (i, i + hd/2), so NeoX RoPE computes the same attention scores.
-  auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
-  ASSERT_TRUE(src.ok());
-  gguf::GgufWriter w;
-  CopyMetadataAsQwen2(**src, w);
   const int hd = 8;
-  for (const gguf::TensorInfo& t : (*src)->tensors()) {
-    ASSERT_EQ(t.dtype, DType::kF32);
+  auto add = [&](const gguf::TensorInfo& t, gguf::GgufWriter& w) -> Status {
+    if (t.dtype != DType::kF32) return InvalidArgument(t.name + " is not F32");
     const float* data = reinterpret_cast<const float*>(t.data);
     std::vector<float> out(data, data + t.NumElements());
     const bool is_q = t.name.find("attn_q.weight") != std::string::npos;
@@ -609,16 +613,18 @@ TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
                   out.begin() + r * cols);
       }
     }
-    ASSERT_TRUE(w.AddTensor(t.name, t.dtype, t.shape, out.data(), t.num_bytes).ok());
+    TERN_RETURN_IF_ERROR(w.AddTensor(t.name, t.dtype, t.shape, out.data(), t.num_bytes));
     if (is_q || is_k || t.name.find("attn_v.weight") != std::string::npos) {
       std::string bias = t.name.substr(0, t.name.size() - 6) + "bias";
       std::vector<float> zeros(t.shape[1], 0.0f);
-      ASSERT_TRUE(w.AddTensor(bias, DType::kF32, {t.shape[1]}, zeros.data(),
-                              zeros.size() * sizeof(float)).ok());
+      TERN_RETURN_IF_ERROR(w.AddTensor(bias, DType::kF32, {t.shape[1]}, zeros.data(),
+                                       zeros.size() * sizeof(float)));
     }
-  }
+    return Status::Ok();
+  };
   const std::string path = testing::TempDir() + "/qwen2-variant.gguf";
-  ASSERT_TRUE(w.WriteFile(path).ok());
+  const Status written = WriteStoriesAsQwen2(path, add);
+  ASSERT_TRUE(written.ok()) << written.message();
   auto model = LoadOrDie(path);
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->config().arch, "qwen2");
@@ -629,15 +635,12 @@ TEST(ModelTest, Qwen2VariantWithNeoxRopeMatchesLlama) {
 
 TEST(ModelErrorTest, Qwen2WithoutBiasNamesTheTensor) {
   SKIP_IF_ABSENT(ModelPath("stories260K.gguf"));
-  auto src = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
-  ASSERT_TRUE(src.ok());
-  gguf::GgufWriter w;
-  CopyMetadataAsQwen2(**src, w);
-  for (const gguf::TensorInfo& t : (*src)->tensors()) {
-    ASSERT_TRUE(w.AddTensor(t.name, t.dtype, t.shape, t.data, t.num_bytes).ok());
-  }
   const std::string path = testing::TempDir() + "/qwen2-nobias.gguf";
-  ASSERT_TRUE(w.WriteFile(path).ok());
+  const Status written =
+      WriteStoriesAsQwen2(path, [](const gguf::TensorInfo& t, gguf::GgufWriter& w) {
+        return w.AddTensor(t.name, t.dtype, t.shape, t.data, t.num_bytes);
+      });
+  ASSERT_TRUE(written.ok()) << written.message();
   EXPECT_THAT(LoadError(path), testing::HasSubstr("missing tensor 'blk.0.attn_q.bias'"));
 }
 

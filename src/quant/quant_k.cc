@@ -425,10 +425,10 @@ void QuantizeQ2_K(const float* x, BlockQ2_K* y, int64_t num_blocks, const float*
   ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
     const AffineSuper s = QuantizeAffineSuper(xb, w, 16, 16, 3, 15, search);
     BlockQ2_K& out = y[b];
+    out = {};  // the quants are OR-ed in below
     out.d = s.d;
     out.dmin = s.dmin;
     for (int j = 0; j < 16; ++j) out.scales[j] = (uint8_t)(s.scale_level[j] | (s.min_level[j] << 4));
-    std::memset(out.qs, 0, sizeof(out.qs));
     for (int i = 0; i < kQK_K; ++i) {
       out.qs[32 * (i / 128) + i % 32] |= (uint8_t)(s.q[i] << (2 * ((i % 128) / 32)));
     }
@@ -440,10 +440,9 @@ void QuantizeQ3_K(const float* x, BlockQ3_K* y, int64_t num_blocks, const float*
   ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
     const SymmetricSuper s = QuantizeSymmetricSuper(xb, w, 4, 32, search);
     BlockQ3_K& out = y[b];
+    out = {};  // the quants and high bits are OR-ed in below
     out.d = s.d;
     PackScalesQ3_K(s.scale_level, out.scales);
-    std::memset(out.qs, 0, sizeof(out.qs));
-    std::memset(out.hmask, 0, sizeof(out.hmask));
     for (int i = 0; i < kQK_K; ++i) {
       const int q = s.q[i];  // value + 4, in [0, 7]
       out.qs[32 * (i / 128) + i % 32] |= (uint8_t)((q & 3) << (2 * ((i % 128) / 32)));
@@ -478,10 +477,9 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t num_blocks, const float*
   ForEachSuperBlock(x, num_blocks, importance, [&](const float* xb, const float* w, int64_t b) {
     const SymmetricSuper s = QuantizeSymmetricSuper(xb, w, 32, 128, search);
     BlockQ6_K& out = y[b];
+    out = {};  // the quants are OR-ed in below
     out.d = s.d;
     for (int j = 0; j < 16; ++j) out.scales[j] = s.scale_level[j];
-    std::memset(out.ql, 0, sizeof(out.ql));
-    std::memset(out.qh, 0, sizeof(out.qh));
     for (int i = 0; i < kQK_K; ++i) {
       const int q = s.q[i];  // value + 32, in [0, 63]
       const int low_shift = (i % 128) < 64 ? 0 : 4;

@@ -33,19 +33,11 @@ void ExpectFields(const std::string& line, const std::map<std::string, std::stri
 }
 
 TEST(AccessLogTest, OneLineOfKeyValuePairs) {
-  AccessLogEntry e;
-  e.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764694201234));
-  e.request_id = "cmpl-abc";
-  e.client = "127.0.0.1:5000";
-  e.method = "POST";
-  e.path = "/v1/completions";
-  e.status = 200;
-  e.prompt_tokens = 5;
-  e.completion_tokens = 16;
-  e.cached_tokens = 4;
-  e.ttft_ms = 12.34;
-  e.duration_ms = 80.46;
-  e.finish_reason = "length";
+  const AccessLogEntry e = {
+      .time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764694201234)),
+      .request_id = "cmpl-abc", .client = "127.0.0.1:5000", .method = "POST",
+      .path = "/v1/completions", .status = 200, .prompt_tokens = 5, .completion_tokens = 16,
+      .cached_tokens = 4, .ttft_ms = 12.34, .duration_ms = 80.46, .finish_reason = "length"};
   ExpectFields(FormatAccessLog(e), {
                                        {"time", "2025-12-02T16:50:01.234Z"},
                                        {"id", "cmpl-abc"},

@@ -125,6 +125,15 @@ class HttpServerTest : public ::testing::Test {
     }
     return fd;
   }
+  // Sends `request` on a new connection; returns all the server sends until
+  // it closes.
+  std::string Exchange(const std::string& request) {
+    const int fd = Connect(server_->port());
+    Send(fd, request);
+    std::string resp = ReadAll(fd);
+    ::close(fd);
+    return resp;
+  }
   // Lets the /slow handler answer.
   void ReleaseSlow() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -177,6 +186,13 @@ class Tricklers {
   std::thread thread_;
 };
 
+// Expects every needle in text.
+void ExpectHas(const std::string& text, std::initializer_list<const char*> needles) {
+  for (const char* needle : needles) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << " not in " << text;
+  }
+}
+
 // Waits (polling a condition, up to 60 s) until the server holds n connections.
 bool WaitForConnections(const HttpServer& server, int n) {
   for (int i = 0; i < 6000 && server.num_connections() < n; ++i) {
@@ -190,16 +206,12 @@ TEST_F(HttpServerTest, ServesKeepAliveAndPipelinedRequests) {
   int fd = Connect(server_->port());
   Send(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
   std::string r1 = ReadUntil(fd, "GET /a ");
-  EXPECT_NE(r1.find("HTTP/1.1 200 OK\r\n"), std::string::npos);
-  EXPECT_NE(r1.find("Content-Length: 7\r\n"), std::string::npos);
-  EXPECT_NE(r1.find("Connection: keep-alive"), std::string::npos);
+  ExpectHas(r1, {"HTTP/1.1 200 OK\r\n", "Content-Length: 7\r\n", "Connection: keep-alive"});
   Send(fd,
        "POST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nConnection: "
        "close\r\n\r\n");
   std::string rest = ReadAll(fd);
-  EXPECT_NE(rest.find("POST /b hi"), std::string::npos);
-  EXPECT_NE(rest.find("GET /c "), std::string::npos);
-  EXPECT_NE(rest.find("Connection: close"), std::string::npos);
+  ExpectHas(rest, {"POST /b hi", "GET /c ", "Connection: close"});
   ::close(fd);
 }
 
@@ -211,8 +223,7 @@ TEST_F(HttpServerTest, RequestsCarryTheClientAddress) {
   ASSERT_EQ(::getsockname(fd, (sockaddr*)&local, &len), 0);
   Send(fd, "GET /peer HTTP/1.1\r\nConnection: close\r\n\r\n");
   std::string r = ReadAll(fd);
-  EXPECT_NE(r.find("\r\n\r\n127.0.0.1:" + std::to_string(ntohs(local.sin_port))),
-            std::string::npos)
+  EXPECT_NE(r.find("\r\n\r\n127.0.0.1:" + std::to_string(ntohs(local.sin_port))), std::string::npos)
       << r;
   ::close(fd);
 }
@@ -234,12 +245,9 @@ TEST_F(HttpServerTest, AnswersParseErrorsWithStatusAndCloses) {
       {"GET / HTTP/1.1\r\nX: " + std::string(1000, 'a') + "\r\n\r\n", "HTTP/1.1 431 "},
   };
   for (const Case& c : cases) {
-    int fd = Connect(server_->port());
-    Send(fd, c.raw);
-    std::string resp = ReadAll(fd);
+    const std::string resp = Exchange(c.raw);
     EXPECT_EQ(resp.rfind(c.status_line, 0), 0u) << resp;
     EXPECT_NE(resp.find("{\"error\":{\"message\":"), std::string::npos) << resp;
-    ::close(fd);
   }
 }
 
@@ -248,10 +256,8 @@ TEST_F(HttpServerTest, StreamsChunkedServerSentEvents) {
   int fd = Connect(server_->port());
   Send(fd, "GET /stream HTTP/1.1\r\n\r\n");
   std::string resp = ReadUntil(fd, "0\r\n\r\n");
-  EXPECT_NE(resp.find("Content-Type: text/event-stream\r\n"), std::string::npos);
-  EXPECT_NE(resp.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
-  EXPECT_NE(resp.find("f\r\ndata: {\"i\":0}\n\n\r\n"), std::string::npos) << resp;
-  EXPECT_NE(resp.find("e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"), std::string::npos) << resp;
+  ExpectHas(resp, {"Content-Type: text/event-stream\r\n", "Transfer-Encoding: chunked\r\n",
+                   "f\r\ndata: {\"i\":0}\n\n\r\n", "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"});
   // The connection stays usable after the stream.
   Send(fd, "GET /after HTTP/1.1\r\n\r\n");
   EXPECT_NE(ReadUntil(fd, "GET /after").find("GET /after"), std::string::npos);
@@ -355,11 +361,8 @@ TEST_F(HttpServerTest, StalledRequestGets408) {
   HttpServerOptions o;
   o.body_timeout_ms = 300;
   StartServer(o);
-  int fd = Connect(server_->port());
-  Send(fd, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
-  std::string resp = ReadAll(fd);
+  const std::string resp = Exchange("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
   EXPECT_EQ(resp.rfind("HTTP/1.1 408 ", 0), 0u) << resp;
-  ::close(fd);
 }
 
 TEST_F(HttpServerTest, TricklingHeadGets408) {
@@ -405,15 +408,12 @@ TEST_F(HttpServerTest, ThousandTricklingConnectionsDoNotBlockAPromptClient) {
   Tricklers slow(server_->port(), 1000);
   ASSERT_TRUE(WaitForConnections(*server_, 1000));
   const auto t0 = std::chrono::steady_clock::now();
-  int fd = Connect(server_->port());
-  Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
-  const std::string resp = ReadAll(fd);
+  const std::string resp = Exchange("GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
   EXPECT_NE(resp.find("GET /prompt"), std::string::npos);
   std::printf("prompt client answered in %.1f ms beside 1000 trickling connections\n", ms);
-  ::close(fd);
 }
 
 // At max_connections, a new client evicts the connection that has spent the
@@ -425,11 +425,8 @@ TEST_F(HttpServerTest, FullServerEvictsTheSlowestHeadForANewClient) {
   Tricklers slow(server_->port(), 32);
   ASSERT_TRUE(WaitForConnections(*server_, 32));
   for (int i = 0; i < 3; ++i) {
-    int fd = Connect(server_->port());
-    Send(fd, "GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
-    const std::string resp = ReadAll(fd);
+    const std::string resp = Exchange("GET /prompt HTTP/1.1\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(resp.rfind("HTTP/1.1 200 ", 0), 0u) << resp;
-    ::close(fd);
   }
   EXPECT_GE(server_->num_evicted(), 1);
 }

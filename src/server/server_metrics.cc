@@ -56,10 +56,18 @@ class Writer {
     out_ += ns_ + name + "{" + (extra_label.empty() ? "" : extra_label + ",") + label_ + "} " +
             Number(value) + "\n";
   }
-  // A metric with one sample: its HELP and TYPE lines, then the sample.
-  void Single(const std::string& name, const char* type, const char* help, double value) {
-    Header(name, type, help);
-    Sample(name, value);
+  // Metrics of one sample each: their HELP and TYPE lines, then the sample.
+  struct Single {
+    const char* name;
+    const char* type;
+    double value;
+    const char* help;
+  };
+  void WriteSingles(std::initializer_list<Single> metrics) {
+    for (const Single& m : metrics) {
+      Header(m.name, m.type, m.help);
+      Sample(m.name, m.value);
+    }
   }
   void WriteHistogram(const std::string& name, const char* help, const Histogram& h) {
     Header(name, "histogram", help);
@@ -142,17 +150,19 @@ void ServerMetrics::Observe(const RequestMetrics& m) {
 std::string ServerMetrics::Render(const std::string& model_name, const EngineStats* stats) const {
   EngineStats s = stats ? *stats : EngineStats{};
   Writer w(prefix_, model_name);
-  w.Single("num_requests_running", "gauge", "Number of requests in the running batch.",
-           s.num_running);
-  w.Single("num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.",
-           s.num_waiting);
-  w.Single("kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).",
-           s.kv_cache_usage);
+  w.WriteSingles({
+      {"num_requests_running", "gauge", (double)s.num_running,
+       "Number of requests in the running batch."},
+      {"num_requests_waiting", "gauge", (double)s.num_waiting,
+       "Number of requests waiting to be scheduled."},
+      {"kv_cache_usage_perc", "gauge", s.kv_cache_usage,
+       "Fraction of KV-cache blocks in use (0 to 1)."},
+  });
   if (prefix_ == "vllm") {
     // vLLM's name before kv_cache_usage_perc; older schedulers read this one.
-    w.Single("gpu_cache_usage_perc", "gauge",
-             "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc.",
-             s.kv_cache_usage);
+    w.WriteSingles(
+        {{"gpu_cache_usage_perc", "gauge", s.kv_cache_usage,
+          "Fraction of KV-cache blocks in use (0 to 1); the older name of kv_cache_usage_perc."}});
   }
   if (stats && s.block_size > 0) {
     // vLLM's info metric: a scheduler's prefix-cache scorer reads the block
@@ -165,26 +175,24 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
              "block_size=\"" + std::to_string(s.block_size) + "\",num_gpu_blocks=\"" +
                  std::to_string(s.num_kv_blocks) + "\"");
   }
-  w.Single("kv_cache_capacity_tokens", "gauge",
-           "Token slots of the KV cache (its blocks x block size, at its element type).",
-           (double)s.kv_cache_capacity_tokens);
-  w.Single("prompt_tokens_total", "counter",
-           "Number of prompt tokens of the requests served (prefix-cache hits included).",
-           (double)s.prompt_tokens_total);
-  w.Single("generation_tokens_total", "counter", "Number of generated tokens.",
-           (double)s.generation_tokens_total);
-  w.Single("forced_tokens_total", "counter",
-           "Generated tokens appended by jump-forward (structured outputs).",
-           (double)s.forced_tokens_total);
-  w.Single("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-           (double)s.prefix_cache_queries_total);
-  w.Single("prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-           (double)s.prefix_cache_hits_total);
-  w.Single("kv_evicted_tokens_total", "counter",
-           "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming).",
-           (double)s.kv_evicted_tokens_total);
-  w.Single("num_preemptions_total", "counter", "Number of request preemptions.",
-           (double)s.num_preemptions_total);
+  w.WriteSingles({
+      {"kv_cache_capacity_tokens", "gauge", (double)s.kv_cache_capacity_tokens,
+       "Token slots of the KV cache (its blocks x block size, at its element type)."},
+      {"prompt_tokens_total", "counter", (double)s.prompt_tokens_total,
+       "Number of prompt tokens of the requests served (prefix-cache hits included)."},
+      {"generation_tokens_total", "counter", (double)s.generation_tokens_total,
+       "Number of generated tokens."},
+      {"forced_tokens_total", "counter", (double)s.forced_tokens_total,
+       "Generated tokens appended by jump-forward (structured outputs)."},
+      {"prefix_cache_queries_total", "counter", (double)s.prefix_cache_queries_total,
+       "Prompt tokens looked up in the prefix cache."},
+      {"prefix_cache_hits_total", "counter", (double)s.prefix_cache_hits_total,
+       "Prompt tokens found in the prefix cache."},
+      {"kv_evicted_tokens_total", "counter", (double)s.kv_evicted_tokens_total,
+       "Tokens dropped from requests' KV by streaming eviction (--kv-eviction streaming)."},
+      {"num_preemptions_total", "counter", (double)s.num_preemptions_total,
+       "Number of request preemptions."},
+  });
   w.Header("request_success_total", "counter", "Number of finished requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort"}) {
     auto it = s.request_success_total.find(reason);
@@ -192,12 +200,14 @@ std::string ServerMetrics::Render(const std::string& model_name, const EngineSta
     w.Sample("request_success_total", (double)v, std::string("finished_reason=\"") + reason + "\"");
   }
   // Speculative decoding (vLLM's names; 0 while it is off).
-  w.Single("spec_decode_num_drafts_total", "counter",
-           "Decode steps that verified speculative proposals.", (double)s.spec_num_drafts_total);
-  w.Single("spec_decode_num_draft_tokens_total", "counter",
-           "Speculative tokens proposed and verified.", (double)s.spec_num_draft_tokens_total);
-  w.Single("spec_decode_num_accepted_tokens_total", "counter", "Speculative tokens accepted.",
-           (double)s.spec_num_accepted_tokens_total);
+  w.WriteSingles({
+      {"spec_decode_num_drafts_total", "counter", (double)s.spec_num_drafts_total,
+       "Decode steps that verified speculative proposals."},
+      {"spec_decode_num_draft_tokens_total", "counter", (double)s.spec_num_draft_tokens_total,
+       "Speculative tokens proposed and verified."},
+      {"spec_decode_num_accepted_tokens_total", "counter", (double)s.spec_num_accepted_tokens_total,
+       "Speculative tokens accepted."},
+  });
   w.Header("spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Speculative tokens accepted at each proposal position (0 = first).");
   for (size_t i = 0; i < s.spec_accepted_per_position.size(); ++i) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/engine_stats_testdata.h"
+
 namespace tern {
 namespace {
 
@@ -16,13 +18,8 @@ void ExpectAll(const std::string& text, std::initializer_list<const char*> lines
 
 TEST(ServerMetricsTest, RendersHistogramBucketsCumulatively) {
   ServerMetrics m;
-  RequestMetrics r;
-  r.ttft_s = 0.003;
-  r.tpot_s = 0.02;
-  r.itl_s = {0.02, 0.03};
-  r.e2e_s = 0.07;
-  r.queue_s = 0.0005;
-  r.generated_tokens = 3;
+  RequestMetrics r = {.queue_s = 0.0005, .ttft_s = 0.003, .tpot_s = 0.02, .e2e_s = 0.07,
+                      .itl_s = {0.02, 0.03}, .generated_tokens = 3};
   m.Observe(r);
   r.ttft_s = 3.0;
   m.Observe(r);
@@ -41,18 +38,7 @@ TEST(ServerMetricsTest, RendersHistogramBucketsCumulatively) {
 
 TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
   ServerMetrics m;
-  EngineStats s;
-  s.num_running = 3;
-  s.num_waiting = 1;
-  s.kv_cache_usage = 0.25;
-  s.kv_cache_capacity_tokens = 30720;
-  s.prompt_tokens_total = 100;
-  s.generation_tokens_total = 50;
-  s.prefix_cache_queries_total = 80;
-  s.prefix_cache_hits_total = 16;
-  s.num_preemptions_total = 2;
-  s.kv_evicted_tokens_total = 4096;
-  s.request_success_total = {{"stop", 4}, {"length", 5}};
+  const EngineStats s = testdata::LoadedEngineStats();
   std::string text = m.Render("a\"b", &s);
   ExpectAll(text,
             {"# TYPE tern:kv_evicted_tokens_total counter\n",
@@ -61,7 +47,7 @@ TEST(ServerMetricsTest, RendersEngineGaugesAndCounters) {
              "tern:num_requests_running{model_name=\"a\\\"b\"} 3\n",
              "tern:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.25\n",
              "# TYPE tern:kv_cache_capacity_tokens gauge\n",
-             "tern:kv_cache_capacity_tokens{model_name=\"a\\\"b\"} 30720\n",
+             "tern:kv_cache_capacity_tokens{model_name=\"a\\\"b\"} 3264\n",
              "# TYPE tern:prompt_tokens_total counter\n",
              "tern:generation_tokens_total{model_name=\"a\\\"b\"} 50\n",
              "tern:prefix_cache_hits_total{model_name=\"a\\\"b\"} 16\n",
@@ -93,30 +79,20 @@ TEST(ServerMetricsTest, RendersSpeculativeDecodingCounters) {
 
 TEST(ServerMetricsTest, PrefixNamesEveryMetric) {
   ServerMetrics m("vllm");
-  EngineStats s;
-  s.num_waiting = 2;
-  s.num_running = 1;
-  s.kv_cache_usage = 0.5;
-  s.prefix_cache_queries_total = 512;
-  s.prefix_cache_hits_total = 480;
-  s.block_size = 16;
-  s.num_kv_blocks = 204;
-  RequestMetrics r;
-  r.ttft_s = 0.01;
-  r.generated_tokens = 1;
-  m.Observe(r);
+  const EngineStats s = testdata::LoadedEngineStats();
+  m.Observe({.ttft_s = 0.01, .itl_s = {}, .generated_tokens = 1});
   const std::string text = m.Render("stories", &s);
   // The names a scheduler built for vLLM reads (the Gateway API Inference
   // Extension's endpoint picker by default, for one).
   ExpectAll(text, {"# TYPE vllm:num_requests_waiting gauge\n",
-                   "vllm:num_requests_waiting{model_name=\"stories\"} 2\n",
-                   "vllm:num_requests_running{model_name=\"stories\"} 1\n",
-                   "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.5\n",
+                   "vllm:num_requests_waiting{model_name=\"stories\"} 1\n",
+                   "vllm:num_requests_running{model_name=\"stories\"} 3\n",
+                   "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.25\n",
                    "# TYPE vllm:gpu_cache_usage_perc gauge\n",
-                   "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.5\n",
+                   "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.25\n",
                    "# TYPE vllm:prefix_cache_queries_total counter\n",
-                   "vllm:prefix_cache_queries_total{model_name=\"stories\"} 512\n",
-                   "vllm:prefix_cache_hits_total{model_name=\"stories\"} 480\n",
+                   "vllm:prefix_cache_queries_total{model_name=\"stories\"} 80\n",
+                   "vllm:prefix_cache_hits_total{model_name=\"stories\"} 16\n",
                    "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"204\",model_name="
                    "\"stories\"} 1\n",
                    "vllm:time_to_first_token_seconds_count{model_name=\"stories\"} 1\n"});
