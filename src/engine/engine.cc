@@ -537,12 +537,8 @@ void Engine::Impl::PublishStats() {
   stats.spec_accepted_per_position = ss.spec_accepted_per_position;
   stats.last_step_batch_size = core->last_step().batch_size;
   stats.last_step_num_tokens = core->last_step().num_scheduled_tokens;
-  stats.num_kv_blocks = kv_config.num_blocks;
-  stats.num_kv_window_blocks = kv_config.window_group_blocks;
-  stats.block_size = kv_config.block_size;
-  stats.kv_cache_bytes = kv_config.TotalBytes();
-  stats.max_model_len = kv_config.max_model_len;
-  stats.max_num_seqs = config.max_num_seqs;
+  // The KV cache's fixed shape (num_kv_blocks ... max_num_seqs) was set
+  // once, in Create.
   if (ss.num_steps_total != last_published_step) {
     last_published_step = ss.num_steps_total;
     stats.recent_steps.push_back(core->last_step());
