@@ -45,6 +45,12 @@ void GeluMul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+// Does layer read and write the windowed group's slots and block tables
+// (hybrid models, forward_batch.h), rather than the batch's main ones?
+bool UsesWindowGroup(const ForwardBatch& batch, int layer, const KvStorage& kv) {
+  return kv.LayerGroup(layer) == 1 && !batch.window_slots.empty();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> LlamaModel::Create(std::unique_ptr<gguf::GgufFile> file,
@@ -372,8 +378,8 @@ void LlamaModel::RotateKeys(int layer, float* k, int32_t delta) const {
 
 void LlamaModel::WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const {
   const int64_t kv_dim = kv.slot_elems();
-  const bool window = kv.LayerGroup(layer) == 1 && !batch.window_slots.empty();
-  const std::vector<int64_t>& slots = window ? batch.window_slots : batch.slots;
+  const std::vector<int64_t>& slots =
+      UsesWindowGroup(batch, layer, kv) ? batch.window_slots : batch.slots;
   for (int t = 0; t < batch.num_tokens(); ++t) {
     kv.WriteSlot(layer, slots[t], &k_[t * kv_dim], &v_[t * kv_dim]);
   }
@@ -388,8 +394,7 @@ void LlamaModel::Attention(const ForwardBatch& batch, int layer, const KvStorage
   const int64_t q_stride = (int64_t)c.n_head * c.head_dim;
   const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt((float)c.head_dim);
   const kernels::KvPagesView view = kv.LayerView(layer);
-  // The windowed group's own block tables (hybrid models), see forward_batch.h.
-  const bool window = kv.LayerGroup(layer) == 1 && !batch.window_slots.empty();
+  const bool window = UsesWindowGroup(batch, layer, kv);
   attn_seqs_.clear();
   for (const ForwardSequence& seq : batch.sequences) {
     if (seq.num_tokens == 0) continue;
