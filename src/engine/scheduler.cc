@@ -109,6 +109,16 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
       c.remaining = r.num_tokens() - c.start;
     }
     const int32_t limit = std::min({c.remaining, step.budget, prefill_tokens_left});
+    if (!decoding && first_prefill) {
+      // G5: nothing decodes. The first prompt (shortest first) goes whole as
+      // far as the budget allows; more prompts join only while the step stays
+      // within the larger of that and an efficient step, so that a burst of
+      // arrivals gets its first tokens one group after another instead of all
+      // at the end of one long step.
+      const int32_t efficient = std::min(kEfficientStepTokens, step.budget);
+      slack = std::max(MarginalCost(StepShape::Chunk(c.start, limit, limit == c.remaining)),
+                       MarginalCost(StepShape::Chunk(c.start, efficient, false)));
+    }
     int32_t n = ChunkWithin(c.start, limit, c.remaining, slack);
     if (n == 0 && first_prefill) n = std::min(limit, 1);
     if (n == 0) continue;

@@ -46,6 +46,15 @@
 //       progress count). A prompt with only its last token to compute (a
 //       full prefix-cache hit) costs about one decode token: it gets its
 //       first token in the next step.
+//   G5. With nothing decoding the first candidate goes whole (as far as the
+//       budget allows) and more prompts join only while the step's prompt
+//       cost stays within the larger of that and a kEfficientStepTokens
+//       step: a burst of short prompts on an idle server gets its first
+//       tokens group after group (mean and median TTFT about halve), not
+//       all at the end of one step that holds every prompt. Simulated on a
+//       fixed cost function fitted to this machine's step logs
+//       (scheduler_sim_test.cc): 16 streams of a cached 1024-token prefix +
+//       32 new tokens, TTFT p50 2.42 -> 0.97 s, output rate -1%.
 //
 // The decode-protect policy (SchedulerConfig's default, kept for comparison):
 //
@@ -126,6 +135,10 @@ inline constexpr double kAgingPerWaitedSecond = 0.5;
 // Goodput policy, automatic target: the most the queue pressure (prompts
 // waiting / requests decoding) stretches the step target.
 inline constexpr double kMaxQueuePressure = 4.0;
+// Goodput policy, nothing decoding (G5): the tokens of a step whose fixed
+// cost is small next to its tokens' (a 64-token step's 11 ms overhead is 4%
+// of its 260 ms on 2 cores, tinyllama shape).
+inline constexpr int32_t kEfficientStepTokens = 64;
 
 // Automatic decode protection: prefill tokens per step while D requests
 // decode = kAutoPrefillTokensPerDecode x max(D, kAutoPrefillDecodeFloor).

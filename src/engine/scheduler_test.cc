@@ -524,6 +524,24 @@ TEST(SchedulerGoodputTest, NothingDecodingTakesTheWholeBudget) {
   EXPECT_EQ(h->Step()["a"], 22);
 }
 
+TEST(SchedulerGoodputTest, ABurstOnAnIdleServerGetsItsFirstTokensGroupByGroup) {
+  // Nothing decodes, 6 prompts of 30 tokens arrive together (budget 256 would
+  // hold them all). The first goes whole (30 ms); more join while the step
+  // stays within a 64-token step (64 ms): 2 prompts and 4 tokens of the
+  // third; the next step follows G2 with their 2 decodes.
+  auto h = MakeManual(Goodput(), 400, 4);
+  for (int i = 0; i < 6; ++i) h->Add("p" + std::to_string(i), Range(100 + 40 * i, 30), 4);
+  auto s = h->Step();
+  EXPECT_EQ(s, (std::map<std::string, int32_t>{{"p0", 30}, {"p1", 30}, {"p2", 4}}));
+  EXPECT_EQ(h->outputs["p0"].size(), 1u);
+  EXPECT_EQ(h->outputs["p1"].size(), 1u);
+  // One long prompt alone still takes the whole budget (its TTFT is the
+  // same either way).
+  auto h2 = MakeManual(Goodput(), 400, 4);
+  h2->Add("long", Range(100, 600), 1);
+  EXPECT_EQ(h2->Step()["long"], 256);
+}
+
 TEST(SchedulerGoodputTest, ShortestPromptGoesFirstAndSeveralPromptsShareAStep) {
   auto h = DecodesAndALongPrompt(Goodput(), 3, 100);
   h->Add("short", Range(300, 6), 1);

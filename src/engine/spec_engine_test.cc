@@ -402,7 +402,10 @@ TEST_F(SpecEngineTest, GrownTargetWithItsSourceAsDraftIsExact) {
     // Batch 8, preempted.
     spec.num_speculative_tokens = 4;
     spec.block_size = 8;
-    spec.kv_cache_memory_bytes = (256 + 64) * 896;  // 7 layers x 128 B: forces preemption
+    // Room for 128 tokens (7 layers x 128 B a token): 8 requests of ~50 tokens
+    // are admitted a few at a time and preempt each other as they grow.
+    spec.max_model_len = 128;
+    spec.kv_cache_memory_bytes = 128 * 896;
     const std::vector<Ids> sub(prompts.begin(), prompts.begin() + 8);
     EngineStats stats;
     EXPECT_EQ(RunAll(spec, sub, 24, false, &stats), std::vector<Ids>(plain.begin(), plain.begin() + 8));
