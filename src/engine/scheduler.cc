@@ -140,6 +140,9 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
       admitting = false;
       if (!fits) continue;
     }
+    // A prompt in progress that finishes here frees its partial-prefill slot
+    // for a waiting prompt in this same step (the slack is not left unused).
+    if (!c.waiting && !partial && c.remaining > 1) --prompts_in_progress;
     const StepShape chunk = StepShape::Chunk(c.start, n, !partial);
     slack -= MarginalCost(chunk);
     prefill += chunk;

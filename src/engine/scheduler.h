@@ -43,7 +43,8 @@
 //       0 and anything decodes); the first prompt of a step gets at least 1
 //       token, so prompts always advance. A chunk that leaves its prompt
 //       unfinished needs one of max_num_partial_prefills slots (prompts in
-//       progress count). A prompt with only its last token to compute (a
+//       progress count; one that finishes in this step frees its slot for
+//       the next candidate of the same step). A prompt with only its last token to compute (a
 //       full prefix-cache hit) costs about one decode token: it gets its
 //       first token in the next step.
 //   G5. With nothing decoding the first candidate goes whole (as far as the

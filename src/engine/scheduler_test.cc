@@ -635,6 +635,21 @@ TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
   }
 }
 
+TEST(SchedulerGoodputTest, APromptThatFinishesFreesItsSlotInTheSameStep) {
+  // 3 decodes, target 27.5 ms, 16 prompt tokens a step. "first" (20 tokens)
+  // takes 16, then finishes with 4: the other 12 tokens of that step go to
+  // "next", although only one prompt may be in progress at a time.
+  auto h = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h, 3);
+  h->Add("first", Range(100, 20), 1);
+  EXPECT_EQ(Got(h->Step(), "first"), 16);
+  h->Add("next", Range(500, 100), 1);
+  auto s = h->Step();
+  EXPECT_EQ(Got(s, "first"), 4);
+  EXPECT_EQ(Got(s, "next"), 12);
+  EXPECT_EQ(h->outputs["first"].size(), 1u);
+}
+
 TEST(SchedulerGoodputTest, TheAutomaticTargetFollowsMeasuredDecodeOnlySteps) {
   SchedulerConfig c = Goodput();
   c.fixed_step_cost.reset();  // learned
