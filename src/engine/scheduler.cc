@@ -80,9 +80,7 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   int32_t prefill_tokens_left = step.budget;
   double decodes_s = 0;  // predicted time of the decode part
   if (decoding) {
-    const StepCostModel& base =
-        decode_cost_model_.num_observations() > 0 ? decode_cost_model_ : cost_model_;
-    decodes_s = base.Predict(shape);
+    decodes_s = PredictDecodes(shape);
     out.target_step_s = config_.target_itl_s > 0
                             ? config_.target_itl_s
                             : config_.target_itl_factor * decodes_s *
@@ -340,6 +338,22 @@ int32_t Scheduler::ChunkWithin(int32_t start, int32_t limit, int32_t remaining,
   return lo;
 }
 
+double Scheduler::PredictDecodes(const StepShape& shape) const {
+  if (decode_cost_model_.num_observations() == 0) return cost_model_.Predict(shape);
+  if (shape.num_tokens <= decode_seen_tokens_) return decode_cost_model_.Predict(shape);
+  // More decodes than any decode-only step measured: the decode model's
+  // slope there is its prior's guess (a few 1-decode steps say nothing of
+  // what each further token costs; on 2 cores it guessed 23 ms for 7 decodes
+  // that took 42). So: the largest measured decode-only step, plus the
+  // marginal cost of the other tokens by the model of every step.
+  const double f = (double)decode_seen_tokens_ / shape.num_tokens;
+  StepShape seen;
+  seen.num_tokens = decode_seen_tokens_;
+  seen.num_sampled = (int32_t)std::lround(shape.num_sampled * f);
+  seen.attended_positions = (int64_t)std::llround((double)shape.attended_positions * f);
+  return decode_cost_model_.Predict(seen) + cost_model_.Predict(shape) - cost_model_.Predict(seen);
+}
+
 void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds) {
   StepShape shape;
   bool decode_only = true;
@@ -349,7 +363,10 @@ void Scheduler::ObserveStepTime(const SchedulerOutput& scheduled, double seconds
     decode_only = decode_only && s.token_ids.size() == 1;
   }
   cost_model_.Observe(shape, seconds);
-  if (decode_only) decode_cost_model_.Observe(shape, seconds);
+  if (decode_only) {
+    decode_cost_model_.Observe(shape, seconds);
+    decode_seen_tokens_ = std::max(decode_seen_tokens_, shape.num_tokens);
+  }
 }
 
 // ---- decode-protect policy ---------------------------------------------------------

@@ -307,6 +307,10 @@ class Scheduler {
   int32_t ChunkWithin(int32_t start, int32_t limit, int32_t remaining, double slack) const;
   // Predicted seconds a chunk adds to a step (no per-step cost).
   double MarginalCost(const StepShape& chunk) const;
+  // Predicted time of a step of these decodes alone: the decode-only model
+  // within the batch sizes it has measured, extended beyond them by the
+  // marginal cost of the model of every step.
+  double PredictDecodes(const StepShape& shape) const;
   // Goodput G2: prompts waiting or in progress per decoding request,
   // clamped to [1, kMaxQueuePressure].
   double QueuePressure(int32_t num_decodes) const;
@@ -352,6 +356,7 @@ class Scheduler {
   SchedulerStats stats_;
   StepCostModel cost_model_;         // every step
   StepCostModel decode_cost_model_;  // decode-only steps: the automatic target's base
+  int32_t decode_seen_tokens_ = 0;   // the largest decode-only step observed (tokens)
 };
 
 }  // namespace tern

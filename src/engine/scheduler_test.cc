@@ -734,6 +734,27 @@ TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
   EXPECT_LE(out.predicted_step_s, out.target_step_s + 1e-9);
 }
 
+TEST(SchedulerGoodputTest, MoreDecodesThanEverMeasuredAloneCostTheMixedStepsMarginal) {
+  // As on 2 cores: 1 decode alone takes 11 ms (the only decode-only steps,
+  // a client's test request); mixed steps of 6 ms + 4.2 ms a token + 0.7 ms
+  // a sampled row, chunks of 10-40 tokens. 7 decodes then cost about
+  // 11 + 6 x 4.9 = 40 ms: the target is 2.5 x that, not 2.5 x the decode
+  // model's guess from its prior (~18 ms).
+  SchedulerConfig c = Goodput(512, 4096);
+  c.fixed_step_cost.reset();
+  auto h = MakeManual(c, 1000, 16, /*caching=*/false);
+  const Ids tokens(512, 1);
+  for (int i = 0; i < 3; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 1, 0, 0), 0.011);
+  for (int i = 0; i < 60; ++i) {
+    const int decodes = 3 + i % 5, chunk = 10 + 10 * (i % 4);
+    h->scheduler->ObserveStepTime(StepRecord(tokens, decodes, chunk, 100),
+                                  (6 + 4.2 * (decodes + chunk) + 0.7 * decodes) / 1e3);
+  }
+  StartDecodes(*h, 7);
+  const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 2.5 * 0.0404, 0.008);
+}
+
 TEST(SchedulerGoodputTest, MaxPrefillTokensWhileDecodingCapsTheStepToo) {
   SchedulerConfig c = Goodput();
   c.max_prefill_tokens_while_decoding = 5;
