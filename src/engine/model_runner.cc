@@ -65,7 +65,7 @@ void ForwardModelRunner::ApplyKvMoves(std::span<const KvBlockMove> moves) {
     for (int layer = 0; layer < kv_->shape().num_layers; ++layer) {
       for (int64_t i = 0; i < bs; ++i) {
         kv_->ReadSlot(layer, (int64_t)m.src_block * bs + i, k_row_.data(), v_row_.data());
-        model_->RotateKeys(layer, k_row_.data(), m.delta);
+        model_->RotateKeys(layer, k_row_.data(), m.delta, kv_->shape().KDtype());
         kv_->WriteSlot(layer, (int64_t)m.dst_block * bs + i, k_row_.data(), v_row_.data());
       }
     }

@@ -251,6 +251,23 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
 }
 void Softmax(float* x, int64_t n) { ActiveKernelTable().softmax(x, n); }
 
+void WalshHadamard(float* x, int64_t num_chunks, int64_t n) {
+  CHECK(n > 0 && (n & (n - 1)) == 0);
+  const float scale = 1.0f / std::sqrt((float)n);
+  for (int64_t c = 0; c < num_chunks; ++c, x += n) {
+    for (int64_t len = 1; len < n; len <<= 1) {
+      for (int64_t i = 0; i < n; i += 2 * len) {
+        for (int64_t j = i; j < i + len; ++j) {
+          const float a = x[j], b = x[j + len];
+          x[j] = a + b;
+          x[j + len] = a - b;
+        }
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) x[j] *= scale;
+  }
+}
+
 void RopeCosSin(float position, const float* inv_freq, int64_t rope_dim, float* cos_sin) {
   for (int64_t i = 0; i < rope_dim / 2; ++i) {
     const float theta = position * inv_freq[i];

@@ -87,6 +87,13 @@ void RopeCosSin(float position, const float* inv_freq, int64_t rope_dim, float* 
 void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t rope_dim,
           const float* cos_sin, bool neox);
 
+// Orthonormal Walsh-Hadamard transform, in place, of each of num_chunks
+// consecutive chunks of n floats (n a power of 2): x <- H x / sqrt(n). Its own
+// inverse. Used to rotate K/V rows before a block-quantized KV cache stores
+// them (outliers spread over the block, the dot products unchanged). Each
+// chunk's result depends on that chunk alone.
+void WalshHadamard(float* x, int64_t num_chunks, int64_t n);
+
 // ---- vector helpers (attention) ---------------------------------------------------
 
 float Dot(const float* a, const float* b, int64_t n);

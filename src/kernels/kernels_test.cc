@@ -585,6 +585,46 @@ TEST_F(ElementwiseTest, RopeMatchesBothLayouts) {
   }
 }
 
+// The Walsh-Hadamard rotation equals the orthonormal Sylvester matrix
+// (H[i][j] = (-1)^popcount(i & j) / sqrt(n)) chunk by chunk, is its own
+// inverse, and keeps dot products.
+TEST(WalshHadamardTest, IsTheOrthonormalSylvesterMatrixAndItsOwnInverse) {
+  for (int64_t n : {64, 128, 256}) {
+    SCOPED_TRACE(n);
+    const int64_t chunks = 3;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> dist(0.0f, 2.0f);
+    std::vector<float> a(chunks * n), b(chunks * n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    a[5] = 40.0f;  // an outlier channel
+    std::vector<float> ha = a, hb = b;
+    WalshHadamard(ha.data(), chunks, n);
+    WalshHadamard(hb.data(), chunks, n);
+    double max_abs = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      for (int64_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          want += ((__builtin_popcountll((uint64_t)(i & j)) & 1) ? -1.0 : 1.0) * a[c * n + j];
+        }
+        want /= std::sqrt((double)n);
+        ASSERT_NEAR(ha[c * n + i], want, 1e-4 * (1 + std::fabs(want))) << c << " " << i;
+        if (c == 0) max_abs = std::max(max_abs, std::fabs((double)ha[i]));
+      }
+      double dot = 0, hdot = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        dot += (double)a[c * n + i] * b[c * n + i];
+        hdot += (double)ha[c * n + i] * hb[c * n + i];
+      }
+      EXPECT_NEAR(hdot, dot, 1e-3 * (1 + std::fabs(dot)));
+    }
+    EXPECT_LT(max_abs, 20.0);  // the outlier is spread over the chunk
+    WalshHadamard(ha.data(), chunks, n);
+    for (int64_t i = 0; i < chunks * n; ++i) ASSERT_NEAR(ha[i], a[i], 1e-4 * (1 + std::fabs(a[i])));
+  }
+}
+
 TEST_F(ElementwiseTest, DotAndAxpyMatch) {
   for (const KernelTable* simd_ : TablesBesideReference()) {
     SCOPED_TRACE(simd_->isa);

@@ -50,7 +50,7 @@ class LlamaModel : public Model {
 
   void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                ThreadPool* pool) override;
-  void RotateKeys(int layer, float* k, int32_t delta) const override;
+  void RotateKeys(int layer, float* k, int32_t delta, DType k_dtype) const override;
 
  private:
   // A weight matrix and its tensor name (for the MatMulObserver).
@@ -105,6 +105,7 @@ class LlamaModel : public Model {
   // sizes and share a block scale better. Built on first use from the
   // weights alone; empty for float K caches.
   void SmoothKq(int layer, int64_t num_tokens);
+  int64_t KvRotationChunk(DType t, bool keys) const;
   std::vector<float> k_smooth_, q_unsmooth_;  // [n_layer][n_head_kv * head_dim]
 
   Weight token_embd_;                // [n_vocab, n_embd]

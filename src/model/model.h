@@ -56,12 +56,12 @@ class Model {
                        ThreadPool* pool) = 0;
 
   // Rotates the keys of one slot of `layer` (k: n_head_kv x head_dim, as
-  // stored after RoPE) as if their position moved by delta: RoPE angles add,
-  // so keys computed at p become keys at p + delta (streaming KV eviction).
-  // Models without RoPE keys do not override it (streaming eviction then
-  // CHECK-fails rather than corrupt the cache).
-  virtual void RotateKeys(int layer, float* k, int32_t delta) const {
-    (void)layer, (void)k, (void)delta;
+  // stored after RoPE in a cache of k_dtype) as if their position moved by
+  // delta: RoPE angles add, so keys computed at p become keys at p + delta
+  // (streaming KV eviction). Models without RoPE keys do not override it
+  // (streaming eviction then CHECK-fails rather than corrupt the cache).
+  virtual void RotateKeys(int layer, float* k, int32_t delta, DType k_dtype) const {
+    (void)layer, (void)k, (void)delta, (void)k_dtype;
     CHECK(false && "this model cannot re-rotate its keys");
   }
 

@@ -94,7 +94,7 @@ void SequenceRunner::DropTokens(int32_t first, int32_t count) {
   for (int layer = 0; layer < kv_.shape().num_layers; ++layer) {
     for (int32_t pos = first + count; pos < num_computed_; ++pos) {
       kv_.ReadSlot(layer, pos, k.data(), v.data());  // slot == position
-      model_.RotateKeys(layer, k.data(), -count);
+      model_.RotateKeys(layer, k.data(), -count, kv_.shape().KDtype());
       kv_.WriteSlot(layer, pos - count, k.data(), v.data());
     }
   }
