@@ -477,6 +477,41 @@ TEST(MatMulTest, F32ColumnsNotMultipleOfEight) {
     }
 }
 
+// 16-bit float weights whose rows end in a partial vector (the tiles' sums
+// of whole vectors plus a scalar tail): every table agrees with the exact
+// dot product, and a token of a batch gets the bits it gets alone (prefill
+// and decode tiles, 8-row tiles and the rows left over).
+TEST(MatMulTest, HalfFloatColumnsNotMultipleOfSixteen) {
+  for (const DType t : {DType::kF16, DType::kBF16}) {
+    for (const KernelTable* table : AvailableTables()) {
+      SCOPED_TRACE(std::string(DTypeName(t)) + " " + table->isa);
+      for (const int64_t cols : {(int64_t)40, (int64_t)1064, (int64_t)2053}) {
+        const int64_t rows = 19, tokens = 7;
+        const auto w = RandomWeights(t, rows, cols, 11);
+        const auto x = RandomActivations(tokens * cols, 12);
+        const auto wf = Dequantize(t, w, rows, cols);
+        const WeightView view{t, w.data(), rows, cols};
+        std::vector<float> y(tokens * rows);
+        MatMulWith(*table, view, x.data(), tokens, y.data(), nullptr, nullptr);
+        for (int64_t k = 0; k < tokens; ++k) {
+          std::vector<float> y_one(rows);
+          MatMulWith(*table, view, x.data() + k * cols, 1, y_one.data(), nullptr, nullptr);
+          ASSERT_EQ(0, std::memcmp(y_one.data(), y.data() + k * rows, rows * sizeof(float)))
+              << "cols=" << cols << " token " << k;
+          for (int64_t r = 0; r < rows; ++r) {
+            double exact = 0, mag = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              exact += (double)wf[r * cols + c] * x[k * cols + c];
+              mag += std::fabs((double)wf[r * cols + c] * x[k * cols + c]);
+            }
+            ASSERT_NEAR(y[k * rows + r], exact, 1e-5 * (1 + mag)) << "cols=" << cols << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ActivationQuantTest, EveryTableIsBitIdenticalToReference) {
   const auto x = RandomActivations(4096, 11);
   std::vector<ActBlockQ8> a(128), b(128);
