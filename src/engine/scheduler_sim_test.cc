@@ -217,5 +217,59 @@ TEST(SchedulerSimTest, TheItlTargetTracesATradeOffCurve) {
   EXPECT_LT(a.tpot_p50_s, 0.300);
 }
 
+// Issue 22's decode protection: 8 requests decoding (32 + 256 tokens), then
+// one 2048-token prompt arrives; the decodes' largest inter-token gap stays
+// within 3x their median.
+TEST(SchedulerSimTest, ALongPromptAmongDecodesKeepsTheirItlWithin3xTheMedian) {
+  SchedulerConfig config = GoodputAuto();
+  config.max_model_len = 4096;
+  config.max_num_batched_tokens = 512;
+  Scheduler sched(config, std::make_unique<KvCacheManager>(8192, 16, true));
+  const Clock::time_point t0{};
+  double now = 0;
+  auto at = [&](double sec) {
+    return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sec));
+  };
+  auto add = [&](const std::string& id, int32_t prompt_len, int32_t out, int32_t base) {
+    Ids prompt(prompt_len);
+    std::iota(prompt.begin(), prompt.end(), base);
+    SamplingParams p;
+    p.max_tokens = out;
+    p.ignore_eos = true;
+    sched.AddRequest(std::make_unique<Request>(id, std::move(prompt), p, "", at(now)));
+  };
+  for (int i = 0; i < 8; ++i) add("d" + std::to_string(i), 32, 256, 100 * i);
+  std::map<std::string, std::vector<double>> token_times;
+  bool long_sent = false;
+  double long_first = -1;
+  while (sched.HasWork()) {
+    if (!long_sent && now >= 5.0) {
+      add("long", 2048, 4, 20000);
+      long_sent = true;
+    }
+    SchedulerOutput out = sched.Schedule(at(now));
+    const double d = StepSeconds(out);
+    sched.ObserveStepTime(out, d);
+    ModelRunnerOutput r;
+    for (const ScheduledSequence& s : out.sequences) r.sampled.emplace_back().token_id = s.sample ? 7 : -1;
+    now += d;
+    for (const RequestDelta& delta : sched.UpdateFromOutput(out, r, at(now))) {
+      if (delta.output.new_token_ids.empty()) continue;
+      if (delta.request_id == "long" && long_first < 0) long_first = now;
+      token_times[delta.request_id].push_back(now);
+    }
+  }
+  std::vector<double> gaps;
+  for (const auto& [id, times] : token_times) {
+    if (id == "long") continue;
+    for (size_t i = 1; i < times.size(); ++i) gaps.push_back(times[i] - times[i - 1]);
+  }
+  const double median = Median(gaps), worst = *std::max_element(gaps.begin(), gaps.end());
+  std::printf("decodes' ITL median %.0f ms, max %.0f ms (%.2fx); the long prompt's TTFT %.2f s\n",
+              median * 1e3, worst * 1e3, worst / median, long_first - 5.0);
+  EXPECT_LE(worst, 3 * median);
+  EXPECT_GT(long_first, 0);
+}
+
 }  // namespace
 }  // namespace tern
