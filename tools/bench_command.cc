@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -33,6 +34,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
+#include "tools/bench_compare.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/kv_dtype_flags.h"
@@ -130,6 +132,8 @@ struct ModelBenchOptions {
   int reps = 3;
   bool json = false;
   KvDtypeFlags kv;
+  std::string compare_llama;  // --compare-llama DIR
+  int64_t rounds = 3;         // --rounds, with --compare-llama
 };
 
 // Multiply-accumulate parameters touched per token by the matmuls, without
@@ -584,7 +588,8 @@ int RunBench(int argc, char** argv) {
     return RunKernelBench(o);
   }
   ModelBenchOptions o;
-  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json]",
+  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json] "
+              "[--compare-llama DIR [--rounds 3]]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
               "of a model, with the roofline measured in the same run: tg against memory "
               "bandwidth / bytes read per token, pp against the fp32 FMA peak. The probes "
@@ -605,6 +610,15 @@ int RunBench(int argc, char** argv) {
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
   AddKvDtypeFlags(p, &o.kv, "f16");
+  p.AddString("--compare-llama", "DIR", &o.compare_llama,
+              "side by side with llama.cpp: DIR is a llama.cpp build's bin directory holding "
+              "llama-bench; tern bench and llama-bench run alternated (tern, llama-bench, "
+              "tern, ...; one at a time) on the same -m file with the same -p, -n, -d, -t, -r "
+              "and KV cache type (llama-bench -ctk/-ctv, with -fa 1 when quantized) for "
+              "--rounds rounds; prints per test the medians and ranges over the rounds and "
+              "the ratio tern / llama.cpp (--json: one object per test)");
+  p.AddInt("--rounds", "N", &o.rounds,
+           "rounds of the alternation with --compare-llama (default 3)");
   if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;
   if (o.model_path.empty()) {
     std::fprintf(stderr, "tern bench: -m MODEL is required (or `tern bench kernels`)\n");
@@ -618,6 +632,34 @@ int RunBench(int argc, char** argv) {
     std::fprintf(stderr, "tern bench: -d plus the larger of -p and -n must be at most %d tokens\n",
                  1 << 24);
     return 1;
+  }
+  if (!o.compare_llama.empty()) {
+    if (o.rounds < 1 || o.rounds > 1000) {
+      std::fprintf(stderr, "tern bench: --rounds must be 1 to 1000\n");
+      return 1;
+    }
+    if (o.pp == 0 && o.tg == 0) {
+      std::fprintf(stderr, "tern bench: --compare-llama needs -p or -n above 0\n");
+      return 1;
+    }
+    auto lower = [](DType t) {
+      std::string n = DTypeName(t);
+      for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
+      return n;
+    };
+    CompareOptions c;
+    c.llama_dir = o.compare_llama;
+    c.model_path = o.model_path;
+    c.pp = o.pp;
+    c.tg = o.tg;
+    c.depth = o.depth;
+    c.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
+    c.reps = o.reps;
+    c.rounds = (int)o.rounds;
+    c.k_dtype = lower(o.kv.k_dtype);
+    c.v_dtype = lower(o.kv.v_dtype);
+    c.json = o.json;
+    return RunCompareLlama(c);
   }
   return RunModelBench(o);
 }
