@@ -161,7 +161,11 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   c.reps = 1;
   c.kv = "f16";
   c.llama_build = "3f545becc";
+  c.cpus = 2;
+  c.other_cpus = {0.1, 0.05, 0.2};
   const std::string table = FormatCompareTable(rows, c);
+  EXPECT_NE(table.find("quiet: other processes used at most 0.20 of 2 CPUs"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("AMD EPYC, 2 threads, KV cache f16; tern kernel table avx512vnni; "
                        "llama.cpp build 3f545becc"),
             std::string::npos)
@@ -182,6 +186,23 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   EXPECT_EQ(js[0]["tern"]["rounds"].size(), 3u);
   EXPECT_EQ(js[0]["cpu"], "AMD EPYC");
   EXPECT_TRUE(js[2]["ratio"].is_null());
+  EXPECT_EQ(js[0]["quiet"], true);
+  EXPECT_DOUBLE_EQ(js[0]["other_cpus_max"].get<double>(), 0.2);
+}
+
+TEST(BenchCompareTest, ABusyMachineIsSaidSo) {
+  EXPECT_TRUE(IsQuiet({}));
+  EXPECT_TRUE(IsQuiet({0.0, kQuietOtherCpus}));
+  EXPECT_FALSE(IsQuiet({0.0, 1.5, 0.1}));
+  const std::string note = QuietNote({0.1, 1.5, 0.9}, 2);
+  EXPECT_EQ(note.rfind("NOT QUIET: other processes used up to 1.50 of 2 CPUs (median 0.90)", 0), 0u)
+      << note;
+  CompareContext c;
+  c.cpus = 2;
+  c.other_cpus = {0.1, 1.5};
+  EXPECT_NE(FormatCompareTable({}, c).find("NOT QUIET"), std::string::npos);
+  EXPECT_EQ(CompareJson(CompareSamples({{Sample("tg4", 10)}}, {{Sample("tg4", 5)}}), c)[0]["quiet"],
+            false);
 }
 
 bool HasPair(const std::vector<std::string>& args, const std::string& flag, const std::string& value) {
@@ -310,6 +331,8 @@ TEST_F(CompareLlamaCliTest, AlternatesAndPrintsRatiosAgainstAStandIn) {
     EXPECT_GT(tern, 0);
     EXPECT_NEAR(j["ratio"].get<double>(), tern / llama, 1e-9 * tern / llama);
     EXPECT_GT(j["tern_roofline_fraction"].get<double>(), 0);
+    EXPECT_GE(j["other_cpus_max"].get<double>(), 0);  // /proc/stat is there on Linux
+    EXPECT_TRUE(j["quiet"].is_boolean());
   }
   // The table form.
   r = RunTern("bench -m " + ShellQuote(model_) + " -p 8 -n 4 -t 1 -r 1 --rounds 1 "

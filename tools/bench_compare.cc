@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,7 +93,25 @@ struct ProcessResult {
   int exit_code = -1;  // 128 + signal when killed
   std::string out, err;
   double seconds = 0;
+  // CPUs kept busy by everything but the child while it ran (-1 unknown).
+  double other_cpus = -1;
 };
+
+// Busy CPU seconds of the whole machine since boot: /proc/stat's cpu line
+// (user, nice, system, irq, softirq and steal -- the time the hypervisor gave
+// to other guests); -1 when unreadable.
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                     steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu") {
+    return -1;
+  }
+  in >> steal;  // absent on old kernels
+  const long hz = sysconf(_SC_CLK_TCK);
+  return (double)(user + nice + system + irq + softirq + steal) / (double)(hz > 0 ? hz : 100);
+}
 
 // Runs args[0] (a path) to completion with stdout and stderr captured in
 // temporary files; -1 when it cannot start.
@@ -109,6 +129,7 @@ ProcessResult RunProcess(const std::vector<std::string>& args) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const double busy0 = MachineBusySeconds();
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
@@ -117,9 +138,18 @@ ProcessResult RunProcess(const std::vector<std::string>& args) {
     r.err = std::string("cannot start: ") + std::strerror(rc);
   } else {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    rusage ru{};
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double busy1 = MachineBusySeconds();
+    const double child = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    if (busy0 >= 0 && busy1 >= 0 && wall > 0) {
+      r.other_cpus = std::max(0.0, (busy1 - busy0 - child) / wall);
+    }
     r.out = ReadAll(out_path);
     r.err = ReadAll(err_path);
   }
@@ -288,6 +318,32 @@ std::string FormatStats(const SampleStats& s) {
 
 }  // namespace
 
+bool IsQuiet(const std::vector<double>& other_cpus) {
+  for (double v : other_cpus) {
+    if (v > kQuietOtherCpus) return false;
+  }
+  return true;
+}
+
+std::string QuietNote(const std::vector<double>& other_cpus, int cpus) {
+  if (other_cpus.empty()) return "other processes' CPU use: unknown (no /proc/stat)";
+  const double most = *std::max_element(other_cpus.begin(), other_cpus.end());
+  char buf[512];
+  if (IsQuiet(other_cpus)) {
+    std::snprintf(buf, sizeof buf,
+                  "quiet: other processes used at most %.2f of %d CPUs during the runs", most,
+                  cpus);
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "NOT QUIET: other processes used up to %.2f of %d CPUs (median %.2f) during the "
+                  "runs; the figures measure the machine's load as much as the engines (an "
+                  "engine that spins on its thread barrier, as llama.cpp does, slows down the "
+                  "most); rerun on a quiet machine before quoting a ratio",
+                  most, cpus, SummarizeSamples(other_cpus).median);
+  }
+  return buf;
+}
+
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const CompareContext& c) {
   std::string s;
   char buf[512];
@@ -312,7 +368,8 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
   }
   s += "\n(tern roofline: the median over the rounds of tern bench's roofline fraction, pp of "
        "the FMA peak, tg of the read bandwidth, each against its probe's best round)\n";
-  s += "\nmodel: " + c.model + "\n";
+  s += "\n" + QuietNote(c.other_cpus, c.cpus) + "\n";
+  s += "model: " + c.model + "\n";
   s += "tern: " + c.tern_command + "\n";
   s += "llama.cpp: " + c.llama_command + "\n";
   return s;
@@ -340,6 +397,12 @@ std::vector<json> CompareJson(const std::vector<CompareRow>& rows, const Compare
     j["reps"] = c.reps;
     j["llama_bench"] = c.llama_bench;
     j["llama_build_commit"] = c.llama_build;
+    j["online_cpus"] = c.cpus;
+    if (!c.other_cpus.empty()) {
+      j["other_cpus_max"] = *std::max_element(c.other_cpus.begin(), c.other_cpus.end());
+      j["other_cpus_median"] = SummarizeSamples(c.other_cpus).median;
+    }
+    j["quiet"] = IsQuiet(c.other_cpus);
     j["tern"] = engine(r.tern_stats, r.tern);
     j["llama"] = engine(r.llama_stats, r.llama);
     if (r.tern_roofline_median > 0) j["tern_roofline_fraction"] = r.tern_roofline_median;
@@ -396,6 +459,7 @@ int RunCompareLlama(const CompareOptions& o) {
   CompareContext c;
   c.model = o.model_path;
   c.cpu = CpuName();
+  c.cpus = (int)std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   c.isa = kernels::ActiveIsa();
   c.threads = o.threads;
   c.rounds = o.rounds;
@@ -435,11 +499,17 @@ int RunCompareLlama(const CompareOptions& o) {
         std::snprintf(buf, sizeof buf, " %s %.2f", s.test.c_str(), s.tokens_per_second);
         summary += buf;
       }
-      std::fprintf(stderr, "%s tok/s (%.1f s)\n", summary.c_str(), r.seconds);
+      std::fprintf(stderr, "%s tok/s (%.1f s", summary.c_str(), r.seconds);
+      if (r.other_cpus >= 0) {
+        std::fprintf(stderr, "; other processes used %.2f CPUs", r.other_cpus);
+        c.other_cpus.push_back(r.other_cpus);
+      }
+      std::fprintf(stderr, ")\n");
       (is_tern ? tern_rounds : llama_rounds).push_back(std::move(parsed).value());
     }
   }
   const std::vector<CompareRow> rows = CompareSamples(tern_rounds, llama_rounds);
+  if (!IsQuiet(c.other_cpus)) std::fprintf(stderr, "tern bench: %s\n", QuietNote(c.other_cpus, c.cpus).c_str());
   if (o.json) {
     for (const json& j : CompareJson(rows, c)) std::printf("%s\n", j.dump().c_str());
   } else {

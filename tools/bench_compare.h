@@ -78,7 +78,17 @@ struct CompareContext {
   std::string llama_bench;  // path
   std::string llama_build;  // build_commit
   std::string tern_command, llama_command;
+  int cpus = 0;                   // online CPUs
+  std::vector<double> other_cpus;  // per run: CPUs busy with other processes
 };
+
+// A run counts as quiet when other processes kept at most this many CPUs
+// busy on average while it ran (measured from /proc/stat less the run's own
+// CPU time; the hypervisor's steal time counts as others').
+inline constexpr double kQuietOtherCpus = 0.25;
+bool IsQuiet(const std::vector<double>& other_cpus);
+// "quiet: ..." or "NOT QUIET: other processes used up to ..." for the table.
+std::string QuietNote(const std::vector<double>& other_cpus, int cpus);
 
 // The markdown table with its header lines.
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const CompareContext& c);
