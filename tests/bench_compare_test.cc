@@ -228,6 +228,10 @@ TEST(BenchCompareTest, FlagsMapToLlamaBench) {
     EXPECT_TRUE(HasPair(l, f, v)) << f << " " << v;
   }
   EXPECT_EQ(std::find(l.begin(), l.end(), "-fa"), l.end());  // F16 cache: llama-bench's default
+  o.depth = 0;  // no -d at depth 0 (llama-bench builds before -d reject it)
+  const std::vector<std::string> at0 = LlamaBenchArgs(o, "/b/llama-bench");
+  EXPECT_EQ(std::find(at0.begin(), at0.end(), "-d"), at0.end());
+  o.depth = 4096;
   o.k_dtype = "q8_0";
   o.v_dtype = "q4_0";
   l = LlamaBenchArgs(o, "/b/llama-bench");
@@ -314,7 +318,7 @@ TEST_F(CompareLlamaCliTest, AlternatesAndPrintsRatiosAgainstAStandIn) {
   EXPECT_LT(l1, t2);
   EXPECT_LT(t2, l2);
   EXPECT_EQ(tern::testing::CountLines(tern::testing::ReadFileBytes(log)), 2);
-  EXPECT_NE(tern::testing::ReadFileBytes(log).find("-p 8 -n 4 -d 0 -t 1 -r 1 -ctk f16 -ctv f16 -o json"),
+  EXPECT_NE(tern::testing::ReadFileBytes(log).find("-p 8 -n 4 -t 1 -r 1 -ctk f16 -ctv f16 -o json"),
             std::string::npos);
   std::vector<json> rows;
   std::istringstream in(r.out);

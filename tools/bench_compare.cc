@@ -426,10 +426,11 @@ std::vector<std::string> TernBenchArgs(const CompareOptions& o, const std::strin
 
 std::vector<std::string> LlamaBenchArgs(const CompareOptions& o, const std::string& llama_bench) {
   std::vector<std::string> args = {llama_bench, "-m", o.model_path,
-                                   "-p", std::to_string(o.pp), "-n", std::to_string(o.tg),
-                                   "-d", std::to_string(o.depth), "-t", std::to_string(o.threads),
-                                   "-r", std::to_string(o.reps),
-                                   "-ctk", o.k_dtype, "-ctv", o.v_dtype};
+                                   "-p", std::to_string(o.pp), "-n", std::to_string(o.tg)};
+  // -d only when asked: llama-bench builds before it reject the flag.
+  if (o.depth > 0) args.insert(args.end(), {"-d", std::to_string(o.depth)});
+  args.insert(args.end(), {"-t", std::to_string(o.threads), "-r", std::to_string(o.reps),
+                           "-ctk", o.k_dtype, "-ctv", o.v_dtype});
   // llama.cpp quantizes the V cache only with flash attention.
   if (IsQuantized(o.k_dtype) || IsQuantized(o.v_dtype)) args.insert(args.end(), {"-fa", "1"});
   args.insert(args.end(), {"-o", "json"});
