@@ -355,6 +355,9 @@ TEST_F(CompareLlamaCliTest, BadRoundsExitNonZero) {
                    ShellQuote(dir_.path()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--rounds"), std::string::npos) << r.err;
+  r = RunTern("bench -m " + ShellQuote(model_) + " --rounds 2");  // without --compare-llama
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--rounds goes with --compare-llama"), std::string::npos) << r.err;
 }
 
 }  // namespace

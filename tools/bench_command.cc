@@ -133,7 +133,7 @@ struct ModelBenchOptions {
   bool json = false;
   KvDtypeFlags kv;
   std::string compare_llama;  // --compare-llama DIR
-  int64_t rounds = 3;         // --rounds, with --compare-llama
+  int64_t rounds = -1;        // --rounds, with --compare-llama (-1: not given, 3)
 };
 
 // Multiply-accumulate parameters touched per token by the matmuls, without
@@ -633,7 +633,12 @@ int RunBench(int argc, char** argv) {
                  1 << 24);
     return 1;
   }
+  if (o.compare_llama.empty() && o.rounds != -1) {
+    std::fprintf(stderr, "tern bench: --rounds goes with --compare-llama DIR (-r sets repetitions)\n");
+    return 1;
+  }
   if (!o.compare_llama.empty()) {
+    if (o.rounds == -1) o.rounds = 3;
     if (o.rounds < 1 || o.rounds > 1000) {
       std::fprintf(stderr, "tern bench: --rounds must be 1 to 1000\n");
       return 1;
