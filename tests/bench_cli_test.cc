@@ -54,8 +54,24 @@ TEST_F(BenchCliTest, JsonHasTheRooflineFieldsAndDepthAddsKvBytes) {
     EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0) << j.dump();
     EXPECT_GT(j["bandwidth_gb_s"].get<double>(), 0.0) << j.dump();
     EXPECT_GT(j["roofline_fraction"].get<double>(), 0.0) << j.dump();
-    // A tiny model: the probe's floor of 256 MiB.
-    EXPECT_EQ(j["bandwidth_probe_bytes"].get<int64_t>(), 256ll << 20) << j.dump();
+    // A tiny model: the probe's floor, 256 MiB (or 4x a last-level cache
+    // sysfs reports, when that is larger).
+    EXPECT_GE(j["bandwidth_probe_bytes"].get<int64_t>(), 256ll << 20) << j.dump();
+    // The settled probes: best >= median >= worst, a spread in [0, 1), at
+    // least the rule's minimum of 6 rounds (two bandwidth probes: 12), at
+    // most its cap of 40 per probe.
+    EXPECT_GE(j["bandwidth_gb_s"].get<double>(), j["bandwidth_median_gb_s"].get<double>());
+    EXPECT_GE(j["bandwidth_median_gb_s"].get<double>(), j["bandwidth_worst_gb_s"].get<double>());
+    EXPECT_GE(j["bandwidth_spread"].get<double>(), 0.0);
+    EXPECT_LT(j["bandwidth_spread"].get<double>(), 1.0);
+    EXPECT_GE(j["bandwidth_rounds"].get<int>(), 12);
+    EXPECT_LE(j["bandwidth_rounds"].get<int>(), 80);
+    EXPECT_GT(j["bandwidth_probe_chunk_bytes"].get<int64_t>(), 0);
+    EXPECT_GE(j["fma_peak_gflops"].get<double>(), j["fma_median_gflops"].get<double>());
+    EXPECT_GE(j["fma_median_gflops"].get<double>(), j["fma_worst_gflops"].get<double>());
+    EXPECT_GE(j["fma_rounds"].get<int>(), 6);
+    EXPECT_LE(j["fma_rounds"].get<int>(), 40);
+    EXPECT_TRUE(j["fma_settled"].is_boolean());
     const double huge = j["weights_2mib_pages_fraction"].get<double>();
     EXPECT_GE(huge, 0.0);
     EXPECT_LE(huge, 1.0);

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -33,6 +34,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 #include "tools/arg_parser.h"
+#include "tools/bench_compare.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/kv_dtype_flags.h"
@@ -77,20 +79,46 @@ int64_t FilePmdMappedBytes() {
   return 0;
 }
 
-// Short read-bandwidth probe: the best of 7 rounds. A round slowed by other
-// work on the machine reads low, never high, so the best round is the stable
-// estimate of what the memory can deliver (and the conservative denominator
-// of a roofline fraction); the median swung by tens of percent between runs
-// minutes apart. The buffer is as large as the bytes decode reads per token
-// (at least 256 MiB, at most 1 GiB), so that, like decode, the probe streams
-// from memory rather than partly from the last-level cache: on the machine
-// of docs/benchmarks.md 64 MiB read at 80-84 GB/s, 256 MiB at 50-61 and
-// 600 MiB or 1 GiB at 50-56.
+// The read-bandwidth probe of `tern bench -m`: the yardstick of the decode
+// roofline. Like decode, it streams from memory rather than partly from the
+// last-level cache: the buffer is as large as the bytes decode reads per
+// token, at least 256 MiB and 4x the last-level cache where sysfs reports
+// its size, at most 1 GiB unless the cache needs more (on the machine of
+// docs/benchmarks.md 64 MiB read at 80-84 GB/s, 256 MiB at 50-61 and 600 MiB
+// or 1 GiB at 50-56). Like decode, the pool's threads (the decode's thread
+// count) read it matrix by matrix, each thread its slice of each matrix
+// (ProbeChunkBytes). Rounds run until the best round settles; a round slowed
+// by other work reads low, never high, so the best round is the stable
+// estimate of what the memory can deliver and the conservative denominator
+// of a roofline fraction (the median swung by tens of percent between runs
+// minutes apart).
 int64_t ProbeBytes(double bytes_per_token) {
-  return std::clamp<int64_t>((int64_t)bytes_per_token, 256ll << 20, 1ll << 30);
+  const int64_t floor = std::max<int64_t>(256ll << 20, 4 * kernels::LastLevelCacheBytes());
+  return std::clamp<int64_t>((int64_t)bytes_per_token, floor, std::max<int64_t>(floor, 1ll << 30));
 }
-double ProbeBandwidth(ThreadPool& pool, int64_t bytes) {
-  return kernels::MeasureReadBandwidth(pool, bytes, 7).best;
+// Mean bytes of the layers' weight matrices: the stretch each matmul of a
+// decode step splits among the threads.
+int64_t ProbeChunkBytes(const gguf::GgufFile& file) {
+  int64_t bytes = 0, n = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.shape.size() < 2 || t.name.rfind("blk.", 0) != 0) continue;
+    bytes += (int64_t)t.num_bytes;
+    ++n;
+  }
+  return n > 0 ? bytes / n : 0;
+}
+kernels::ProbeResult MergeProbes(const kernels::ProbeResult& a, const kernels::ProbeResult& b) {
+  std::vector<double> v = a.values;
+  v.insert(v.end(), b.values.begin(), b.values.end());
+  return kernels::SummarizeRounds(v, a.settled && b.settled);
+}
+// "best 55.2, median 51.0, worst 48.5 GB/s, spread 12%, 23 rounds (settled)"
+std::string DescribeProbe(const kernels::ProbeResult& p, const char* unit, int precision) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "best %.*f, median %.*f, worst %.*f %s, spread %.0f%%, %d rounds%s",
+                precision, p.best, precision, p.median, precision, p.worst, unit,
+                100 * p.Spread(), p.rounds, p.settled ? " (settled)" : " (cap reached, not settled)");
+  return buf;
 }
 
 // ---- model benchmark ------------------------------------------------------------
@@ -104,6 +132,8 @@ struct ModelBenchOptions {
   int reps = 3;
   bool json = false;
   KvDtypeFlags kv;
+  std::string compare_llama;  // --compare-llama DIR
+  int64_t rounds = -1;        // --rounds, with --compare-llama (-1: not given, 3)
 };
 
 // Multiply-accumulate parameters touched per token by the matmuls, without
@@ -220,7 +250,8 @@ int RunModelBench(const ModelBenchOptions& o) {
     std::fprintf(stderr, "tern bench: depth %d filled in %.1f s\n", depth, SecondsSince(t0));
   }
 
-  const double fma_peak = kernels::MeasureFmaPeak(pool, 5).median;
+  const kernels::SettleRule settle;
+  const kernels::ProbeResult fma = kernels::MeasureFmaPeakSettled(pool, settle);
   const int64_t layer_params = LayerMatmulParams(model->file());
   const double kv_bytes_per_pos = (double)KvBytesPerToken(cfg.n_layer, cfg.n_head_kv,
                                                          cfg.head_dim, o.kv.k_dtype, o.kv.v_dtype);
@@ -238,6 +269,10 @@ int RunModelBench(const ModelBenchOptions& o) {
   const double tg_bytes_per_token =
       (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_read + 0.5;
   const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
+  const int64_t probe_chunk = ProbeChunkBytes(model->file());
+  // Probed before the tests and after them; the rounds of both count.
+  const kernels::ProbeResult bw_before =
+      kernels::MeasureReadBandwidthSettled(pool, probe_bytes, probe_chunk, settle);
 
   if (o.pp > 0) {
     TestResult r;
@@ -249,30 +284,33 @@ int RunModelBench(const ModelBenchOptions& o) {
       tps.push_back((double)o.pp / SecondsSince(t0));
     }
     r.tps = Summarize(tps);
-    r.fma_peak_gflops = fma_peak;
     r.bytes_per_token = (double)model->WeightBytes() / (double)o.pp;
-    r.bandwidth_gb_s = ProbeBandwidth(pool, probe_bytes);
-    // Prefill roofline: 2 flops per layer parameter per token.
-    r.roofline_fraction = r.tps.median * 2.0 * (double)layer_params / (fma_peak * 1e9);
     results.push_back(r);
   }
   if (o.tg > 0) {
     TestResult r;
     r.test = "tg" + std::to_string(o.tg);
-    std::vector<double> tps, bws;
-    bws.push_back(ProbeBandwidth(pool, probe_bytes));
+    std::vector<double> tps;
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto t0 = Clock::now();
       for (int32_t i = 0; i < (int32_t)o.tg; ++i) bench.Run(depth + i, 1, rng);
       tps.push_back((double)o.tg / SecondsSince(t0));
-      bws.push_back(ProbeBandwidth(pool, probe_bytes));
     }
     r.tps = Summarize(tps);
-    r.bandwidth_gb_s = Summarize(bws).median;
-    r.fma_peak_gflops = fma_peak;
     r.bytes_per_token = tg_bytes_per_token;
-    r.roofline_fraction = r.tps.median / (r.bandwidth_gb_s * 1e9 / r.bytes_per_token);
     results.push_back(r);
+  }
+  const kernels::ProbeResult bw = MergeProbes(
+      bw_before, kernels::MeasureReadBandwidthSettled(pool, probe_bytes, probe_chunk, settle));
+  for (TestResult& r : results) {
+    r.bandwidth_gb_s = bw.best;
+    r.fma_peak_gflops = fma.best;
+    if (r.test.rfind("pp", 0) == 0) {
+      // Prefill roofline: 2 flops per layer parameter per token.
+      r.roofline_fraction = r.tps.median * 2.0 * (double)layer_params / (fma.best * 1e9);
+    } else {
+      r.roofline_fraction = r.tps.median / (bw.best * 1e9 / r.bytes_per_token);
+    }
   }
 
   int64_t rss = 0, hwm = 0;
@@ -297,8 +335,19 @@ int RunModelBench(const ModelBenchOptions& o) {
       j["max"] = r.tps.max;
       j["bytes_per_token"] = (int64_t)r.bytes_per_token;
       j["bandwidth_gb_s"] = r.bandwidth_gb_s;
+      j["bandwidth_median_gb_s"] = bw.median;
+      j["bandwidth_worst_gb_s"] = bw.worst;
+      j["bandwidth_spread"] = bw.Spread();
+      j["bandwidth_rounds"] = bw.rounds;
+      j["bandwidth_settled"] = bw.settled;
       j["bandwidth_probe_bytes"] = probe_bytes;
+      j["bandwidth_probe_chunk_bytes"] = probe_chunk;
       j["fma_peak_gflops"] = r.fma_peak_gflops;
+      j["fma_median_gflops"] = fma.median;
+      j["fma_worst_gflops"] = fma.worst;
+      j["fma_spread"] = fma.Spread();
+      j["fma_rounds"] = fma.rounds;
+      j["fma_settled"] = fma.settled;
       j["roofline_fraction"] = r.roofline_fraction;
       j["file_bytes"] = (int64_t)file_bytes;
       j["rss_bytes"] = rss;
@@ -314,11 +363,11 @@ int RunModelBench(const ModelBenchOptions& o) {
     const bool pp = r.test.rfind("pp", 0) == 0;
     char roof[128];
     if (pp) {
-      std::snprintf(roof, sizeof roof, "%.0f%% of %.0f GFLOP/s FMA peak",
-                    100 * r.roofline_fraction, r.fma_peak_gflops);
+      std::snprintf(roof, sizeof roof, "%.0f%% of %.0f GFLOP/s FMA peak (spread %.0f%%)",
+                    100 * r.roofline_fraction, r.fma_peak_gflops, 100 * fma.Spread());
     } else {
-      std::snprintf(roof, sizeof roof, "%.0f%% of %.1f GB/s / %s per token",
-                    100 * r.roofline_fraction, r.bandwidth_gb_s,
+      std::snprintf(roof, sizeof roof, "%.0f%% of %.1f GB/s (spread %.0f%%) / %s per token",
+                    100 * r.roofline_fraction, r.bandwidth_gb_s, 100 * bw.Spread(),
                     FormatBytes(r.bytes_per_token).c_str());
     }
     std::printf("| %s | %s | %s | %d | %s | %.2f (%.2f-%.2f) | %s |\n", cfg.arch.c_str(),
@@ -329,9 +378,11 @@ int RunModelBench(const ModelBenchOptions& o) {
   std::printf("resident memory %s (peak %s); file %s + KV %s\n", FormatBytes((double)rss).c_str(),
               FormatBytes((double)hwm).c_str(), FormatBytes(file_bytes).c_str(),
               FormatBytes((double)bench.kv().total_bytes()).c_str());
-  std::printf("bandwidth: read probe over %s, best of 7 rounds, before and after each tg "
-              "repetition\n",
-              FormatBytes((double)probe_bytes).c_str());
+  std::printf("bandwidth: read probe over %s in %s chunks (one per weight matrix, split among "
+              "the %d threads), before and after the tests: %s\n",
+              FormatBytes((double)probe_bytes).c_str(), FormatBytes((double)probe_chunk).c_str(),
+              threads, DescribeProbe(bw, "GB/s", 1).c_str());
+  std::printf("FMA peak: %d threads: %s\n", threads, DescribeProbe(fma, "GFLOP/s", 0).c_str());
   std::printf("weights in 2 MiB pages: %.0f%%%s\n", 100 * huge_share,
               huge_share < 0.9 ? " (the rest of the file sits in 4 KiB pages of the page "
                                  "cache; dropped from the cache, it loads in 2 MiB pages and "
@@ -405,9 +456,13 @@ int RunKernelBench(const KernelBenchOptions& o) {
   std::fprintf(stderr, "tern bench kernels: isa %s, %d threads, matrix %" PRId64 " x %" PRId64
                ", prefill %" PRId64 " tokens\n",
                kernels::ActiveIsa(), threads, o.rows, o.cols, o.tokens);
-  const auto read = kernels::MeasureReadBandwidth(pool, 512ll << 20, 9, o.cpu_time);
+  // Settled probes (ProbeBytes's floor; chunks of the benchmarked matrix).
+  const kernels::SettleRule settle;
+  const int64_t read_bytes = std::max<int64_t>(512ll << 20, 4 * kernels::LastLevelCacheBytes());
+  const auto read = kernels::MeasureReadBandwidthSettled(
+      pool, read_bytes, RowBytes(DType::kQ4_0, o.cols) * o.rows, settle, o.cpu_time);
   const auto triad = kernels::MeasureTriadBandwidth(pool, 384ll << 20, 7, o.cpu_time);
-  const auto fma = kernels::MeasureFmaPeak(pool, 7, o.cpu_time);
+  const auto fma = kernels::MeasureFmaPeakSettled(pool, settle, o.cpu_time);
   kernels::BenchTimer timer(o.cpu_time, threads);
   std::mt19937 rng(42);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -417,14 +472,19 @@ int RunKernelBench(const KernelBenchOptions& o) {
     j["threads"] = threads;
     j["read_gb_s"] = read.median;
     j["read_best_gb_s"] = read.best;
+    j["read_spread"] = read.Spread();
+    j["read_rounds"] = read.rounds;
     j["triad_gb_s"] = triad.median;
     j["fma_peak_gflops"] = fma.median;
     j["fma_best_gflops"] = fma.best;
+    j["fma_spread"] = fma.Spread();
+    j["fma_rounds"] = fma.rounds;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("memory read %.1f GB/s (best %.1f), triad %.1f GB/s, FMA peak %.0f GFLOP/s "
-                "(best %.0f), %d threads\n\n",
-                read.median, read.best, triad.median, fma.median, fma.best, threads);
+    std::printf("memory read %.1f GB/s (best %.1f, spread %.0f%%, %d rounds), triad %.1f GB/s, "
+                "FMA peak %.0f GFLOP/s (best %.0f, spread %.0f%%, %d rounds), %d threads\n\n",
+                read.median, read.best, 100 * read.Spread(), read.rounds, triad.median,
+                fma.median, fma.best, 100 * fma.Spread(), fma.rounds, threads);
     std::printf("| type | decode GB/s | of read bw | decode us | prefill GFLOP/s | of FMA peak "
                 "| max err vs ref |\n|---|---|---|---|---|---|---|\n");
   }
@@ -488,13 +548,13 @@ int RunKernelBench(const KernelBenchOptions& o) {
       j["decode_fraction"] = decode_gbs / read.best;
       j["prefill_tokens"] = o.tokens;
       j["prefill_gflops"] = prefill;
-      j["prefill_fraction"] = prefill / fma.median;
+      j["prefill_fraction"] = prefill / fma.best;
       j["max_rel_err_vs_ref"] = err;
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("| %s | %.1f | %.0f%% | %.0f | %.1f | %.0f%% | %.1e |\n", DTypeName(t),
                   decode_gbs, 100 * decode_gbs / read.best, decode_s * 1e6, prefill,
-                  100 * prefill / fma.median, err);
+                  100 * prefill / fma.best, err);
     }
     std::fflush(stdout);
   }
@@ -528,14 +588,18 @@ int RunBench(int argc, char** argv) {
     return RunKernelBench(o);
   }
   ModelBenchOptions o;
-  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json]",
+  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json] "
+              "[--compare-llama DIR [--rounds 3]]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
               "of a model, with the roofline measured in the same run: tg against memory "
-              "bandwidth (read-only probe before and after each repetition over a buffer as "
-              "large as the bytes read per token, 256 MiB to 1 GiB, best of 7 rounds each, "
-              "median of the probes) / bytes read per token; pp against the "
-              "fp32 FMA peak. `tern bench kernels` benchmarks the kernels alone; `tern bench "
-              "serve` loads an OpenAI-compatible server.");
+              "bandwidth / bytes read per token, pp against the fp32 FMA peak. The probes "
+              "use the -t threads; the bandwidth probe reads, before and after the tests, "
+              "a buffer as large as the bytes read per token (256 MiB to 1 GiB, and at least "
+              "4x the last-level cache) matrix by matrix as decode does; each probe runs "
+              "rounds until its best round has not improved by more than 1% for 5 rounds "
+              "(at most 40), and the fractions are against the best round; the spread "
+              "(best - worst) / best is printed next to them. `tern bench kernels` benchmarks "
+              "the kernels alone; `tern bench serve` loads an OpenAI-compatible server.");
   AddModelFlag(p, &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
   p.AddInt("-n,--n-gen", "N", &o.tg, "decode steps (default 128; 0 skips)");
@@ -546,6 +610,15 @@ int RunBench(int argc, char** argv) {
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
   AddKvDtypeFlags(p, &o.kv, "f16");
+  p.AddString("--compare-llama", "DIR", &o.compare_llama,
+              "side by side with llama.cpp: DIR is a llama.cpp build's bin directory holding "
+              "llama-bench; tern bench and llama-bench run alternated (tern, llama-bench, "
+              "tern, ...; one at a time) on the same -m file with the same -p, -n, -d, -t, -r "
+              "and KV cache type (llama-bench -ctk/-ctv, with -fa 1 when quantized) for "
+              "--rounds rounds; prints per test the medians and ranges over the rounds and "
+              "the ratio tern / llama.cpp (--json: one object per test)");
+  p.AddInt("--rounds", "N", &o.rounds,
+           "rounds of the alternation with --compare-llama (default 3)");
   if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;
   if (o.model_path.empty()) {
     std::fprintf(stderr, "tern bench: -m MODEL is required (or `tern bench kernels`)\n");
@@ -559,6 +632,39 @@ int RunBench(int argc, char** argv) {
     std::fprintf(stderr, "tern bench: -d plus the larger of -p and -n must be at most %d tokens\n",
                  1 << 24);
     return 1;
+  }
+  if (o.compare_llama.empty() && o.rounds != -1) {
+    std::fprintf(stderr, "tern bench: --rounds goes with --compare-llama DIR (-r sets repetitions)\n");
+    return 1;
+  }
+  if (!o.compare_llama.empty()) {
+    if (o.rounds == -1) o.rounds = 3;
+    if (o.rounds < 1 || o.rounds > 1000) {
+      std::fprintf(stderr, "tern bench: --rounds must be 1 to 1000\n");
+      return 1;
+    }
+    if (o.pp == 0 && o.tg == 0) {
+      std::fprintf(stderr, "tern bench: --compare-llama needs -p or -n above 0\n");
+      return 1;
+    }
+    auto lower = [](DType t) {
+      std::string n = DTypeName(t);
+      for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
+      return n;
+    };
+    CompareOptions c;
+    c.llama_dir = o.compare_llama;
+    c.model_path = o.model_path;
+    c.pp = o.pp;
+    c.tg = o.tg;
+    c.depth = o.depth;
+    c.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
+    c.reps = o.reps;
+    c.rounds = (int)o.rounds;
+    c.k_dtype = lower(o.kv.k_dtype);
+    c.v_dtype = lower(o.kv.v_dtype);
+    c.json = o.json;
+    return RunCompareLlama(c);
   }
   return RunModelBench(o);
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,9 +46,27 @@ struct AlignedBuffer {
   int64_t n;
 };
 
-ProbeResult Summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.back()};
+// A warm-up round, then timed rounds until the rule settles or caps.
+ProbeResult RunRounds(const SettleRule& rule, const std::function<double()>& round) {
+  round();
+  std::vector<double> v;
+  bool settled = false;
+  while ((int)v.size() < std::max(1, rule.max_rounds)) {
+    v.push_back(round());
+    if (ProbeSettled(v, rule)) {
+      settled = true;
+      break;
+    }
+  }
+  return SummarizeRounds(v, settled);
+}
+
+// A rule of exactly n rounds (the fixed-round probes).
+SettleRule FixedRounds(int n) {
+  SettleRule r;
+  r.min_rounds = r.max_rounds = std::max(1, n);
+  r.stable_rounds = 0;
+  return r;
 }
 
 // Distinct values in every page, like model weights: pages of one repeated
@@ -105,28 +124,84 @@ double BenchTimer::Seconds() const {
   return cpu_time_ ? s / num_threads_ : s;
 }
 
-ProbeResult MeasureReadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,
-                                 bool cpu_time) {
+bool ProbeSettled(const std::vector<double>& rounds, const SettleRule& rule) {
+  if (rounds.empty() || (int)rounds.size() < rule.min_rounds) return false;
+  double best = rounds[0];
+  size_t last_gain = 0;  // the round that last raised the best by more than the tolerance
+  for (size_t i = 1; i < rounds.size(); ++i) {
+    if (rounds[i] > best * (1.0 + rule.tolerance)) last_gain = i;
+    best = std::max(best, rounds[i]);
+  }
+  return (int)(rounds.size() - 1 - last_gain) >= rule.stable_rounds;
+}
+
+ProbeResult SummarizeRounds(const std::vector<double>& rounds, bool settled) {
+  ProbeResult r;
+  if (rounds.empty()) return r;
+  std::vector<double> v = rounds;
+  std::sort(v.begin(), v.end());
+  r.median = v[v.size() / 2];
+  r.best = v.back();
+  r.worst = v.front();
+  r.rounds = (int)v.size();
+  r.settled = settled;
+  r.values = rounds;
+  return r;
+}
+
+int64_t LastLevelCacheBytes() {
+  int64_t best_level = 0, bytes = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    std::ifstream level_in(dir + "/level"), size_in(dir + "/size");
+    int64_t level = 0;
+    std::string size;
+    if (!(level_in >> level) || !(size_in >> size) || size.empty()) continue;
+    int64_t n = std::atoll(size.c_str());
+    if (size.back() == 'K') n <<= 10;
+    if (size.back() == 'M') n <<= 20;
+    if (level >= best_level) best_level = level, bytes = n;
+  }
+  return bytes;
+}
+
+ProbeResult MeasureReadBandwidthSettled(ThreadPool& pool, int64_t buffer_bytes,
+                                        int64_t chunk_bytes, const SettleRule& rule,
+                                        bool cpu_time) {
   const int nt = pool.num_threads();
-  AlignedBuffer buf(buffer_bytes / 4 / 32 * 32);
+  // Chunks of whole 32-float groups per thread; the buffer whole chunks.
+  const int64_t group = 32ll * nt;
+  const int64_t total = std::max<int64_t>(buffer_bytes / 4 / group, 1) * group;
+  int64_t chunk = chunk_bytes > 0 ? std::max<int64_t>(chunk_bytes / 4 / group, 1) * group : total;
+  chunk = std::min(chunk, total);
+  const int64_t chunks = total / chunk;
+  AlignedBuffer buf(chunks * chunk);
   pool.RunOnAll([&](int t) {
-    int64_t b, e;
-    Slice(buf.n, t, nt, &b, &e);
-    for (int64_t i = b; i < e; ++i) buf.data[i] = Pattern(i);
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t b, e;
+      Slice(chunk, t, nt, &b, &e);
+      for (int64_t i = c * chunk + b; i < c * chunk + e; ++i) buf.data[i] = Pattern(i);
+    }
   });
   std::atomic<float> sink{0};
-  std::vector<double> gbs;
-  for (int r = 0; r < rounds + 1; ++r) {
+  return RunRounds(rule, [&] {
     const double s = TimedPass(pool, cpu_time, [&](int t) {
       int64_t b, e;
-      Slice(buf.n, t, nt, &b, &e);
-      const float v = HaveAvx2() ? Avx2ReadSum(buf.data + b, e - b)
-                                 : ScalarReadSum(buf.data + b, e - b);
+      Slice(chunk, t, nt, &b, &e);
+      float v = 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* d = buf.data + c * chunk + b;
+        v += HaveAvx2() ? Avx2ReadSum(d, e - b) : ScalarReadSum(d, e - b);
+      }
       sink.store(v, std::memory_order_relaxed);
     });
-    if (r > 0) gbs.push_back((double)buf.n * 4 / s / 1e9);  // first round warms up
-  }
-  return Summarize(gbs);
+    return (double)buf.n * 4 / s / 1e9;
+  });
+}
+
+ProbeResult MeasureReadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,
+                                 bool cpu_time) {
+  return MeasureReadBandwidthSettled(pool, buffer_bytes, 0, FixedRounds(rounds), cpu_time);
 }
 
 ProbeResult MeasureTriadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,
@@ -139,8 +214,7 @@ ProbeResult MeasureTriadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int ro
     Slice(n, t, nt, &lo, &hi);
     for (int64_t i = lo; i < hi; ++i) a.data[i] = 0.0f, b.data[i] = Pattern(i), c.data[i] = Pattern(~i);
   });
-  std::vector<double> gbs;
-  for (int r = 0; r < rounds + 1; ++r) {
+  return RunRounds(FixedRounds(rounds), [&] {
     const double s = TimedPass(pool, cpu_time, [&](int t) {
       int64_t lo, hi;
       Slice(n, t, nt, &lo, &hi);
@@ -150,16 +224,15 @@ ProbeResult MeasureTriadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int ro
         for (int64_t i = lo; i < hi; ++i) a.data[i] = b.data[i] + 0.5f * c.data[i];
       }
     });
-    if (r > 0) gbs.push_back((double)n * 12 / s / 1e9);
-  }
-  return Summarize(gbs);
+    return (double)n * 12 / s / 1e9;
+  });
 }
 
-ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
+ProbeResult MeasureFmaPeakSettled(ThreadPool& pool, const SettleRule& rule, bool cpu_time) {
   const int64_t iterations = 20'000'000;
   std::atomic<float> sink{0};
-  std::vector<double> gflops;
-  for (int r = 0; r < rounds + 1; ++r) {
+  const double lanes = UseAvx512Fma() ? 128.0 : (HaveAvx2() ? 64.0 : 8.0);
+  return RunRounds(rule, [&] {
     const double s = TimedPass(pool, cpu_time, [&](int) {
       float v;
       if (UseAvx512Fma()) {
@@ -174,10 +247,12 @@ ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
       }
       sink.store(v, std::memory_order_relaxed);
     });
-    const double lanes = UseAvx512Fma() ? 128.0 : (HaveAvx2() ? 64.0 : 8.0);
-    if (r > 0) gflops.push_back(lanes * 2.0 * iterations * pool.num_threads() / s / 1e9);
-  }
-  return Summarize(gflops);
+    return lanes * 2.0 * iterations * pool.num_threads() / s / 1e9;
+  });
+}
+
+ProbeResult MeasureFmaPeak(ThreadPool& pool, int rounds, bool cpu_time) {
+  return MeasureFmaPeakSettled(pool, FixedRounds(rounds), cpu_time);
 }
 
 }  // namespace tern::kernels

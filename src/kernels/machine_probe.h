@@ -2,8 +2,14 @@
 // rooflines in `tern bench`: memory read bandwidth (STREAM-style read-only
 // sum and triad) and the fp32 FMA peak (8 independent FMA accumulators per
 // thread at the active kernel table's vector width: 16 lanes with the
-// AVX-512 table, 8 with AVX2, scalar fallback without AVX2). Each figure is the median of
-// several rounds, with all threads of the pool working at once.
+// AVX-512 table, 8 with AVX2, scalar fallback without AVX2), with all threads
+// of the pool working at once.
+//
+// A round slowed by other work on the machine reads low, never high, so the
+// best round is the estimate of what the machine can do. The Settled probes
+// run rounds until that best has settled (SettleRule) and report it with the
+// median, the worst round and the spread between them, so that a roofline
+// fraction says what its denominator was worth.
 //
 // On a machine shared with other work, wall time undercounts what the code
 // can do; BenchTimer with cpu_time = true measures process CPU time divided
@@ -13,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
 
@@ -34,7 +41,44 @@ class BenchTimer {
 struct ProbeResult {
   double median = 0;  // GB/s or GFLOP/s
   double best = 0;
+  double worst = 0;
+  int rounds = 0;        // timed rounds (after one warm-up round)
+  bool settled = false;  // stopped by the SettleRule, not by its cap
+  std::vector<double> values;  // every timed round, in the order measured
+  // (best - worst) / best: how far apart the rounds read.
+  double Spread() const { return best > 0 ? (best - worst) / best : 0; }
 };
+
+// When a probe stops: after at least min_rounds timed rounds, once the best
+// round has not improved by more than `tolerance` (relative) for
+// stable_rounds rounds in a row; at max_rounds in any case.
+struct SettleRule {
+  int min_rounds = 6;
+  int stable_rounds = 5;
+  int max_rounds = 40;
+  double tolerance = 0.01;
+};
+
+// Whether the rounds so far (in the order measured) satisfy the rule's
+// stopping condition other than the cap.
+bool ProbeSettled(const std::vector<double>& rounds, const SettleRule& rule);
+// Best, median, worst and count of the rounds (all zero when empty); two
+// probes merge as SummarizeRounds(a.values + b.values, a.settled && b.settled).
+ProbeResult SummarizeRounds(const std::vector<double>& rounds, bool settled);
+
+// Read bandwidth as decode streams its weights: the buffer is read as
+// consecutive chunks of chunk_bytes (a weight matrix; 0 = one chunk), each
+// chunk split into one contiguous slice per thread of the pool, all threads
+// at once, with no barrier between chunks. Rounds until `rule` settles.
+ProbeResult MeasureReadBandwidthSettled(ThreadPool& pool, int64_t buffer_bytes,
+                                        int64_t chunk_bytes, const SettleRule& rule,
+                                        bool cpu_time = false);
+// The FMA peak, rounds until `rule` settles.
+ProbeResult MeasureFmaPeakSettled(ThreadPool& pool, const SettleRule& rule, bool cpu_time = false);
+
+// The size of one instance of the last-level cache as sysfs reports it
+// (/sys/devices/system/cpu/cpu0/cache, highest level); 0 when it does not.
+int64_t LastLevelCacheBytes();
 
 // Reads a buffer of buffer_bytes (far larger than the caches) rounds times.
 ProbeResult MeasureReadBandwidth(ThreadPool& pool, int64_t buffer_bytes = 512ll << 20,
