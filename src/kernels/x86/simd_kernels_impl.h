@@ -1801,6 +1801,12 @@ void AccumulateVGroup(const uint8_t* const* v, int64_t voff, int n, const float*
 // f32, e0 and n multiples of 8: bitwise LoadKvElems (every format decodes
 // exactly: q x d of an 8-bit q and an f16 d is a float without rounding).
 // 8 elements never cross a block of 32.
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
 inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out) {
   switch (t) {
     case DType::kF32:
@@ -1817,6 +1823,17 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       }
       return;
     case DType::kQ8_0:
+      if (e0 % 32 == 0 && n % 32 == 0) {  // whole blocks (head_dim a multiple of 32)
+        const uint8_t* b = row + e0 / 32 * 34;
+        for (int64_t i = 0; i < n; i += 32, b += 34) {
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+          for (int j = 0; j < 32; j += 8) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + j)));
+            _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+          }
+        }
+        return;
+      }
       // Block by block: one scale conversion per block, 8 quants at a time.
       for (int64_t i = 0; i < n;) {
         const int64_t e = e0 + i, in = e % 32;
@@ -1843,6 +1860,23 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       }
       return;
     case DType::kQ4_0:
+      if (e0 % 32 == 0 && n % 32 == 0) {  // whole blocks
+        const uint8_t* b = row + e0 / 32 * 18;
+        const __m128i mask = _mm_set1_epi8(0x0F);
+        const __m256i eight = _mm256_set1_epi32(8);
+        for (int64_t i = 0; i < n; i += 32, b += 18) {
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+          const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+          const __m128i lo = _mm_and_si128(bytes, mask);  // elements 0..15
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // 16..31
+          const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+          for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), eight);
+            _mm256_storeu_ps(out + i + 8 * j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+          }
+        }
+        return;
+      }
       for (int64_t i = 0; i < n;) {
         const int64_t e = e0 + i, in = e % 32;
         const uint8_t* b = row + e / 32 * 18;
