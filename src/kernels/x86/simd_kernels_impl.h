@@ -1914,6 +1914,127 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
   }
 }
 
+// Elements [e, e + 8) of a Q8_0 / Q4_0 KV row, decoded (e % 8 == 0):
+// bitwise DecodeKvRow's.
+template <DType kT>
+inline __m256 LoadKvBlock8(const uint8_t* row, int64_t e) {
+  const int64_t in = e % 32;
+  if constexpr (kT == DType::kQ8_0) {
+    const uint8_t* b = row + e / 32 * 34;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + in)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+  } else {
+    static_assert(kT == DType::kQ4_0);
+    const uint8_t* b = row + e / 32 * 18;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+    __m128i bytes = _mm_loadl_epi64((const __m128i*)(b + 2 + (in & 15)));
+    if (in >= 16) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+  }
+}
+
+#ifdef TERN_AVX512_VNNI
+// The same for [e, e + 16), e % 16 == 0.
+template <DType kT>
+inline __m512 LoadKvBlock16(const uint8_t* row, int64_t e) {
+  const int64_t in = e % 32;
+  if constexpr (kT == DType::kQ8_0) {
+    const uint8_t* b = row + e / 32 * 34;
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + in)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+  } else {
+    static_assert(kT == DType::kQ4_0);
+    const uint8_t* b = row + e / 32 * 18;
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+    __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    if (in >= 16) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+  }
+}
+#endif
+
+// AccumulateV of Q8_0 / Q4_0 V rows read in place: out[g][d0 .. d0 + L *
+// DC) += sum_i p[g][i] * V[i][e0 + ...], each V vector decoded in registers
+// (exact), so every output element sees AccumulateV's FMAs on the decoded
+// values: bitwise the result of an f32 tile of them. e0 + d0 a multiple of L.
+template <class Vec, DType kT, int G, int DC>
+inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                              int64_t p_stride, float* out, int64_t hd, int64_t d0) {
+  using Reg = typename Vec::Reg;
+  constexpr int64_t L = Vec::kLanes;
+  Reg acc[G][DC];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) acc[g][c] = Vec::LoadX(out + g * hd + d0 + L * c);
+  for (int i = 0; i < n; ++i) {
+    Reg vv[DC];
+    for (int c = 0; c < DC; ++c) {
+#ifdef TERN_AVX512_VNNI
+      if constexpr (L == 16) {
+        vv[c] = LoadKvBlock16<kT>(v[i], e0 + d0 + L * c);
+      } else
+#endif
+      {
+        vv[c] = LoadKvBlock8<kT>(v[i], e0 + d0 + L * c);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const Reg w = Vec::Set1(p[g * p_stride + i]);
+      for (int c = 0; c < DC; ++c) acc[g][c] = Vec::Fma(w, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
+}
+
+// AccumulateVHeads for block V rows (e0: the head's first element in a
+// slot, hd and e0 multiples of 8).
+template <DType kT, int G>
+void AccumulateVHeadsBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                            int64_t p_stride, float* out, int64_t hd) {
+  int64_t d = 0;
+#ifdef TERN_AVX512_VNNI
+  if (e0 % 16 == 0) {
+    constexpr int DC16 = G >= 5 ? 2 : 4;
+    for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
+      AccumulateVBlocks<Vec512, kT, G, DC16>(v, e0, n, p, p_stride, out, hd, d);
+    }
+    for (; d + 16 <= hd; d += 16) {
+      AccumulateVBlocks<Vec512, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
+    }
+  }
+#endif
+  constexpr int DC = G >= 8 ? 1 : 8 / G;
+  for (; d + 8 * DC <= hd; d += 8 * DC) {
+    AccumulateVBlocks<Vec256, kT, G, DC>(v, e0, n, p, p_stride, out, hd, d);
+  }
+  for (; d < hd; d += 8) AccumulateVBlocks<Vec256, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
+}
+
+template <DType kT>
+void AccumulateVGroupBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                            int64_t p_stride, float* out, int64_t hd, int group) {
+  for (int g0 = 0; g0 < group; g0 += 8) {
+    const float* pg = p + g0 * p_stride;
+    float* og = out + g0 * hd;
+    switch (std::min(8, group - g0)) {
+      case 1: AccumulateVHeadsBlocks<kT, 1>(v, e0, n, pg, p_stride, og, hd); break;
+      case 2: AccumulateVHeadsBlocks<kT, 2>(v, e0, n, pg, p_stride, og, hd); break;
+      case 3: AccumulateVHeadsBlocks<kT, 3>(v, e0, n, pg, p_stride, og, hd); break;
+      case 4: AccumulateVHeadsBlocks<kT, 4>(v, e0, n, pg, p_stride, og, hd); break;
+      case 5: AccumulateVHeadsBlocks<kT, 5>(v, e0, n, pg, p_stride, og, hd); break;
+      case 6: AccumulateVHeadsBlocks<kT, 6>(v, e0, n, pg, p_stride, og, hd); break;
+      case 7: AccumulateVHeadsBlocks<kT, 7>(v, e0, n, pg, p_stride, og, hd); break;
+      default: AccumulateVHeadsBlocks<kT, 8>(v, e0, n, pg, p_stride, og, hd); break;
+    }
+  }
+}
+
 // Bytes [*off, *off + *len) of a KV row of dtype t that hold elements
 // [e0, e0 + n) (whole blocks for the block formats).
 inline void KvHeadBytes(DType t, int64_t e0, int64_t n, int64_t* off, int64_t* len) {
@@ -2102,7 +2223,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   const int heads = a.group * a.num_kv_heads;  // query heads per query
   const int rows = heads * a.num_queries;
   const DType kdt = kv.KDtype(), vdt = kv.VDtype();
-  const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32;
+  // Q8_0 / Q4_0 V rows are read in place, each vector decoded in registers
+  // as AccumulateV takes it (AccumulateVGroupBlocks); BF16 ones are decoded
+  // into a tile first.
+  const bool v_blocks = vdt == DType::kQ8_0 || vdt == DType::kQ4_0;
+  const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32 && !v_blocks;
   constexpr int64_t kElem = kF16 ? 2 : 4;  // V elements as AccumulateV reads them
   const int64_t e_first = (int64_t)a.kv_head * hd;  // the first KV head's element in a slot
   // V rows in place: the first head's elements; decoded: the tile's rows.
@@ -2262,7 +2387,20 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         vrow[i] = (const uint8_t*)dst;
       }
     }
-    AccumulateChunkV<kF16>(a, vrow, n, scores, kStride, row_off, acc_out, rows);
+    if (v_blocks) {
+      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroupBlocks<DType::kQ8_0>
+                                             : AccumulateVGroupBlocks<DType::kQ4_0>;
+      if (a.num_kv_heads == 1) {
+        acc_v(vraw, e_first, n, scores, kStride, acc_out, hd, rows);
+      } else {
+        for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
+          acc_v(vraw, e_first + row_off[r] / kElem, n, scores + r * kStride, kStride,
+                acc_out + r * hd, hd, a.group);
+        }
+      }
+    } else {
+      AccumulateChunkV<kF16>(a, vrow, n, scores, kStride, row_off, acc_out, rows);
+    }
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = running_sum[r] > 0.0f ? 1.0f / running_sum[r] : 0.0f;
