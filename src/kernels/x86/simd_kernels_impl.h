@@ -2098,8 +2098,11 @@ inline void PairQueries(const ItemRows& rows, int num_kv_heads, int64_t hd, floa
 // Prefetches of the K rows kAhead positions past the 8 at i (into the
 // next chunk; krow holds n8 + kAhead rows) and of the V rows of those 8
 // (vraw: n rows), the bytes of one KV head (off, len) in each.
+// always_inline: not inlined, GCC 12 finds the function free of side
+// effects (prefetches only) and deletes its calls, so no prefetch at all
+// was issued.
 template <int kAhead>
-inline void PrefetchKvHead(const uint8_t* const* krow, const uint8_t* const* vraw, int i, int n,
+__attribute__((always_inline)) inline void PrefetchKvHead(const uint8_t* const* krow, const uint8_t* const* vraw, int i, int n,
                            int n8, int64_t kpf_off, int64_t kpf_len, int64_t vpf_off,
                            int64_t vpf_len) {
   for (int j = 0; j < 8; ++j) {
