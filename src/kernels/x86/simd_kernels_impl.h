@@ -1959,6 +1959,51 @@ inline __m512 LoadKvBlock16(const uint8_t* row, int64_t e) {
 }
 #endif
 
+// The 32 values of a Q8_0 / Q4_0 block b, decoded (bitwise DecodeKvRow's)
+// into 4 x 8 or 2 x 16 lanes.
+template <DType kT>
+inline void DecodeKvBlock32(const uint8_t* b, __m256* out) {
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+  if constexpr (kT == DType::kQ8_0) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + 8 * j)));
+      out[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+    }
+  } else {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), _mm256_set1_epi32(8));
+      out[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+    }
+  }
+}
+
+#ifdef TERN_AVX512_VNNI
+template <DType kT>
+inline void DecodeKvBlock32(const uint8_t* b, __m512* out) {
+  const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+  if constexpr (kT == DType::kQ8_0) {
+    for (int j = 0; j < 2; ++j) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + 16 * j)));
+      out[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+    }
+  } else {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    const __m128i parts[2] = {_mm_and_si128(bytes, mask),
+                              _mm_and_si128(_mm_srli_epi16(bytes, 4), mask)};
+    for (int j = 0; j < 2; ++j) {
+      const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(parts[j]), _mm512_set1_epi32(8));
+      out[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+    }
+  }
+}
+#endif
+
 // AccumulateV of Q8_0 / Q4_0 V rows read in place: out[g][d0 .. d0 + L *
 // DC) += sum_i p[g][i] * V[i][e0 + ...], each V vector decoded in registers
 // (exact), so every output element sees AccumulateV's FMAs on the decoded
@@ -1971,9 +2016,17 @@ inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const 
   Reg acc[G][DC];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < DC; ++c) acc[g][c] = Vec::LoadX(out + g * hd + d0 + L * c);
+  // 32 columns from a block's start: one block, one scale (and for Q4_0
+  // one load of its 16 bytes).
+  const bool whole = L * DC == 32 && (e0 + d0) % 32 == 0;
   for (int i = 0; i < n; ++i) {
     Reg vv[DC];
-    for (int c = 0; c < DC; ++c) {
+    if constexpr (L * DC == 32) {
+      if (whole) {
+        DecodeKvBlock32<kT>(v[i] + (e0 + d0) / 32 * (kT == DType::kQ8_0 ? 34 : 18), vv);
+      }
+    }
+    for (int c = 0; c < DC && !(L * DC == 32 && whole); ++c) {
 #ifdef TERN_AVX512_VNNI
       if constexpr (L == 16) {
         vv[c] = LoadKvBlock16<kT>(v[i], e0 + d0 + L * c);
