@@ -1117,7 +1117,11 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
       for (auto& e : q) e = nd(rng) * 2.0f;
       const float scale = 1.0f / std::sqrt((float)sh.head_dim);
       for (const KernelTable* t : AvailableTables()) {
-        for (int kv_head = 0; kv_head < sh.n_head_kv; ++kv_head) {
+        // Items of one KV head, and of two (as decode bundles them).
+        for (int item = 0; item < 2 * sh.n_head_kv; ++item) {
+          const int nkv = item < sh.n_head_kv ? 1 : 2;
+          const int kv_head = item % sh.n_head_kv;
+          if (kv_head + nkv > sh.n_head_kv || nkv * sh.group > kMaxAttnGroup) continue;
           std::vector<float> a(nq * row, NAN), b(nq * row, NAN);
           for (int pass = 0; pass < 2; ++pass) {
             AttnGroupArgs args;
@@ -1125,7 +1129,8 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
             args.q = q.data() + head0;
             args.out = (pass == 0 ? a : b).data() + head0;
             args.group = sh.group;
-            args.num_queries = std::min(nq, kMaxAttnGroup / sh.group);
+            args.num_kv_heads = nkv;
+            args.num_queries = std::min(nq, kMaxAttnGroup / (sh.group * nkv));
             args.row_stride = row;
             args.positions = positions.data();
             args.head_dim = sh.head_dim;
@@ -1137,7 +1142,7 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
           }
           ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
               << t->isa << " " << KvName(dt) << " hd " << sh.head_dim << " kv head "
-              << kv_head;
+              << kv_head << " of " << nkv;
         }
       }
     }

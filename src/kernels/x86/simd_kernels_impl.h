@@ -1874,6 +1874,12 @@ void AccumulateVGroup(const uint8_t* const* v, int64_t voff, int n, const float*
 // f32, e0 and n multiples of 8: bitwise LoadKvElems (every format decodes
 // exactly: q x d of an 8-bit q and an f16 d is a float without rounding).
 // 8 elements never cross a block of 32.
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
 inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out) {
   switch (t) {
     case DType::kF32:
@@ -1890,6 +1896,17 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       }
       return;
     case DType::kQ8_0:
+      if (e0 % 32 == 0 && n % 32 == 0) {  // whole blocks (head_dim a multiple of 32)
+        const uint8_t* b = row + e0 / 32 * 34;
+        for (int64_t i = 0; i < n; i += 32, b += 34) {
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+          for (int j = 0; j < 32; j += 8) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + j)));
+            _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+          }
+        }
+        return;
+      }
       // Block by block: one scale conversion per block, 8 quants at a time.
       for (int64_t i = 0; i < n;) {
         const int64_t e = e0 + i, in = e % 32;
@@ -1916,6 +1933,23 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       }
       return;
     case DType::kQ4_0:
+      if (e0 % 32 == 0 && n % 32 == 0) {  // whole blocks
+        const uint8_t* b = row + e0 / 32 * 18;
+        const __m128i mask = _mm_set1_epi8(0x0F);
+        const __m256i eight = _mm256_set1_epi32(8);
+        for (int64_t i = 0; i < n; i += 32, b += 18) {
+          const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+          const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+          const __m128i lo = _mm_and_si128(bytes, mask);  // elements 0..15
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // 16..31
+          const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+          for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), eight);
+            _mm256_storeu_ps(out + i + 8 * j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+          }
+        }
+        return;
+      }
       for (int64_t i = 0; i < n;) {
         const int64_t e = e0 + i, in = e % 32;
         const uint8_t* b = row + e / 32 * 18;
@@ -1950,6 +1984,180 @@ inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, floa
       return;
     default:
       std::abort();
+  }
+}
+
+// Elements [e, e + 8) of a Q8_0 / Q4_0 KV row, decoded (e % 8 == 0):
+// bitwise DecodeKvRow's.
+template <DType kT>
+inline __m256 LoadKvBlock8(const uint8_t* row, int64_t e) {
+  const int64_t in = e % 32;
+  if constexpr (kT == DType::kQ8_0) {
+    const uint8_t* b = row + e / 32 * 34;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + in)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+  } else {
+    static_assert(kT == DType::kQ4_0);
+    const uint8_t* b = row + e / 32 * 18;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+    __m128i bytes = _mm_loadl_epi64((const __m128i*)(b + 2 + (in & 15)));
+    if (in >= 16) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+  }
+}
+
+#ifdef TERN_AVX512_VNNI
+// The same for [e, e + 16), e % 16 == 0.
+template <DType kT>
+inline __m512 LoadKvBlock16(const uint8_t* row, int64_t e) {
+  const int64_t in = e % 32;
+  if constexpr (kT == DType::kQ8_0) {
+    const uint8_t* b = row + e / 32 * 34;
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + in)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+  } else {
+    static_assert(kT == DType::kQ4_0);
+    const uint8_t* b = row + e / 32 * 18;
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+    __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    if (in >= 16) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+  }
+}
+#endif
+
+// The 32 values of a Q8_0 / Q4_0 block b, decoded (bitwise DecodeKvRow's)
+// into 4 x 8 or 2 x 16 lanes.
+template <DType kT>
+inline void DecodeKvBlock32(const uint8_t* b, __m256* out) {
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(b)));
+  if constexpr (kT == DType::kQ8_0) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b + 2 + 8 * j)));
+      out[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+    }
+  } else {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), _mm256_set1_epi32(8));
+      out[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+    }
+  }
+}
+
+#ifdef TERN_AVX512_VNNI
+template <DType kT>
+inline void DecodeKvBlock32(const uint8_t* b, __m512* out) {
+  const __m512 d = _mm512_set1_ps(_cvtsh_ss(LoadU16(b)));
+  if constexpr (kT == DType::kQ8_0) {
+    for (int j = 0; j < 2; ++j) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b + 2 + 16 * j)));
+      out[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+    }
+  } else {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128((const __m128i*)(b + 2));
+    const __m128i parts[2] = {_mm_and_si128(bytes, mask),
+                              _mm_and_si128(_mm_srli_epi16(bytes, 4), mask)};
+    for (int j = 0; j < 2; ++j) {
+      const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(parts[j]), _mm512_set1_epi32(8));
+      out[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+    }
+  }
+}
+#endif
+
+// AccumulateV of Q8_0 / Q4_0 V rows read in place: out[g][d0 .. d0 + L *
+// DC) += sum_i p[g][i] * V[i][e0 + ...], each V vector decoded in registers
+// (exact), so every output element sees AccumulateV's FMAs on the decoded
+// values: bitwise the result of an f32 tile of them. e0 + d0 a multiple of L.
+template <class Vec, DType kT, int G, int DC>
+inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                              int64_t p_stride, float* out, int64_t hd, int64_t d0) {
+  using Reg = typename Vec::Reg;
+  constexpr int64_t L = Vec::kLanes;
+  Reg acc[G][DC];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) acc[g][c] = Vec::LoadX(out + g * hd + d0 + L * c);
+  // 32 columns from a block's start: one block, one scale (and for Q4_0
+  // one load of its 16 bytes).
+  const bool whole = L * DC == 32 && (e0 + d0) % 32 == 0;
+  for (int i = 0; i < n; ++i) {
+    Reg vv[DC];
+    if constexpr (L * DC == 32) {
+      if (whole) {
+        DecodeKvBlock32<kT>(v[i] + (e0 + d0) / 32 * (kT == DType::kQ8_0 ? 34 : 18), vv);
+      }
+    }
+    for (int c = 0; c < DC && !(L * DC == 32 && whole); ++c) {
+#ifdef TERN_AVX512_VNNI
+      if constexpr (L == 16) {
+        vv[c] = LoadKvBlock16<kT>(v[i], e0 + d0 + L * c);
+      } else
+#endif
+      {
+        vv[c] = LoadKvBlock8<kT>(v[i], e0 + d0 + L * c);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const Reg w = Vec::Set1(p[g * p_stride + i]);
+      for (int c = 0; c < DC; ++c) acc[g][c] = Vec::Fma(w, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
+}
+
+// AccumulateVHeads for block V rows (e0: the head's first element in a
+// slot, hd and e0 multiples of 8).
+template <DType kT, int G>
+void AccumulateVHeadsBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                            int64_t p_stride, float* out, int64_t hd) {
+  int64_t d = 0;
+#ifdef TERN_AVX512_VNNI
+  if (e0 % 16 == 0) {
+    constexpr int DC16 = G >= 5 ? 2 : 4;
+    for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
+      AccumulateVBlocks<Vec512, kT, G, DC16>(v, e0, n, p, p_stride, out, hd, d);
+    }
+    for (; d + 16 <= hd; d += 16) {
+      AccumulateVBlocks<Vec512, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
+    }
+  }
+#endif
+  constexpr int DC = G >= 8 ? 1 : 8 / G;
+  for (; d + 8 * DC <= hd; d += 8 * DC) {
+    AccumulateVBlocks<Vec256, kT, G, DC>(v, e0, n, p, p_stride, out, hd, d);
+  }
+  for (; d < hd; d += 8) AccumulateVBlocks<Vec256, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
+}
+
+template <DType kT>
+void AccumulateVGroupBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
+                            int64_t p_stride, float* out, int64_t hd, int group) {
+  for (int g0 = 0; g0 < group; g0 += 8) {
+    const float* pg = p + g0 * p_stride;
+    float* og = out + g0 * hd;
+    switch (std::min(8, group - g0)) {
+      case 1: AccumulateVHeadsBlocks<kT, 1>(v, e0, n, pg, p_stride, og, hd); break;
+      case 2: AccumulateVHeadsBlocks<kT, 2>(v, e0, n, pg, p_stride, og, hd); break;
+      case 3: AccumulateVHeadsBlocks<kT, 3>(v, e0, n, pg, p_stride, og, hd); break;
+      case 4: AccumulateVHeadsBlocks<kT, 4>(v, e0, n, pg, p_stride, og, hd); break;
+      case 5: AccumulateVHeadsBlocks<kT, 5>(v, e0, n, pg, p_stride, og, hd); break;
+      case 6: AccumulateVHeadsBlocks<kT, 6>(v, e0, n, pg, p_stride, og, hd); break;
+      case 7: AccumulateVHeadsBlocks<kT, 7>(v, e0, n, pg, p_stride, og, hd); break;
+      default: AccumulateVHeadsBlocks<kT, 8>(v, e0, n, pg, p_stride, og, hd); break;
+    }
   }
 }
 
@@ -2016,8 +2224,11 @@ inline void PairQueries(const ItemRows& rows, int num_kv_heads, int64_t hd, floa
 // Prefetches of the K rows kAhead positions past the 8 at i (into the
 // next chunk; krow holds n8 + kAhead rows) and of the V rows of those 8
 // (vraw: n rows), the bytes of one KV head (off, len) in each.
+// always_inline: not inlined, GCC 12 finds the function free of side
+// effects (prefetches only) and deletes its calls, so no prefetch at all
+// was issued.
 template <int kAhead>
-inline void PrefetchKvHead(const uint8_t* const* krow, const uint8_t* const* vraw, int i, int n,
+__attribute__((always_inline)) inline void PrefetchKvHead(const uint8_t* const* krow, const uint8_t* const* vraw, int i, int n,
                            int n8, int64_t kpf_off, int64_t kpf_len, int64_t vpf_off,
                            int64_t vpf_len) {
   for (int j = 0; j < 8; ++j) {
@@ -2141,7 +2352,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   const int heads = a.group * a.num_kv_heads;  // query heads per query
   const int rows = heads * a.num_queries;
   const DType kdt = kv.KDtype(), vdt = kv.VDtype();
-  const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32;
+  // Q8_0 / Q4_0 V rows are read in place, each vector decoded in registers
+  // as AccumulateV takes it (AccumulateVGroupBlocks); BF16 ones are decoded
+  // into a tile first.
+  const bool v_blocks = vdt == DType::kQ8_0 || vdt == DType::kQ4_0;
+  const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32 && !v_blocks;
   constexpr int64_t kElem = kF16 ? 2 : 4;  // V elements as AccumulateV reads them
   const int64_t e_first = (int64_t)a.kv_head * hd;  // the first KV head's element in a slot
   // V rows in place: the first head's elements; decoded: the tile's rows.
@@ -2301,7 +2516,20 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         vrow[i] = (const uint8_t*)dst;
       }
     }
-    AccumulateChunkV<kF16>(a, vrow, n, scores, kStride, row_off, acc_out, rows);
+    if (v_blocks) {
+      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroupBlocks<DType::kQ8_0>
+                                             : AccumulateVGroupBlocks<DType::kQ4_0>;
+      if (a.num_kv_heads == 1) {
+        acc_v(vraw, e_first, n, scores, kStride, acc_out, hd, rows);
+      } else {
+        for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
+          acc_v(vraw, e_first + row_off[r] / kElem, n, scores + r * kStride, kStride,
+                acc_out + r * hd, hd, a.group);
+        }
+      }
+    } else {
+      AccumulateChunkV<kF16>(a, vrow, n, scores, kStride, row_off, acc_out, rows);
+    }
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = running_sum[r] > 0.0f ? 1.0f / running_sum[r] : 0.0f;
