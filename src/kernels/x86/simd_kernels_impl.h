@@ -1826,49 +1826,8 @@ inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const floa
     for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
 }
 
-// All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
-// as keep G * DC <= 8 accumulators in flight (16-lane ones first in the
-// AVX-512 table, up to 16 of them).
-template <bool kF16, int G>
-void AccumulateVHeads(const uint8_t* const* v, int64_t voff, int n, const float* p,
-                      int64_t p_stride, float* out, int64_t hd) {
-  int64_t d = 0;
-#ifdef TERN_AVX512_VNNI
-  {  // up to 16 accumulators of 16 lanes
-    constexpr int DC16 = G >= 5 ? 2 : 4;
-    for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
-      AccumulateV<Vec512, kF16, G, DC16>(v, voff, n, p, p_stride, out, hd, d);
-    }
-    for (; d + 16 <= hd; d += 16) {
-      AccumulateV<Vec512, kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
-    }
-  }
-#endif
-  constexpr int DC = G >= 8 ? 1 : 8 / G;
-  for (; d + 8 * DC <= hd; d += 8 * DC) {
-    AccumulateV<Vec256, kF16, G, DC>(v, voff, n, p, p_stride, out, hd, d);
-  }
-  for (; d < hd; d += 8) AccumulateV<Vec256, kF16, G, 1>(v, voff, n, p, p_stride, out, hd, d);
-}
-
-template <bool kF16>
-void AccumulateVGroup(const uint8_t* const* v, int64_t voff, int n, const float* p,
-                      int64_t p_stride, float* out, int64_t hd, int group) {
-  for (int g0 = 0; g0 < group; g0 += 8) {
-    const float* pg = p + g0 * p_stride;
-    float* og = out + g0 * hd;
-    switch (std::min(8, group - g0)) {
-      case 1: AccumulateVHeads<kF16, 1>(v, voff, n, pg, p_stride, og, hd); break;
-      case 2: AccumulateVHeads<kF16, 2>(v, voff, n, pg, p_stride, og, hd); break;
-      case 3: AccumulateVHeads<kF16, 3>(v, voff, n, pg, p_stride, og, hd); break;
-      case 4: AccumulateVHeads<kF16, 4>(v, voff, n, pg, p_stride, og, hd); break;
-      case 5: AccumulateVHeads<kF16, 5>(v, voff, n, pg, p_stride, og, hd); break;
-      case 6: AccumulateVHeads<kF16, 6>(v, voff, n, pg, p_stride, og, hd); break;
-      case 7: AccumulateVHeads<kF16, 7>(v, voff, n, pg, p_stride, og, hd); break;
-      default: AccumulateVHeads<kF16, 8>(v, voff, n, pg, p_stride, og, hd); break;
-    }
-  }
-}
+// (AccumulateVHeads and AccumulateVGroup, below AccumulateVBlocks, run it
+// over all head_dim columns and up to 8 heads at a time.)
 
 // Elements [e0, e0 + n) of a KV row of dtype t (kernels.h IsKvDtype) as
 // f32, e0 and n multiples of 8: bitwise LoadKvElems (every format decodes
@@ -2118,45 +2077,68 @@ inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const 
     for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
 }
 
-// AccumulateVHeads for block V rows (e0: the head's first element in a
-// slot, hd and e0 multiples of 8).
-template <DType kT, int G>
-void AccumulateVHeadsBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
-                            int64_t p_stride, float* out, int64_t hd) {
+// Which AccumulateV reads a chunk's V rows: f16/f32 rows at v[i] + off
+// (bytes), or q8_0/q4_0 blocks from element off of each slot, decoded in
+// registers (hd and off multiples of 8; 16-lane passes only from a multiple
+// of 16).
+template <bool kF16>
+struct PlainVRows {
+  template <class Vec, int G, int DC>
+  static void Run(const uint8_t* const* v, int64_t off, int n, const float* p, int64_t p_stride,
+                  float* out, int64_t hd, int64_t d) {
+    AccumulateV<Vec, kF16, G, DC>(v, off, n, p, p_stride, out, hd, d);
+  }
+  static bool Wide(int64_t) { return true; }
+};
+template <DType kT>
+struct BlockVRows {
+  template <class Vec, int G, int DC>
+  static void Run(const uint8_t* const* v, int64_t off, int n, const float* p, int64_t p_stride,
+                  float* out, int64_t hd, int64_t d) {
+    AccumulateVBlocks<Vec, kT, G, DC>(v, off, n, p, p_stride, out, hd, d);
+  }
+  static bool Wide(int64_t off) { return off % 16 == 0; }
+};
+
+// All head_dim columns for G <= 8 heads: DC column vectors per pass, as many
+// as keep G * DC <= 8 accumulators in flight (16-lane ones first in the
+// AVX-512 table, up to 16 of them).
+template <class Rows, int G>
+void AccumulateVHeads(const uint8_t* const* v, int64_t off, int n, const float* p,
+                      int64_t p_stride, float* out, int64_t hd) {
   int64_t d = 0;
 #ifdef TERN_AVX512_VNNI
-  if (e0 % 16 == 0) {
+  if (Rows::Wide(off)) {  // up to 16 accumulators of 16 lanes
     constexpr int DC16 = G >= 5 ? 2 : 4;
     for (; d + 16 * DC16 <= hd; d += 16 * DC16) {
-      AccumulateVBlocks<Vec512, kT, G, DC16>(v, e0, n, p, p_stride, out, hd, d);
+      Rows::template Run<Vec512, G, DC16>(v, off, n, p, p_stride, out, hd, d);
     }
-    for (; d + 16 <= hd; d += 16) {
-      AccumulateVBlocks<Vec512, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
-    }
+    for (; d + 16 <= hd; d += 16) Rows::template Run<Vec512, G, 1>(v, off, n, p, p_stride, out, hd, d);
   }
 #endif
   constexpr int DC = G >= 8 ? 1 : 8 / G;
   for (; d + 8 * DC <= hd; d += 8 * DC) {
-    AccumulateVBlocks<Vec256, kT, G, DC>(v, e0, n, p, p_stride, out, hd, d);
+    Rows::template Run<Vec256, G, DC>(v, off, n, p, p_stride, out, hd, d);
   }
-  for (; d < hd; d += 8) AccumulateVBlocks<Vec256, kT, G, 1>(v, e0, n, p, p_stride, out, hd, d);
+  for (; d < hd; d += 8) Rows::template Run<Vec256, G, 1>(v, off, n, p, p_stride, out, hd, d);
 }
 
-template <DType kT>
-void AccumulateVGroupBlocks(const uint8_t* const* v, int64_t e0, int n, const float* p,
-                            int64_t p_stride, float* out, int64_t hd, int group) {
+// A KV head's `group` query rows, 8 at a time.
+template <class Rows>
+void AccumulateVGroup(const uint8_t* const* v, int64_t off, int n, const float* p,
+                      int64_t p_stride, float* out, int64_t hd, int group) {
   for (int g0 = 0; g0 < group; g0 += 8) {
     const float* pg = p + g0 * p_stride;
     float* og = out + g0 * hd;
     switch (std::min(8, group - g0)) {
-      case 1: AccumulateVHeadsBlocks<kT, 1>(v, e0, n, pg, p_stride, og, hd); break;
-      case 2: AccumulateVHeadsBlocks<kT, 2>(v, e0, n, pg, p_stride, og, hd); break;
-      case 3: AccumulateVHeadsBlocks<kT, 3>(v, e0, n, pg, p_stride, og, hd); break;
-      case 4: AccumulateVHeadsBlocks<kT, 4>(v, e0, n, pg, p_stride, og, hd); break;
-      case 5: AccumulateVHeadsBlocks<kT, 5>(v, e0, n, pg, p_stride, og, hd); break;
-      case 6: AccumulateVHeadsBlocks<kT, 6>(v, e0, n, pg, p_stride, og, hd); break;
-      case 7: AccumulateVHeadsBlocks<kT, 7>(v, e0, n, pg, p_stride, og, hd); break;
-      default: AccumulateVHeadsBlocks<kT, 8>(v, e0, n, pg, p_stride, og, hd); break;
+      case 1: AccumulateVHeads<Rows, 1>(v, off, n, pg, p_stride, og, hd); break;
+      case 2: AccumulateVHeads<Rows, 2>(v, off, n, pg, p_stride, og, hd); break;
+      case 3: AccumulateVHeads<Rows, 3>(v, off, n, pg, p_stride, og, hd); break;
+      case 4: AccumulateVHeads<Rows, 4>(v, off, n, pg, p_stride, og, hd); break;
+      case 5: AccumulateVHeads<Rows, 5>(v, off, n, pg, p_stride, og, hd); break;
+      case 6: AccumulateVHeads<Rows, 6>(v, off, n, pg, p_stride, og, hd); break;
+      case 7: AccumulateVHeads<Rows, 7>(v, off, n, pg, p_stride, og, hd); break;
+      default: AccumulateVHeads<Rows, 8>(v, off, n, pg, p_stride, og, hd); break;
     }
   }
 }
@@ -2324,10 +2306,10 @@ inline void AccumulateChunkV(const AttnGroupArgs& a, const uint8_t* const* vrow,
                              float* acc_out, int rows) {
   const int64_t hd = a.head_dim;
   if (a.num_kv_heads == 1) {
-    AccumulateVGroup<kF16>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
+    AccumulateVGroup<PlainVRows<kF16>>(vrow, 0, n, scores, kStride, acc_out, hd, rows);
   } else {
     for (int r = 0; r < rows; r += a.group) {  // the rows of one KV head
-      AccumulateVGroup<kF16>(vrow, row_off[r], n, scores + r * kStride, kStride,
+      AccumulateVGroup<PlainVRows<kF16>>(vrow, row_off[r], n, scores + r * kStride, kStride,
                              acc_out + r * hd, hd, a.group);
     }
   }
@@ -2353,7 +2335,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   const int rows = heads * a.num_queries;
   const DType kdt = kv.KDtype(), vdt = kv.VDtype();
   // Q8_0 / Q4_0 V rows are read in place, each vector decoded in registers
-  // as AccumulateV takes it (AccumulateVGroupBlocks); BF16 ones are decoded
+  // as AccumulateV takes it (AccumulateVGroup<BlockVRows>); BF16 ones are decoded
   // into a tile first.
   const bool v_blocks = vdt == DType::kQ8_0 || vdt == DType::kQ4_0;
   const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32 && !v_blocks;
@@ -2517,8 +2499,8 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
     }
     if (v_blocks) {
-      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroupBlocks<DType::kQ8_0>
-                                             : AccumulateVGroupBlocks<DType::kQ4_0>;
+      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroup<BlockVRows<DType::kQ8_0>>
+                                             : AccumulateVGroup<BlockVRows<DType::kQ4_0>>;
       if (a.num_kv_heads == 1) {
         acc_v(vraw, e_first, n, scores, kStride, acc_out, hd, rows);
       } else {
