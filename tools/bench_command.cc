@@ -647,11 +647,6 @@ int RunBench(int argc, char** argv) {
       std::fprintf(stderr, "tern bench: --compare-llama needs -p or -n above 0\n");
       return 1;
     }
-    auto lower = [](DType t) {
-      std::string n = DTypeName(t);
-      for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
-      return n;
-    };
     CompareOptions c;
     c.llama_dir = o.compare_llama;
     c.model_path = o.model_path;
@@ -661,8 +656,8 @@ int RunBench(int argc, char** argv) {
     c.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
     c.reps = o.reps;
     c.rounds = (int)o.rounds;
-    c.k_dtype = lower(o.kv.k_dtype);
-    c.v_dtype = lower(o.kv.v_dtype);
+    c.k_dtype = KvDtypeName(o.kv.k_dtype);
+    c.v_dtype = KvDtypeName(o.kv.v_dtype);
     c.json = o.json;
     return RunCompareLlama(c);
   }

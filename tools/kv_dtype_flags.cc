@@ -18,14 +18,15 @@ StatusOr<DType> ParseKvDtype(const std::string& flag, const std::string& name) {
   return *d;
 }
 
+std::string KvDtypeName(DType t) {
+  std::string s = DTypeName(t);
+  for (char& c : s) c = (char)std::tolower((unsigned char)c);
+  return s;
+}
+
 std::string KvDtypeFlags::Name() const {
-  auto lower = [](DType t) {
-    std::string s = DTypeName(t);
-    for (char& c : s) c = (char)std::tolower((unsigned char)c);
-    return s;
-  };
-  if (k_dtype == v_dtype) return lower(k_dtype);
-  return "K " + lower(k_dtype) + ", V " + lower(v_dtype);
+  if (k_dtype == v_dtype) return KvDtypeName(k_dtype);
+  return "K " + KvDtypeName(k_dtype) + ", V " + KvDtypeName(v_dtype);
 }
 
 Status CheckKvDtypesFit(const KvDtypeFlags& flags, const ModelConfig& config,

@@ -21,6 +21,9 @@ namespace tern {
 // "f16, bf16, f32, q8_0, q4_0": the choices, as the help and errors list them.
 const char* KvDtypeChoices();
 
+// A dtype's lowercase name as the flags take it ("q8_0").
+std::string KvDtypeName(DType t);
+
 // A KV cache dtype by name; the error names flag, the value and the choices.
 StatusOr<DType> ParseKvDtype(const std::string& flag, const std::string& name);
 
