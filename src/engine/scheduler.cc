@@ -93,8 +93,13 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   int32_t prompts_in_progress = 0;
   for (const Request* r : running_) prompts_in_progress += r->num_tokens() - r->num_computed_tokens > 1;
   bool admitting = !step.preempted;
-  bool first_prefill = true;
-  for (PrefillCandidate& c : PrefillCandidates(step, now)) {
+  bool first_prompt = true;  // no prompt has a chunk in this step yet
+  bool progress_owed = true;  // the first prompt that is not a short new one gets >= 1 token
+  std::vector<PrefillCandidate> cands = PrefillCandidates(step, now);
+  // G4a: short new prompts first (their own order kept).
+  std::stable_partition(cands.begin(), cands.end(),
+                        [](const PrefillCandidate& c) { return IsShortNewPrompt(c); });
+  for (PrefillCandidate& c : cands) {
     Request& r = *c.request;
     if (step.budget <= 0 || prefill_tokens_left <= 0) break;
     if (c.waiting && (!admitting || (int32_t)running_.size() >= config_.max_num_seqs)) continue;
@@ -107,7 +112,9 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
       c.remaining = r.num_tokens() - c.start;
     }
     const int32_t limit = std::min({c.remaining, step.budget, prefill_tokens_left});
-    if (!decoding && first_prefill) {
+    // G4a (one that the step's tokens cannot hold whole is chunked as any other).
+    const bool is_short = IsShortNewPrompt(c) && limit == c.remaining;
+    if (!decoding && first_prompt) {
       // G5: nothing decodes. The first prompt (shortest first) goes whole as
       // far as the budget allows; more prompts join only while the step stays
       // within the larger of that and an efficient step, so that a burst of
@@ -118,7 +125,13 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
                        MarginalCost(StepShape::Chunk(c.start, efficient, false)));
     }
     int32_t n = ChunkWithin(c.start, limit, c.remaining, slack);
-    if (n == 0 && first_prefill) n = std::min(limit, 1);
+    if (is_short && n < c.remaining) {
+      // G4a: a short new prompt goes whole or waits; the first prompt of a
+      // step goes whole beyond the slack.
+      if (!first_prompt) continue;
+      n = c.remaining;
+    }
+    if (n == 0 && progress_owed && !is_short) n = std::min(limit, 1);
     if (n == 0) continue;
     const bool partial = n < c.remaining;
     if (partial && c.waiting && prompts_in_progress >= config_.max_num_partial_prefills) continue;
@@ -146,7 +159,8 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
     prefill += chunk;
     step.budget -= n;
     prefill_tokens_left -= n;
-    first_prefill = false;
+    first_prompt = false;
+    if (!is_short) progress_owed = false;
     BuildOutput(r, n, out);
   }
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;

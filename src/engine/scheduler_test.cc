@@ -485,7 +485,7 @@ TEST(SchedulerGoodputTest, QueuePressureStretchesTheAutomaticTarget) {
   // target 2.5 x 10 ms x 3 = 75 ms: 65 prompt tokens this step.
   auto h = MakeManual(Goodput(), 400, 4);
   StartDecodes(*h, 2);
-  for (int i = 0; i < 6; ++i) h->Add("p" + std::to_string(i), Range(100 + 40 * i, 30), 1);
+  for (int i = 0; i < 6; ++i) h->Add("p" + std::to_string(i), Range(100 + 80 * i, 70), 1);
   SchedulerOutput out = h->scheduler->Schedule(Clock::now());
   EXPECT_NEAR(out.target_step_s, 0.075, 1e-9);
   EXPECT_EQ(out.num_scheduled_tokens, 2 + 65);
@@ -527,12 +527,13 @@ TEST(SchedulerGoodputTest, NothingDecodingTakesTheWholeBudget) {
 TEST(SchedulerGoodputTest, ABurstOnAnIdleServerGetsItsFirstTokensGroupByGroup) {
   // Nothing decodes, 6 prompts of 30 tokens arrive together (budget 256 would
   // hold them all). The first goes whole (30 ms); more join while the step
-  // stays within a 64-token step (64 ms): 2 prompts and 4 tokens of the
-  // third; the next step follows G2 with their 2 decodes.
+  // stays within a 64-token step (64 ms): 2 prompts (the third, a short new
+  // prompt, is not split: it waits); the next step follows G2 with their 2
+  // decodes.
   auto h = MakeManual(Goodput(), 400, 4);
   for (int i = 0; i < 6; ++i) h->Add("p" + std::to_string(i), Range(100 + 40 * i, 30), 4);
   auto s = h->Step();
-  EXPECT_EQ(s, (std::map<std::string, int32_t>{{"p0", 30}, {"p1", 30}, {"p2", 4}}));
+  EXPECT_EQ(s, (std::map<std::string, int32_t>{{"p0", 30}, {"p1", 30}}));
   EXPECT_EQ(h->outputs["p0"].size(), 1u);
   EXPECT_EQ(h->outputs["p1"].size(), 1u);
   // One long prompt alone still takes the whole budget (its TTFT is the
@@ -561,9 +562,9 @@ TEST(SchedulerGoodputTest, ShortestPromptGoesFirstAndSeveralPromptsShareAStep) {
 TEST(SchedulerGoodputTest, AgingLetsALongWaitingPromptGoFirst) {
   auto h = MakeManual(Goodput(), 400, 4);
   StartDecodes(*h, 2);
-  // Waited 1000 s: its key is 100 ms - 0.5 x 1000 s, below the fresh short one's.
+  // Waited 1000 s: its key is 100 ms - 0.5 x 1000 s, below the fresh shorter one's.
   AddArrivedAt(*h, "old", Range(100, 100), 1, Clock::now() - std::chrono::seconds(1000));
-  h->Add("fresh", Range(300, 6), 1);
+  h->Add("fresh", Range(300, 70), 1);
   EXPECT_EQ(h->Step(), (std::map<std::string, int32_t>{{"d0", 1}, {"d1", 1}, {"old", 15}}));
 }
 
@@ -612,6 +613,48 @@ TEST(SchedulerGoodputTest, AFullPrefixHitGetsItsFirstTokenInTheNextStep) {
   EXPECT_EQ(Got(s, "long"), 17);
 }
 
+TEST(SchedulerGoodputTest, AFullPrefixHitGetsItsFirstTokenInTheNextStepBehindAnAgedPrompt) {
+  // Under load the waiting prompts have aged, so that one of them sorts
+  // before any fresh prompt and takes the whole slack; a full prefix hit is
+  // a short new prompt and goes first all the same.
+  auto h = MakeManual(Goodput(), 400, 4, /*caching=*/true);
+  const Ids prompt = Range(500, 33);
+  h->Add("warm", prompt, 1);
+  h->RunToEnd();
+  StartDecodes(*h, 4);
+  AddArrivedAt(*h, "old", Range(100, 300), 1, Clock::now() - std::chrono::seconds(1000));
+  EXPECT_EQ(Got(h->Step(), "old"), 18);  // target 30 ms, decodes 12 ms
+  h->Add("cached", prompt, 2);
+  auto s = h->Step();
+  EXPECT_EQ(Got(s, "cached"), 1);
+  EXPECT_EQ(h->outputs["cached"].size(), 1u);
+  EXPECT_EQ(Got(s, "old"), 17);
+}
+
+TEST(SchedulerGoodputTest, AShortNewPromptGoesWholeBeyondTheSlackAndIsNeverSplit) {
+  // 4 decodes: target 2.5 x 12 ms = 30 ms, 18 ms of slack. Two new prompts
+  // of 30 tokens (short: at most kShortPromptTokens to compute) arrive while
+  // a long one is in progress: the first short one goes whole beyond the
+  // slack (its first token in this step), the second is not split but waits
+  // for the next step, and the long one still advances by a token.
+  auto h = DecodesAndALongPrompt(Goodput(), 4, 100);
+  EXPECT_EQ(Got(h->Step(), "long"), 18);
+  h->Add("a", Range(300, 30), 2);
+  h->Add("b", Range(400, 30), 2);
+  auto s = h->Step();
+  EXPECT_EQ(Got(s, "a"), 30);
+  EXPECT_EQ(Got(s, "b"), 0);
+  EXPECT_EQ(Got(s, "long"), 1);
+  EXPECT_EQ(h->outputs["a"].size(), 1u);
+  s = h->Step();
+  EXPECT_EQ(Got(s, "a"), 1);
+  EXPECT_EQ(Got(s, "b"), 30);
+  EXPECT_EQ(Got(s, "long"), 1);
+  // A prompt of kShortPromptTokens + 1 tokens is not short: it gets the slack.
+  auto h2 = DecodesAndALongPrompt(Goodput(), 4, kShortPromptTokens + 1);
+  EXPECT_EQ(Got(h2->Step(), "long"), 18);
+}
+
 TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
   for (int32_t slots : {1, 2}) {
     SchedulerConfig c = Goodput();
@@ -636,13 +679,13 @@ TEST(SchedulerGoodputTest, APromptInProgressHoldsThePartialPrefillSlot) {
 }
 
 TEST(SchedulerGoodputTest, APromptThatFinishesFreesItsSlotInTheSameStep) {
-  // 3 decodes, target 27.5 ms, 16 prompt tokens a step. "first" (20 tokens)
-  // takes 16, then finishes with 4: the other 12 tokens of that step go to
-  // "next", although only one prompt may be in progress at a time.
+  // 3 decodes, target 27.5 ms, 16 prompt tokens a step. "first" (68 tokens)
+  // takes 16 a step, then finishes with 4: the other 12 tokens of that step
+  // go to "next", although only one prompt may be in progress at a time.
   auto h = MakeManual(Goodput(), 400, 4);
   StartDecodes(*h, 3);
-  h->Add("first", Range(100, 20), 1);
-  EXPECT_EQ(Got(h->Step(), "first"), 16);
+  h->Add("first", Range(100, 68), 1);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Got(h->Step(), "first"), 16);
   h->Add("next", Range(500, 100), 1);
   auto s = h->Step();
   EXPECT_EQ(Got(s, "first"), 4);
@@ -708,8 +751,8 @@ TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
   // As measured on a busy machine: two 512-token prefills took 11 s each,
   // then 2 decodes alone take 75 ms. The fit of every step, steepened by the
   // prefills, predicts the decodes at ~3x that; the decode part of the slack
-  // comes from the decode-only model, so a 32-token prompt still gets a real
-  // chunk, not 1 token per step.
+  // comes from the decode-only model, so a 100-token prompt still gets a
+  // real chunk, not 1 token per step.
   SchedulerConfig c = Goodput(512, 4096);
   c.fixed_step_cost.reset();
   auto h = MakeManual(c, 1000, 16, /*caching=*/false);
@@ -719,11 +762,11 @@ TEST(SchedulerGoodputTest, SlowColdPrefillsDoNotStarveShortPromptsLater) {
   h->scheduler->ObserveStepTime(StepRecord(tokens, 0, 512, 512), 11.5);
   for (int i = 0; i < 6; ++i) h->scheduler->ObserveStepTime(StepRecord(tokens, 2, 0, 0), 0.075);
   StartDecodes(*h, 2);
-  h->Add("short", Range(100, 32), 1);
+  h->Add("prompt", Range(100, 100), 1);
   const SchedulerOutput out = h->scheduler->Schedule(Clock::now());
   int32_t got = 0;
   for (const ScheduledSequence& s : out.sequences) {
-    if (s.request_id == "short") got = (int32_t)s.token_ids.size();
+    if (s.request_id == "prompt") got = (int32_t)s.token_ids.size();
   }
   EXPECT_NEAR(out.target_step_s, 2.5 * 0.075, 0.02);
   // The fit of every step would leave no slack at all for the decodes.
