@@ -79,12 +79,13 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   double slack = std::numeric_limits<double>::infinity();
   int32_t prefill_tokens_left = step.budget;
   double decodes_s = 0;  // predicted time of the decode part
+  std::vector<PrefillCandidate> cands = PrefillCandidates(step, now);
   if (decoding) {
     decodes_s = PredictDecodes(shape);
     out.target_step_s = config_.target_itl_s > 0
                             ? config_.target_itl_s
                             : config_.target_itl_factor * decodes_s *
-                                  QueuePressure((int32_t)out.sequences.size());
+                                  QueuePressure((int32_t)out.sequences.size(), cands);
     slack = out.target_step_s - decodes_s;
     if (config_.max_prefill_tokens_while_decoding > 0) {
       prefill_tokens_left = config_.max_prefill_tokens_while_decoding;
@@ -95,7 +96,6 @@ SchedulerOutput Scheduler::ScheduleGoodput(Clock::time_point now) {
   bool admitting = !step.preempted;
   bool first_prompt = true;  // no prompt has a chunk in this step yet
   bool progress_owed = true;  // the first prompt that is not a short new one gets >= 1 token
-  std::vector<PrefillCandidate> cands = PrefillCandidates(step, now);
   // G4a: short new prompts first (their own order kept).
   std::stable_partition(cands.begin(), cands.end(),
                         [](const PrefillCandidate& c) { return IsShortNewPrompt(c); });
@@ -321,9 +321,11 @@ std::vector<Scheduler::PrefillCandidate> Scheduler::PrefillCandidates(
   return cands;
 }
 
-double Scheduler::QueuePressure(int32_t num_decodes) const {
+double Scheduler::QueuePressure(int32_t num_decodes,
+                                const std::vector<PrefillCandidate>& cands) const {
   int32_t prompts = (int32_t)waiting_.size();
   for (const Request* r : running_) prompts += r->num_tokens() - r->num_computed_tokens > 1;
+  for (const PrefillCandidate& c : cands) prompts -= IsShortNewPrompt(c);
   if (num_decodes <= 0) return 1;
   return std::clamp((double)prompts / num_decodes, 1.0, kMaxQueuePressure);
 }

@@ -266,8 +266,8 @@ Workload SharedPrefix() {
 // token at the end of the next: TTFT p50 under 0.3x that burst step (0.89 s,
 // 0.37x, before G4a, when a 32-token prompt was split over 2-3 steps of the
 // target's slack and the next one queued behind it), also with the steps and
-// the clients' turnaround made irregular (0.80-0.93 s before G4a), at the
-// output rate of whole bursts or better.
+// the clients' turnaround made irregular (0.64-0.68 s; 0.80-0.93 s before
+// G4a), at the output rate of whole bursts or better.
 TEST(SchedulerSimTest, SharedPrefixPromptsGetTheirFirstTokenInAboutTwoSteps) {
   double burst_ms = 11;
   for (int i = 0; i < 16; ++i) burst_ms += 32 * 4.1 + 0.6 * (32.0 * 1024 + 32 * 33 / 2) / 1024;

@@ -489,12 +489,18 @@ TEST(SchedulerGoodputTest, QueuePressureStretchesTheAutomaticTarget) {
   SchedulerOutput out = h->scheduler->Schedule(Clock::now());
   EXPECT_NEAR(out.target_step_s, 0.075, 1e-9);
   EXPECT_EQ(out.num_scheduled_tokens, 2 + 65);
-  // 12 prompts per decode: clamped at kMaxQueuePressure (4): 100 ms.
+  // 12 prompts per decode: clamped at kMaxQueuePressure (4): 90 ms.
   auto h2 = MakeManual(Goodput(), 400, 4);
   StartDecodes(*h2, 1);
-  for (int i = 0; i < 12; ++i) h2->Add("p" + std::to_string(i), Range(100 + 20 * i, 10), 1);
+  for (int i = 0; i < 12; ++i) h2->Add("p" + std::to_string(i), Range(100 + 80 * i, 70), 1);
   out = h2->scheduler->Schedule(Clock::now());
   EXPECT_NEAR(out.target_step_s, 2.5 * 0.009 * kMaxQueuePressure, 1e-9);
+  // Short new prompts (G4a) do not count: 12 of 10 tokens leave it at 22.5 ms.
+  auto h4 = MakeManual(Goodput(), 400, 4);
+  StartDecodes(*h4, 1);
+  for (int i = 0; i < 12; ++i) h4->Add("p" + std::to_string(i), Range(100 + 20 * i, 10), 1);
+  out = h4->scheduler->Schedule(Clock::now());
+  EXPECT_NEAR(out.target_step_s, 2.5 * 0.009, 1e-9);
   // A fixed target is not stretched.
   SchedulerConfig c = Goodput();
   c.target_itl_s = 0.020;
