@@ -43,6 +43,17 @@ static_assert(sizeof(ActBlockQ8KImage) == 276);
 // The same super-block as an ActBlockQ8KImage (act_formats.cc).
 void Q8KToImage(const ActBlockQ8K& k, ActBlockQ8KImage* out);
 
+// One activation block of 32 for the AVX-512 Q4_0 kernel that holds 16 weight
+// rows in the lanes (Q4Lanes): the same d and qs as ActBlockQ8, and c = -8 x
+// the sum of qs, the Q4_0 offset's share of the block's integer sum (its
+// weights enter vpdpbusd as unsigned nibbles q, the value is q - 8).
+struct ActBlockQ8C {
+  float d;
+  int32_t c;
+  int8_t qs[32];
+};
+static_assert(sizeof(ActBlockQ8C) == 40);
+
 // ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
 // (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI
 // table). Blocks start at even offsets with their 2-byte scale (and min)

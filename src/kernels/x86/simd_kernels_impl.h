@@ -1021,6 +1021,252 @@ struct ImageKernel {
     StoreSums<R, T>(acc, y, ldy);
   }
 };
+
+// ---- Q4_0 x ActBlockQ8C, 16 weight rows in the lanes (AVX-512 VNNI) ------------------
+
+// Per (row, token) and block b of 32, in block order, with isum the exact
+// int32 sum of (q_w - 8) x q_a:
+//   acc = fma(float(isum), d_w x d_a, acc)
+// (the AMX table's operations, so the two tables agree bitwise). A register
+// holds 16 rows, lane 4i + k row 4k + i (LaneRows: the order the loads of 4
+// rows a register and their 4 x 4 transposes give; one vpermps puts the rows
+// back in order at the store).
+//
+// A few tokens (decode) take the rows as they lie: 4 rows a register, one
+// vpdpbusd per nibble half against the token's 16 quants of that half
+// repeated in each 128-bit lane, then the 4 lanes of a row into one
+// (vpackssdw, vpmaddwd by ones, twice). More tokens first unpack the 16
+// rows once per token chunk into a panel, per block
+//   8 registers: register j, lane l = the nibbles of row(l) for elements
+//                4j .. 4j + 3 (unsigned, 0..15)
+//   1 register:  d_w of the 16 rows as floats
+// and then each token takes 8 vpdpbusd against its quants broadcast 4 at a
+// time from memory (c = -8 x the sum of its quants starts the sum): one
+// float conversion, multiply and FMA per 16 rows x 32 elements, where the
+// image kernel above spends them per 16 lanes of 64 weight bytes (~4.5
+// lanes a block).
+struct Q4Lanes {
+  static constexpr int64_t kBlockBytes = (int64_t)sizeof(BlockQ4_0);
+  // Panel bytes per block: 8 quant registers and the scales.
+  static constexpr int64_t kPanelBlockBytes = 9 * 64;
+  // Fewer tokens than this take the rows as they lie.
+  static constexpr int64_t kPanelMinTokens = 4;
+  // Tokens per panel tile (accumulators in registers).
+  static constexpr int kPanelTokens = 16;
+
+  static inline __m512i LaneRows() {
+    return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  }
+
+  // The strides of 16 rows (see the AMX table's RowStrides): rows 4g + i lie
+  // at base + g x w4 + i x wrb, an addressing mode for i < 4.
+  struct Strides {
+    int64_t wrb, w3, w4;
+    explicit Strides(int64_t row_bytes)
+        : wrb(row_bytes), w3(3 * row_bytes), w4(4 * row_bytes) {}
+  };
+  template <typename T>
+  static inline T Opaque(T v) {
+    __asm__("" : "+r"(v));
+    return v;
+  }
+
+  // raw[g], 128-bit lane L: the 16 quant bytes of the block at p (its start
+  // in row 0) of row 4g + L.
+  static inline void LoadRaw(const uint8_t* p, const Strides& s, __m512i (&raw)[4]) {
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* b4 = Opaque(p + 2 + g * s.w4);
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
+      raw[g] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
+    }
+  }
+
+  // d_w of the block at p of the 16 rows, lane l row(l) (offsets: the rows'
+  // byte offsets in lane order).
+  static inline __m512 Scales(const uint8_t* p, __m512i offsets) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, p, 1)));
+  }
+
+  static inline __m512 Scale(__m512 dw, float da) { return _mm512_mul_ps(dw, _mm512_set1_ps(da)); }
+
+  // One token's exact block sums from LoadRaw's registers split into
+  // nibbles (lo[g], hi[g]), a row a lane (LaneRows). A lane sum is at most
+  // 8 x 15 x 127 and a pair of them within int16, so vpackssdw is exact.
+  static inline __m512i DecodeSums(const __m512i (&lo)[4], const __m512i (&hi)[4],
+                                   const ActBlockQ8C& a) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)a.qs));
+    const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
+    __m512i v[4];
+    for (int g = 0; g < 4; ++g) {
+      v[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[g], alo), hi[g], ahi);
+    }
+    const __m512i ones = _mm512_set1_epi16(1);
+    const __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]), ones);
+    const __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(v[2], v[3]), ones);
+    const __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
+    return _mm512_add_epi32(s, _mm512_set1_epi32(a.c));
+  }
+
+  // T tokens (rows arb apart at act) against the 16 rows at w, the weights
+  // loaded once for all. Out of line, as the AMX decode tiles (inlined into
+  // the row walk, GCC scheduled them worse).
+  template <int T>
+  __attribute__((noinline)) static void DecodeTile(const uint8_t* w, int64_t wrb, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m512 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const __m512i offsets = _mm512_mullo_epi32(LaneRows(), _mm512_set1_epi32((int)wrb));
+    const Strides strides(wrb);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    // The next 16 rows into L2 along these (as the AMX decode tiles).
+    const uint8_t* next = w + 16 * wrb;
+    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      for (int j = 0; j < kLines; ++j) {
+        _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
+      }
+      __m512i raw[4], lo[4], hi[4];
+      LoadRaw(p, strides, raw);
+      for (int g = 0; g < 4; ++g) {
+        lo[g] = _mm512_and_si512(raw[g], m4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(raw[g], 4), m4);
+      }
+      const __m512 dw = Scales(p, offsets);
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DecodeSums(lo, hi, a)), Scale(dw, a.d),
+                                 acc[t]);
+      }
+    }
+  }
+
+  // Blocks [0, nb) of the 16 rows at w into the panel (layout above).
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const __m512i offsets = _mm512_mullo_epi32(LaneRows(), _mm512_set1_epi32((int)wrb));
+    const Strides strides(wrb);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t* next = w + 16 * wrb;
+    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      for (int j = 0; j < kLines; ++j) {
+        _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
+      }
+      __m512i raw[4];
+      LoadRaw(p, strides, raw);
+      // 4 x 4 transposes of 32-bit words within each 128-bit lane: x[j],
+      // lane 4 L + m = word j of raw[m]'s lane L (row 4 m + L).
+      const __m512i t0 = _mm512_unpacklo_epi32(raw[0], raw[1]);
+      const __m512i t1 = _mm512_unpackhi_epi32(raw[0], raw[1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(raw[2], raw[3]);
+      const __m512i t3 = _mm512_unpackhi_epi32(raw[2], raw[3]);
+      const __m512i x[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+      uint8_t* out = panel + b * kPanelBlockBytes;
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_si512((void*)(out + 64 * j), _mm512_and_si512(x[j], m4));
+        _mm512_store_si512((void*)(out + 64 * (4 + j)),
+                           _mm512_and_si512(_mm512_srli_epi16(x[j], 4), m4));
+      }
+      _mm512_store_ps((float*)(out + 512), Scales(p, offsets));
+    }
+  }
+
+  // T tokens (rows arb apart at act) against a panel of nb blocks.
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m512 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = panel + b * kPanelBlockBytes;
+      __m512i wq[8];
+      for (int j = 0; j < 8; ++j) wq[j] = _mm512_load_si512((const void*)(pb + 64 * j));
+      const __m512 dw = _mm512_load_ps((const float*)(pb + 512));
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        __m512i s = _mm512_set1_epi32(a.c);
+        for (int j = 0; j < 8; ++j) {
+          s = _mm512_dpbusd_epi32(s, wq[j], _mm512_set1_epi32((int)LoadU32(a.qs + 4 * j)));
+        }
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), Scale(dw, a.d), acc[t]);
+      }
+    }
+  }
+
+  // Rows r < nr of acc[t] (lane order LaneRows) to y + t x ldy.
+  template <int T>
+  static inline void Store(const __m512 (&acc)[T], int nr, float* y, int64_t ldy) {
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(y + t * ldy, keep, _mm512_permutexvar_ps(LaneRows(), acc[t]));
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m512 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    __m512 acc[T];
+    DecodeTile<T>(w, wrb, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    const int64_t nb = cols / 32;
+    const bool use_panel = num_tokens >= kPanelMinTokens;
+    uint8_t* panel =
+        use_panel ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes) : nullptr;
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const int nr = (int)std::min<int64_t>(16, rows - r0);
+      const uint8_t* wt = w + r0 * wrb;
+      if (nr < 16) {  // a short last tile: its rows padded with zeros
+        uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, 16 * wrb);
+        std::memcpy(pad, wt, nr * wrb);
+        std::memset(pad + nr * wrb, 0, (16 - nr) * wrb);
+        wt = pad;
+      }
+      float* yt = y + r0;
+      if (!use_panel) {
+        int64_t t = 0;
+        for (; t + 3 <= num_tokens; t += 3) {
+          RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        }
+        if (num_tokens - t == 2) RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        if (num_tokens - t == 1) RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        continue;
+      }
+      UnpackPanel(wt, wrb, nb, panel);
+      int64_t t = 0;
+      for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
+        RunPanel<kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      const auto tail = [&](auto n) {
+        constexpr int kN = decltype(n)::value;
+        if ((num_tokens - t) & kN) {
+          RunPanel<kN>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+          t += kN;
+        }
+      };
+      tail(std::integral_constant<int, 8>());
+      tail(std::integral_constant<int, 4>());
+      tail(std::integral_constant<int, 2>());
+      tail(std::integral_constant<int, 1>());
+    }
+  }
+};
 #endif  // TERN_AVX512_VNNI
 
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
@@ -1461,6 +1707,18 @@ void QuantizeImageQ4_1(const float* x, int64_t n, ActImageQ4_1* out) {
 void QuantizeImageQ8_0(const float* x, int64_t n, ActImageQ8_0* out) {
   QuantizeImage<ActImageQ8_0, 34>(x, n, out);
 }
+
+// ActBlockQ8C: ActBlockQ8's d and qs, and the Q4_0 offset's share of the sum.
+void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    const float d = BlockMaxAbs(xb, 32) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
+    out[b].d = d;
+    out[b].c = -8 * sum;
+  }
+}
 #endif
 
 void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
@@ -1522,6 +1780,20 @@ constexpr ActFormat kImageQ4_1Format{.name = "image_q4_1",
 constexpr ActFormat kImageQ8_0Format{.name = "image_q8_0",
                                      .row_bytes = ImageRowBytes<ActImageQ8_0, 34>,
                                      .quantize_row = ImageRow<ActImageQ8_0, QuantizeImageQ8_0>};
+
+int64_t Q8CRowBytes(int64_t cols) { return cols / 32 * (int64_t)sizeof(ActBlockQ8C); }
+void Q8CRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
+  QuantizeQ8C(x, cols, (ActBlockQ8C*)out);
+}
+// Q4Lanes unpacks its 16 rows once per chunk: longer chunks spread that
+// over more tokens (a tile reads a token's 40 bytes per block from L2).
+int64_t Q8CChunkTokens(int64_t row_bytes) {
+  return std::max<int64_t>(16, 2 * kActChunkBytes / row_bytes);
+}
+constexpr ActFormat kQ8CFormat{.name = "q8c",
+                               .row_bytes = Q8CRowBytes,
+                               .quantize_row = Q8CRow,
+                               .chunk_tokens = Q8CChunkTokens};
 
 int64_t Q8KImageRowBytes(int64_t cols) {
   return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
@@ -2538,7 +2810,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
   set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_0, kImageQ4_0Format, TiledGemm<ImageKernel<DType::kQ4_0>>);
+  set(DType::kQ4_0, kQ8CFormat, Q4Lanes::Gemm);
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set(DType::kQ8_0, kImageQ8_0Format, TiledGemm<ImageKernel<DType::kQ8_0>>);
 #else
