@@ -1187,6 +1187,7 @@ struct Q4Lanes {
       __m512i wq[8];
       for (int j = 0; j < 8; ++j) wq[j] = _mm512_load_si512((const void*)(pb + 64 * j));
       const __m512 dw = _mm512_load_ps((const float*)(pb + 512));
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
         __m512i s = _mm512_set1_epi32(a.c);
