@@ -43,10 +43,11 @@ static_assert(sizeof(ActBlockQ8KImage) == 276);
 // The same super-block as an ActBlockQ8KImage (act_formats.cc).
 void Q8KToImage(const ActBlockQ8K& k, ActBlockQ8KImage* out);
 
-// One activation block of 32 for the AVX-512 Q4_0 kernel that holds 16 weight
-// rows in the lanes (Q4Lanes): the same d and qs as ActBlockQ8, and c = -8 x
-// the sum of qs, the Q4_0 offset's share of the block's integer sum (its
-// weights enter vpdpbusd as unsigned nibbles q, the value is q - 8).
+// One activation block of 32 for the AVX-512 Q4_0 / Q8_0 kernel that holds
+// 16 weight rows in the lanes (RowLanes): the same d and qs as ActBlockQ8,
+// and c = -8 (Q4_0) or -128 (Q8_0) x the sum of qs, the weights' offset's
+// share of the block's integer sum (the weights enter vpdpbusd unsigned: the
+// nibbles q for q - 8, q + 128 for q).
 struct ActBlockQ8C {
   float d;
   int32_t c;

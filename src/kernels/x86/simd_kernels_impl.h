@@ -1022,31 +1022,39 @@ struct ImageKernel {
   }
 };
 
-// ---- Q4_0 x ActBlockQ8C, 16 weight rows in the lanes (AVX-512 VNNI) ------------------
+// ---- Q4_0 / Q8_0 x ActBlockQ8C, 16 weight rows in the lanes (AVX-512 VNNI) ----------
 
 // Per (row, token) and block b of 32, in block order, with isum the exact
-// int32 sum of (q_w - 8) x q_a:
+// int32 sum of q_w x q_a (Q4_0: q_w - 8):
 //   acc = fma(float(isum), d_w x d_a, acc)
-// (the AMX table's operations, so the two tables agree bitwise). A register
-// holds 16 rows, lane 4i + k row 4k + i (LaneRows: the order the loads of 4
-// rows a register and their 4 x 4 transposes give; one vpermps puts the rows
-// back in order at the store).
+// (the AMX table's operations). A register holds 16 rows, lane 4i + k row
+// 4k + i (LaneRows: the order the loads of 4 rows a register and their
+// 4 x 4 transposes give; one vpermps puts the rows back in order at the
+// store). The weights enter vpdpbusd unsigned (Q4_0: the nibbles q; Q8_0:
+// q_w + 128), and the token's c (ActBlockQ8C: -8 or -128 x the sum of its
+// quants) takes the offset off in integers.
 //
-// A few tokens (decode) take the rows as they lie: 4 rows a register, one
-// vpdpbusd per nibble half against the token's 16 quants of that half
-// repeated in each 128-bit lane, then the 4 lanes of a row into one
-// (vpackssdw, vpmaddwd by ones, twice). More tokens first unpack the 16
-// rows once per token chunk into a panel, per block
-//   8 registers: register j, lane l = the nibbles of row(l) for elements
-//                4j .. 4j + 3 (unsigned, 0..15)
+// A few tokens (decode) take the rows as they lie: 4 rows a register (a
+// 128-bit lane a row), one vpdpbusd per half of the block (Q4_0: the low
+// and the high nibbles; Q8_0: bytes 0..15 and 16..31) against the token's
+// 16 quants of that half repeated in each 128-bit lane, then the 4 lanes
+// of a row into one. More tokens first unpack the 16 rows once per token
+// chunk into a panel, per block
+//   8 registers: register j, lane l = the 4 unsigned weights of row(l) for
+//                elements 4j .. 4j + 3
 //   1 register:  d_w of the 16 rows as floats
 // and then each token takes 8 vpdpbusd against its quants broadcast 4 at a
-// time from memory (c = -8 x the sum of its quants starts the sum): one
-// float conversion, multiply and FMA per 16 rows x 32 elements, where the
-// image kernel above spends them per 16 lanes of 64 weight bytes (~4.5
-// lanes a block).
-struct Q4Lanes {
-  static constexpr int64_t kBlockBytes = (int64_t)sizeof(BlockQ4_0);
+// time from memory (c starts the sum): one float conversion, multiply and
+// FMA per 16 rows x 32 elements, where the image kernel above spends them
+// per 16 lanes of 64 weight bytes (~4.5 lanes a Q4_0 block, ~8.5 a Q8_0).
+template <DType kType>
+struct RowLanes {
+  static_assert(kType == DType::kQ4_0 || kType == DType::kQ8_0);
+  static constexpr bool kNibbles = kType == DType::kQ4_0;
+  static constexpr int64_t kBlockBytes =
+      kNibbles ? (int64_t)sizeof(BlockQ4_0) : (int64_t)sizeof(BlockQ8_0);
+  // Halves of 16 quant bytes a block holds.
+  static constexpr int kHalves = kNibbles ? 1 : 2;
   // Panel bytes per block: 8 quant registers and the scales.
   static constexpr int64_t kPanelBlockBytes = 9 * 64;
   // Fewer tokens than this take the rows as they lie.
@@ -1071,15 +1079,33 @@ struct Q4Lanes {
     return v;
   }
 
-  // raw[g], 128-bit lane L: the 16 quant bytes of the block at p (its start
-  // in row 0) of row 4g + L.
-  static inline void LoadRaw(const uint8_t* p, const Strides& s, __m512i (&raw)[4]) {
+  // raw[h][g], 128-bit lane L: quant bytes 16h .. 16h + 15 of the block at
+  // p (its start in row 0) of row 4g + L.
+  static inline void LoadRaw(const uint8_t* p, const Strides& s, __m512i (&raw)[kHalves][4]) {
+    for (int h = 0; h < kHalves; ++h) {
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* b4 = Opaque(p + 2 + 16 * h + g * s.w4);
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
+        raw[h][g] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
+      }
+    }
+  }
+
+  // The unsigned weights of elements 0..15 (lo) and 16..31 (hi) of
+  // LoadRaw's registers.
+  static inline void Split(const __m512i (&raw)[kHalves][4], __m512i (&lo)[4], __m512i (&hi)[4]) {
     for (int g = 0; g < 4; ++g) {
-      const uint8_t* b4 = Opaque(p + 2 + g * s.w4);
-      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
-      v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
-      raw[g] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
+      if constexpr (kNibbles) {
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        lo[g] = _mm512_and_si512(raw[0][g], m4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(raw[0][g], 4), m4);
+      } else {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        lo[g] = _mm512_xor_si512(raw[0][g], flip);
+        hi[g] = _mm512_xor_si512(raw[kHalves - 1][g], flip);
+      }
     }
   }
 
@@ -1091,9 +1117,30 @@ struct Q4Lanes {
 
   static inline __m512 Scale(__m512 dw, float da) { return _mm512_mul_ps(dw, _mm512_set1_ps(da)); }
 
-  // One token's exact block sums from LoadRaw's registers split into
-  // nibbles (lo[g], hi[g]), a row a lane (LaneRows). A lane sum is at most
-  // 8 x 15 x 127 and a pair of them within int16, so vpackssdw is exact.
+  // Lane 4L + m of the result: the sum of the 4 words of v[m]'s 128-bit
+  // lane L (row 4m + L: a row a lane in LaneRows order).
+  static inline __m512i LaneSums(const __m512i (&v)[4]) {
+    if constexpr (kNibbles) {
+      // A word is at most 8 x 15 x 127 and a pair of them within int16:
+      // vpackssdw is exact, then vpmaddwd by ones, twice.
+      const __m512i ones = _mm512_set1_epi16(1);
+      const __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]), ones);
+      const __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(v[2], v[3]), ones);
+      return _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
+    } else {
+      // Words up to 8 x 255 x 127: pairs added in int32.
+      const auto pairs = [](__m512i a, __m512i b) {
+        const __m512 fa = _mm512_castsi512_ps(a), fb = _mm512_castsi512_ps(b);
+        return _mm512_add_epi32(
+            _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0))),
+            _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1))));
+      };
+      return pairs(pairs(v[0], v[1]), pairs(v[2], v[3]));
+    }
+  }
+
+  // One token's exact block sums from Split's registers, a row a lane
+  // (LaneRows).
   static inline __m512i DecodeSums(const __m512i (&lo)[4], const __m512i (&hi)[4],
                                    const ActBlockQ8C& a) {
     const __m512i zero = _mm512_setzero_si512();
@@ -1103,11 +1150,16 @@ struct Q4Lanes {
     for (int g = 0; g < 4; ++g) {
       v[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo[g], alo), hi[g], ahi);
     }
-    const __m512i ones = _mm512_set1_epi16(1);
-    const __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(v[0], v[1]), ones);
-    const __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(v[2], v[3]), ones);
-    const __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(s01, s23), ones);
-    return _mm512_add_epi32(s, _mm512_set1_epi32(a.c));
+    return _mm512_add_epi32(LaneSums(v), _mm512_set1_epi32(a.c));
+  }
+
+  // The next 16 rows into L2 along these (as the AMX decode tiles): their
+  // bytes in order, 16 blocks' worth per block of these.
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
   }
 
   // T tokens (rows arb apart at act) against the 16 rows at w, the weights
@@ -1120,21 +1172,12 @@ struct Q4Lanes {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i offsets = _mm512_mullo_epi32(LaneRows(), _mm512_set1_epi32((int)wrb));
     const Strides strides(wrb);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    // The next 16 rows into L2 along these (as the AMX decode tiles).
-    const uint8_t* next = w + 16 * wrb;
-    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      for (int j = 0; j < kLines; ++j) {
-        _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
-      }
-      __m512i raw[4], lo[4], hi[4];
+      PrefetchNext(w + 16 * wrb, b);
+      __m512i raw[kHalves][4], lo[4], hi[4];
       LoadRaw(p, strides, raw);
-      for (int g = 0; g < 4; ++g) {
-        lo[g] = _mm512_and_si512(raw[g], m4);
-        hi[g] = _mm512_and_si512(_mm512_srli_epi16(raw[g], 4), m4);
-      }
+      Split(raw, lo, hi);
       const __m512 dw = Scales(p, offsets);
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
@@ -1148,29 +1191,27 @@ struct Q4Lanes {
   static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
     const __m512i offsets = _mm512_mullo_epi32(LaneRows(), _mm512_set1_epi32((int)wrb));
     const Strides strides(wrb);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const uint8_t* next = w + 16 * wrb;
-    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      for (int j = 0; j < kLines; ++j) {
-        _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
-      }
-      __m512i raw[4];
+      PrefetchNext(w + 16 * wrb, b);
+      __m512i raw[kHalves][4], lo[4], hi[4];
       LoadRaw(p, strides, raw);
-      // 4 x 4 transposes of 32-bit words within each 128-bit lane: x[j],
-      // lane 4 L + m = word j of raw[m]'s lane L (row 4 m + L).
-      const __m512i t0 = _mm512_unpacklo_epi32(raw[0], raw[1]);
-      const __m512i t1 = _mm512_unpackhi_epi32(raw[0], raw[1]);
-      const __m512i t2 = _mm512_unpacklo_epi32(raw[2], raw[3]);
-      const __m512i t3 = _mm512_unpackhi_epi32(raw[2], raw[3]);
-      const __m512i x[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+      Split(raw, lo, hi);
+      // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
+      // of lo[m] (hi[m])'s lane L, elements 4j .. 4j + 3 (16 + 4j ..) of row
+      // 4m + L, to lane 4L + m of register j (4 + j).
       uint8_t* out = panel + b * kPanelBlockBytes;
-      for (int j = 0; j < 4; ++j) {
-        _mm512_store_si512((void*)(out + 64 * j), _mm512_and_si512(x[j], m4));
-        _mm512_store_si512((void*)(out + 64 * (4 + j)),
-                           _mm512_and_si512(_mm512_srli_epi16(x[j], 4), m4));
+      for (int h = 0; h < 2; ++h) {
+        const __m512i(&v)[4] = h == 0 ? lo : hi;
+        const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]);
+        const __m512i t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]);
+        const __m512i t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+        uint8_t* o = out + 256 * h;
+        _mm512_store_si512((void*)o, _mm512_unpacklo_epi64(t0, t2));
+        _mm512_store_si512((void*)(o + 64), _mm512_unpackhi_epi64(t0, t2));
+        _mm512_store_si512((void*)(o + 128), _mm512_unpacklo_epi64(t1, t3));
+        _mm512_store_si512((void*)(o + 192), _mm512_unpackhi_epi64(t1, t3));
       }
       _mm512_store_ps((float*)(out + 512), Scales(p, offsets));
     }
@@ -1709,7 +1750,9 @@ void QuantizeImageQ8_0(const float* x, int64_t n, ActImageQ8_0* out) {
   QuantizeImage<ActImageQ8_0, 34>(x, n, out);
 }
 
-// ActBlockQ8C: ActBlockQ8's d and qs, and the Q4_0 offset's share of the sum.
+// ActBlockQ8C: ActBlockQ8's d and qs, and the weights' offset's share of
+// the sum (kOffset: 8 for Q4_0, 128 for Q8_0).
+template <int kOffset>
 void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + b * 32;
@@ -1717,7 +1760,7 @@ void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
     out[b].d = d;
-    out[b].c = -8 * sum;
+    out[b].c = -kOffset * sum;
   }
 }
 #endif
@@ -1783,22 +1826,27 @@ constexpr ActFormat kImageQ8_0Format{.name = "image_q8_0",
                                      .quantize_row = ImageRow<ActImageQ8_0, QuantizeImageQ8_0>};
 
 int64_t Q8CRowBytes(int64_t cols) { return cols / 32 * (int64_t)sizeof(ActBlockQ8C); }
+template <int kOffset>
 void Q8CRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
-  QuantizeQ8C(x, cols, (ActBlockQ8C*)out);
+  QuantizeQ8C<kOffset>(x, cols, (ActBlockQ8C*)out);
 }
-// Q4Lanes unpacks its 16 rows once per chunk: longer chunks spread that
+// RowLanes unpacks its 16 rows once per chunk: longer chunks spread that
 // over more tokens and read the weights from memory fewer times (a tile
-// reads each token's 40 bytes per block from L2 or L3; 2048 x 5632 x 512
-// tokens, 2 threads: 410-416 GFLOP/s with chunks of 192 KiB of
+// reads each token's 40 bytes per block from L2 or L3; Q4_0 2048 x 5632 x
+// 512 tokens, 2 threads: 410-416 GFLOP/s with chunks of 192 KiB of
 // activations, 450-500 with 384 KiB, 480-520 with 768 KiB, no clear gain
 // beyond).
 int64_t Q8CChunkTokens(int64_t row_bytes) {
   return std::max<int64_t>(16, 4 * kActChunkBytes / row_bytes);
 }
-constexpr ActFormat kQ8CFormat{.name = "q8c",
-                               .row_bytes = Q8CRowBytes,
-                               .quantize_row = Q8CRow,
-                               .chunk_tokens = Q8CChunkTokens};
+constexpr ActFormat kQ8CQ4_0Format{.name = "q8c_q4_0",
+                                   .row_bytes = Q8CRowBytes,
+                                   .quantize_row = Q8CRow<8>,
+                                   .chunk_tokens = Q8CChunkTokens};
+constexpr ActFormat kQ8CQ8_0Format{.name = "q8c_q8_0",
+                                   .row_bytes = Q8CRowBytes,
+                                   .quantize_row = Q8CRow<128>,
+                                   .chunk_tokens = Q8CChunkTokens};
 
 int64_t Q8KImageRowBytes(int64_t cols) {
   return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
@@ -2815,9 +2863,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
   set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_0, kQ8CFormat, Q4Lanes::Gemm);
+  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>::Gemm);
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, kImageQ8_0Format, TiledGemm<ImageKernel<DType::kQ8_0>>);
+  set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>::Gemm);
 #else
   set(DType::kQ4_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
