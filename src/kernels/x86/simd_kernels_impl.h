@@ -880,30 +880,28 @@ struct NibblePairKernel {
 };
 
 #ifdef TERN_AVX512_VNNI
-// ---- Q4_0 / Q4_1 / Q8_0 x activations in the weight row's image (AVX-512 VNNI) ---
+// ---- Q4_1 x activations in the weight row's image (AVX-512 VNNI) -------------------
 
-// The weights are read as they lie, 64 bytes at a time (see ActImageQ4_0): one
-// vpdpbusd (two for nibbles) against the activation image gives each lane an
-// integer sum within one block, and one vpermt2w gathers each lane's block
-// scale (and min) from this chunk or the one before. Per (row, token), chunk:
-//   acc += (cvt(sum) * d_a) * d_w  [+ m_w * s_a for Q4_1].
-// No byte gather, and every lane is useful: decode streams Q4_0 about 1.6x
-// and Q8_0 1.3x faster than kernels that gather the quants of whole blocks.
+// The weights are read as they lie, 64 bytes at a time (see ActImageQ4_1): two
+// vpdpbusd (low and high nibbles) against the activation image give each lane
+// an integer sum within one block, and one vpermt2w gathers each lane's block
+// scale and min from this chunk or the one before. Per (row, token), chunk:
+//   acc += (cvt(sum) * d_a) * d_w + m_w * s_a.
+// No byte gather, and every lane is useful. (Q4_0 and Q8_0 went this way
+// until RowLanes, below, which spends its float operations per block rather
+// than per 4-byte lane.)
 template <DType kType>
 struct ImageKernel {
-  static constexpr bool kNibbles = kType != DType::kQ8_0;
-  static constexpr bool kMins = kType == DType::kQ4_1;
-  using Chunk = std::conditional_t<
-      kType == DType::kQ4_0, ActImageQ4_0,
-      std::conditional_t<kType == DType::kQ4_1, ActImageQ4_1, ActImageQ8_0>>;
+  static_assert(kType == DType::kQ4_1);
+  static constexpr bool kNibbles = true;
+  static constexpr bool kMins = true;
+  using Chunk = ActImageQ4_1;
   static constexpr int kRows = 4;
-  static constexpr int kTokens = kMins ? 2 : 3;
+  static constexpr int kTokens = 2;
   static constexpr int kDecodeRows = 4;
-  static constexpr int kBlockBytes = kType == DType::kQ4_0   ? (int)sizeof(BlockQ4_0)
-                                     : kType == DType::kQ4_1 ? (int)sizeof(BlockQ4_1)
-                                                             : (int)sizeof(BlockQ8_0);
-  static constexpr int kQsOffset = kMins ? 4 : 2;
-  // Chunks before the lane pattern repeats (9, 5, 17).
+  static constexpr int kBlockBytes = (int)sizeof(BlockQ4_1);
+  static constexpr int kQsOffset = 4;
+  // Chunks before the lane pattern repeats (5).
   static constexpr int kPeriod = std::lcm(kBlockBytes, 64) / 64;
   // Decode prefetch distance in bytes along each row stream (swept with the
   // weights in 2 MiB pages: Q8_0 tg 47 / 52 / 53 / 51 tok/s at 1, 2, 3, 4 KiB;
@@ -1690,7 +1688,7 @@ void Avx2QuantizeQ8Pair(const float* x, int64_t n, ActBlockQ8Pair* out) {
 }
 
 #ifdef TERN_AVX512_VNNI
-// The activation image of a Q4_0 / Q4_1 / Q8_0 weight row (ActImageQ4_0).
+// The activation image of a Q4_1 weight row (ActImageQ4_1).
 template <class Chunk, int kBlockBytes>
 void QuantizeImage(const float* x, int64_t n, Chunk* out) {
   constexpr bool kNibbles = requires(Chunk ch) { ch.hi; };
@@ -1724,30 +1722,10 @@ void QuantizeImage(const float* x, int64_t n, Chunk* out) {
       if constexpr (kMins) out[lane / 16].s[lane % 16] = d * (float)sum * 0.25f;
     }
   }
-  // c: the offset's share of each lane, -8 x (lo + hi) or -128 x lo.
-  if constexpr (!kMins) {
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m512i lane = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones,
-                                         _mm512_loadu_si512((const void*)out[c].lo));
-      if constexpr (kNibbles) {
-        lane = _mm512_dpbusd_epi32(lane, ones, _mm512_loadu_si512((const void*)out[c].hi));
-      }
-      _mm512_storeu_si512((void*)out[c].c,
-                          _mm512_sub_epi32(_mm512_setzero_si512(),
-                                           _mm512_slli_epi32(lane, kNibbles ? 3 : 7)));
-    }
-  }
 }
 
-void QuantizeImageQ4_0(const float* x, int64_t n, ActImageQ4_0* out) {
-  QuantizeImage<ActImageQ4_0, 18>(x, n, out);
-}
 void QuantizeImageQ4_1(const float* x, int64_t n, ActImageQ4_1* out) {
   QuantizeImage<ActImageQ4_1, 20>(x, n, out);
-}
-void QuantizeImageQ8_0(const float* x, int64_t n, ActImageQ8_0* out) {
-  QuantizeImage<ActImageQ8_0, 34>(x, n, out);
 }
 
 // ActBlockQ8C: ActBlockQ8's d and qs, and the weights' offset's share of
@@ -1815,15 +1793,9 @@ template <class Chunk, void (*kQuantize)(const float*, int64_t, Chunk*)>
 void ImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
   kQuantize(x, cols, (Chunk*)out);
 }
-constexpr ActFormat kImageQ4_0Format{.name = "image_q4_0",
-                                     .row_bytes = ImageRowBytes<ActImageQ4_0, 18>,
-                                     .quantize_row = ImageRow<ActImageQ4_0, QuantizeImageQ4_0>};
 constexpr ActFormat kImageQ4_1Format{.name = "image_q4_1",
                                      .row_bytes = ImageRowBytes<ActImageQ4_1, 20>,
                                      .quantize_row = ImageRow<ActImageQ4_1, QuantizeImageQ4_1>};
-constexpr ActFormat kImageQ8_0Format{.name = "image_q8_0",
-                                     .row_bytes = ImageRowBytes<ActImageQ8_0, 34>,
-                                     .quantize_row = ImageRow<ActImageQ8_0, QuantizeImageQ8_0>};
 
 int64_t Q8CRowBytes(int64_t cols) { return cols / 32 * (int64_t)sizeof(ActBlockQ8C); }
 template <int kOffset>
