@@ -1092,7 +1092,7 @@ struct RowLanes {
   }
 
   // The unsigned weights of elements 0..15 (lo) and 16..31 (hi) of
-  // LoadRaw's registers.
+  // LoadRaw's registers (or of their transposes: the same bytes moved).
   static inline void Split(const __m512i (&raw)[kHalves][4], __m512i (&lo)[4], __m512i (&hi)[4]) {
     for (int g = 0; g < 4; ++g) {
       if constexpr (kNibbles) {
@@ -1192,24 +1192,31 @@ struct RowLanes {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
       PrefetchNext(w + 16 * wrb, b);
-      __m512i raw[kHalves][4], lo[4], hi[4];
+      __m512i raw[kHalves][4];
       LoadRaw(p, strides, raw);
-      Split(raw, lo, hi);
       // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
-      // of lo[m] (hi[m])'s lane L, elements 4j .. 4j + 3 (16 + 4j ..) of row
-      // 4m + L, to lane 4L + m of register j (4 + j).
-      uint8_t* out = panel + b * kPanelBlockBytes;
-      for (int h = 0; h < 2; ++h) {
-        const __m512i(&v)[4] = h == 0 ? lo : hi;
+      // of raw[h][m]'s lane L (bytes 16h + 4j .. of row 4m + L) to lane
+      // 4L + m of x[h][j]; then register j holds elements 4j .. 4j + 3 (Q4_0:
+      // the low nibbles of x[0][j], register 4 + j the high ones; Q8_0:
+      // x[0][j], register 4 + j x[1][j]).
+      __m512i x[kHalves][4];
+      for (int h = 0; h < kHalves; ++h) {
+        const __m512i(&v)[4] = raw[h];
         const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]);
         const __m512i t1 = _mm512_unpackhi_epi32(v[0], v[1]);
         const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]);
         const __m512i t3 = _mm512_unpackhi_epi32(v[2], v[3]);
-        uint8_t* o = out + 256 * h;
-        _mm512_store_si512((void*)o, _mm512_unpacklo_epi64(t0, t2));
-        _mm512_store_si512((void*)(o + 64), _mm512_unpackhi_epi64(t0, t2));
-        _mm512_store_si512((void*)(o + 128), _mm512_unpacklo_epi64(t1, t3));
-        _mm512_store_si512((void*)(o + 192), _mm512_unpackhi_epi64(t1, t3));
+        x[h][0] = _mm512_unpacklo_epi64(t0, t2);
+        x[h][1] = _mm512_unpackhi_epi64(t0, t2);
+        x[h][2] = _mm512_unpacklo_epi64(t1, t3);
+        x[h][3] = _mm512_unpackhi_epi64(t1, t3);
+      }
+      __m512i lo[4], hi[4];
+      Split(x, lo, hi);
+      uint8_t* out = panel + b * kPanelBlockBytes;
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_si512((void*)(out + 64 * j), lo[j]);
+        _mm512_store_si512((void*)(out + 64 * (4 + j)), hi[j]);
       }
       _mm512_store_ps((float*)(out + 512), Scales(p, offsets));
     }
