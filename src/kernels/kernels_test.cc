@@ -287,6 +287,32 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   }
 }
 
+// Every table gives a token in a batch the bits it gets alone, for batches
+// on either side of each kernel's few-token path (the AVX-512 Q4_0 kernel:
+// under 4 tokens on the rows as they lie, from 4 on through an unpacked
+// panel, in tiles of 16 tokens), across two token chunks (80 tokens of 4096
+// columns), with a short last row tile (40 rows).
+TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
+  const int64_t rows = 40, cols = 4096;
+  for (const KernelTable* table : AvailableTables()) {
+    SCOPED_TRACE(table->isa);
+    for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+      const auto w = RandomWeights(t, rows, cols, 31);
+      const WeightView view{t, w.data(), rows, cols};
+      for (int64_t tokens : {2, 3, 4, 5, 15, 16, 17, 33, 80}) {
+        const auto x = RandomActivations(tokens * cols, 32 + (uint32_t)tokens);
+        std::vector<float> y(tokens * rows), one(rows);
+        MatMulWith(*table, view, x.data(), tokens, y.data(), nullptr, nullptr);
+        for (int64_t k = 0; k < tokens; ++k) {
+          MatMulWith(*table, view, x.data() + k * cols, 1, one.data(), nullptr, nullptr);
+          ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
+              << DTypeName(t) << " tokens=" << tokens << " token " << k;
+        }
+      }
+    }
+  }
+}
+
 // Every output of `table` on the weights w (rows x cols of t), with 1, 3
 // and 17 tokens (17: the AMX tiles too) of activations all `sign` (so
 // quantized to +-127), equals `exact` within float rounding.

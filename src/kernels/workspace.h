@@ -45,6 +45,8 @@ enum class ScratchBuf : int {
   kAmxUnpacked,     // AMX legacy formats: a row tile's nibbles unpacked
   kAmxKTile,        // AMX K-quants: a row tile unpacked
   kAmxQuantRows,    // AMX activation preparation: a token group's 8-bit rows
+  kQ4Panel,         // x86 AVX-512 Q4_0/Q8_0: 16 rows unpacked, rows in the lanes
+  kQ4Pad,           // x86 AVX-512 Q4_0/Q8_0: a short last row tile padded to 16 rows
   kCount
 };
 

@@ -43,27 +43,30 @@ static_assert(sizeof(ActBlockQ8KImage) == 276);
 // The same super-block as an ActBlockQ8KImage (act_formats.cc).
 void Q8KToImage(const ActBlockQ8K& k, ActBlockQ8KImage* out);
 
-// ActImage*: activations laid out in the byte image of a Q4_0 (18-byte blocks), Q4_1
-// (20) or Q8_0 (34) weight row, 64 weight bytes per chunk (AVX-512 VNNI
-// table). Blocks start at even offsets with their 2-byte scale (and min)
-// first, so no 4-byte lane of a weight row holds quants of two blocks; the
-// activation bytes sit where their weight quants sit (zero under scales,
-// mins and past the row's end), so one vpdpbusd over 64 raw weight bytes
-// gives each lane an integer sum within a single block.
-// Q4_0/Q4_1: lo under the low nibbles (elements 0..15 of a block), hi under
-// the high ones (16..31). Q8_0: lo alone.
-// c: Q4_0, -8 x the sum of the lane's lo and hi bytes (its weights are
-// q - 8, q unsigned); Q8_0, -128 x the sum of the lane's bytes (its weights
-// enter vpdpbusd as w + 128); Q4_1, 0.
-// d: the lane's block's activation scale; s (Q4_1): d x the block's sum of
-// quants / 4 on each of its 4 lanes (the min's term). 0 past the row's end.
-// A row of n elements has ceil(n / 32 x block bytes / 64) chunks.
-struct ActImageQ4_0 {
-  int8_t lo[64];
-  int8_t hi[64];
-  int32_t c[16];
-  float d[16];
+// One activation block of 32 for the AVX-512 Q4_0 / Q8_0 kernel that holds
+// 16 weight rows in the lanes (RowLanes): the same d and qs as ActBlockQ8,
+// and c = -8 (Q4_0) or -128 (Q8_0) x the sum of qs, the weights' offset's
+// share of the block's integer sum (the weights enter vpdpbusd unsigned: the
+// nibbles q for q - 8, q + 128 for q).
+struct ActBlockQ8C {
+  float d;
+  int32_t c;
+  int8_t qs[32];
 };
+static_assert(sizeof(ActBlockQ8C) == 40);
+
+// ActImageQ4_1: activations laid out in the byte image of a Q4_1 weight row
+// (20-byte blocks), 64 weight bytes per chunk (AVX-512 VNNI table). Blocks
+// start at even offsets with their 2-byte scale and min first, so no 4-byte
+// lane of a weight row holds quants of two blocks; the activation bytes sit
+// where their weight quants sit (zero under scales, mins and past the row's
+// end), so one vpdpbusd over 64 raw weight bytes gives each lane an integer
+// sum within a single block. lo under the low nibbles (elements 0..15 of a
+// block), hi under the high ones (16..31). c: 0 (it would hold an offset's
+// share of each lane; Q4_1 has none). d: the lane's block's activation scale;
+// s: d x the block's sum of quants / 4 on each of its 4 lanes (the min's
+// term). 0 past the row's end. A row of n elements has ceil(n / 32 x 20 /
+// 64) chunks.
 struct ActImageQ4_1 {
   int8_t lo[64];
   int8_t hi[64];
@@ -71,12 +74,6 @@ struct ActImageQ4_1 {
   float d[16];
   float s[16];
 };
-struct ActImageQ8_0 {
-  int8_t lo[64];
-  int32_t c[16];
-  float d[16];
-};
-static_assert(sizeof(ActImageQ4_0) == 256 && sizeof(ActImageQ4_1) == 320 &&
-              sizeof(ActImageQ8_0) == 192);
+static_assert(sizeof(ActImageQ4_1) == 320);
 
 }  // namespace tern::kernels
