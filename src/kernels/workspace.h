@@ -45,6 +45,7 @@ enum class ScratchBuf : int {
   kAmxUnpacked,     // AMX legacy formats: a row tile's nibbles unpacked
   kAmxKTile,        // AMX K-quants: a row tile unpacked
   kAmxQuantRows,    // AMX activation preparation: a token group's 8-bit rows
+  kAttnQueryQ8,     // attention: the queries in 8 bits (Q8_0 / Q4_0 K scores)
   kCount
 };
 
