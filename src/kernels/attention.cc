@@ -130,7 +130,9 @@ void QuantizeQueryQ8(const float* q, int64_t n, int8_t* qq, float* d, int32_t* q
     d[b] = amax / 127.0f;
     int32_t sum = 0;
     for (int j = 0; j < 32; ++j) {
-      const int v = std::clamp((int)std::nearbyint(x[j] * inv), -127, 127);
+      // Clamped as a float first: a NaN (a non-finite query) becomes -127,
+      // never an out-of-range conversion.
+      const int v = (int)std::min(127.0f, std::max(-127.0f, std::nearbyint(x[j] * inv)));
       qq[b * 32 + j] = (int8_t)v;
       sum += v;
     }
