@@ -2423,12 +2423,15 @@ inline void AccumulateChunkV(const AttnGroupArgs& a, const uint8_t* const* vrow,
 
 // Rows = (query, head) pairs: num_queries x group x num_kv_heads; the rows
 // of a KV head read its K/V at a fixed offset from the first's.
-// K of any KV dtype: F32 rows are read in place, the others decoded
-// (DecodeKvRow) 8 positions at a time into a small f32 tile, once for all
-// the rows of their KV head. V: kF16, F16 rows in place; else F32 rows in
-// place, or (a block format, BF16) the chunk's V rows of the item's heads
+// K: Q8_0 / Q4_0 of whole blocks scored in 8-bit integers (ScoresInt8,
+// 8 positions at a time for all the rows of their KV head); otherwise F32
+// rows are read in place, the others decoded (DecodeKvRow) 8 positions at a
+// time into a small f32 tile, once for all the rows of their KV head. V:
+// kF16, F16 rows in place; else F32 rows in place, Q8_0 / Q4_0 blocks
+// decoded in registers, or (BF16) the chunk's V rows of the item's heads
 // decoded into an f32 tile first. A decoded value is exact, so a quantized
-// cache gives the results of an F32 cache holding the decoded values.
+// V (and a quantized K not scored in 8 bits) gives the results of an F32
+// cache holding the decoded values.
 // Chunks are aligned to absolute positions (multiples of 64) and each chunk's
 // positions go 8 to a vector from a multiple of 8, so a row sees the same
 // operations whatever rows it is bundled with: positions outside a row's
