@@ -2436,7 +2436,9 @@ inline void AccumulateChunkV(const AttnGroupArgs& a, const uint8_t* const* vrow,
 // positions go 8 to a vector from a multiple of 8, so a row sees the same
 // operations whatever rows it is bundled with: positions outside a row's
 // [lo, hi] score -inf, weigh exactly 0 and add exact zeros.
-template <bool kF16>
+// kInt8K: K scored in 8 bits (KScoresInt8; a template parameter so that the
+// f32 score path compiles as it did without it).
+template <bool kF16, bool kInt8K>
 void AttendGroupSimd(const AttnGroupArgs& a) {
   const KvPagesView& kv = *a.kv;
   const int64_t hd = a.head_dim;
@@ -2494,10 +2496,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // Q8_0 / Q4_0 K of whole blocks: scores in 8-bit integers against each
   // row's query quantized per block (KScoresInt8), the rows of each KV head
   // in kvh_q8[kvh].
-  const bool k_int8 = KScoresInt8(kdt, e_first, hd);
+  constexpr bool k_int8 = kInt8K;
+  DCHECK_EQ(k_int8, KScoresInt8(kdt, e_first, hd));
   const int64_t nb = hd / 32;
   QueryQ8Row kvh_q8[kMaxAttnGroup][kMaxAttnGroup];
-  if (k_int8) {
+  if constexpr (k_int8) {
     const int64_t row_bytes = hd + 8 * nb;  // quants, then d and sum per block
     int8_t* const q8 = a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8, rows * row_bytes);
     for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
@@ -2590,7 +2593,7 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           PutScores(sc, p0, lo_in[r], hi_in[r], scores + r * kStride + i, &row_max[r]);
         };
         const int m = num_kvh_rows[kvh];
-        if (k_int8) {
+        if constexpr (k_int8) {
           bool any = false;
           for (int t = 0; t < m; ++t) any = any || needs(kvh_rows[kvh][t]);
           __m256 sc[kMaxAttnGroup];
@@ -2670,8 +2673,14 @@ bool Avx2AttendGroup(const AttnGroupArgs& a) {
     return false;
   }
   if (!IsKvDtype(a.kv->KDtype()) || !IsKvDtype(a.kv->VDtype())) return false;
-  if (a.kv->VDtype() == DType::kF16) AttendGroupSimd<true>(a);
-  else AttendGroupSimd<false>(a);
+  const bool v_f16 = a.kv->VDtype() == DType::kF16;
+  if (KScoresInt8(a.kv->KDtype(), (int64_t)a.kv_head * a.head_dim, a.head_dim)) {
+    if (v_f16) AttendGroupSimd<true, true>(a);
+    else AttendGroupSimd<false, true>(a);
+  } else {
+    if (v_f16) AttendGroupSimd<true, false>(a);
+    else AttendGroupSimd<false, false>(a);
+  }
   return true;
 }
 
