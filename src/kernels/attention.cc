@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/workspace.h"
 
@@ -54,15 +55,33 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
   }
   const int32_t hi = a.positions[0];
   const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
+  // Q8_0 / Q4_0 K of whole blocks: scores in 8-bit integers (KScoresInt8).
+  const bool k_int8 = KScoresInt8(kt_k, e0, head_dim);
+  const int64_t nb = head_dim / 32;
+  int8_t* const qq =
+      k_int8 ? a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8,
+                                      (int64_t)group * (head_dim + 8 * nb))
+             : nullptr;
+  float* const qd = k_int8 ? (float*)(qq + (int64_t)group * head_dim) : nullptr;
+  int32_t* const qsum = k_int8 ? (int32_t*)(qd + group * nb) : nullptr;
+  for (int g = 0; k_int8 && g < group; ++g) {
+    QuantizeQueryQ8(a.q + (int64_t)g * head_dim, head_dim, qq + (int64_t)g * head_dim,
+                    qd + g * nb, qsum + g * nb);
+  }
+  const int64_t k_block_off = k_int8 ? e0 / 32 * BlockBytes(kt_k) : 0;
   for (int32_t p0 = lo; p0 <= hi; p0 += kAttnChunk) {
     const int32_t n = std::min(kAttnChunk, hi - p0 + 1);
     for (int32_t i = 0; i < n; ++i) {
+      const uint8_t* const kslot = kv.k + kv.KOffset(p0 + i);
       const HeadRow krow =
-          ReadHead(kt_k, kv.k + kv.KOffset(p0 + i), e0, head_dim, decoded);
+          k_int8 ? HeadRow{} : ReadHead(kt_k, kslot, e0, head_dim, decoded);
       for (int g = 0; g < group; ++g) {
         const float* qg = a.q + (int64_t)g * head_dim;
-        const float s = krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
-                                            : kt.dot_f16(qg, krow.f16, head_dim);
+        const float s =
+            k_int8 ? DotQueryQ8(kt_k, qq + (int64_t)g * head_dim, qd + g * nb,
+                                kslot + k_block_off, head_dim)
+            : krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
+                                  : kt.dot_f16(qg, krow.f16, head_dim);
         scores[g * kAttnChunk + i] =
             a.softcap > 0.0f ? a.softcap * std::tanh(s * a.scale / a.softcap) : s * a.scale;
       }
@@ -100,6 +119,49 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
 }
 
 }  // namespace
+
+void QuantizeQueryQ8(const float* q, int64_t n, int8_t* qq, float* d, int32_t* qsum) {
+  CHECK(n % 32 == 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* x = q + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // Clamped as a float first: a NaN (a non-finite query) becomes -127,
+      // never an out-of-range conversion.
+      const int v = (int)std::min(127.0f, std::max(-127.0f, std::nearbyint(x[j] * inv)));
+      qq[b * 32 + j] = (int8_t)v;
+      sum += v;
+    }
+    qsum[b] = sum;
+  }
+}
+
+float DotQueryQ8(DType k, const int8_t* qq, const float* d, const uint8_t* blocks, int64_t n) {
+  float s = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const int8_t* x = qq + b * 32;
+    int32_t isum = 0;
+    uint16_t dh;
+    if (k == DType::kQ8_0) {
+      const uint8_t* blk = blocks + b * 34;
+      std::memcpy(&dh, blk, 2);
+      for (int j = 0; j < 32; ++j) isum += x[j] * (int8_t)blk[2 + j];
+    } else {
+      DCHECK(k == DType::kQ4_0);
+      const uint8_t* blk = blocks + b * 18;
+      std::memcpy(&dh, blk, 2);
+      for (int j = 0; j < 16; ++j) {
+        isum += x[j] * ((blk[2 + j] & 0xF) - 8) + x[j + 16] * ((blk[2 + j] >> 4) - 8);
+      }
+    }
+    s = std::fma((float)isum, d[b] * Fp16ToFp32(dh), s);
+  }
+  return s;
+}
 
 void AttendGroupGeneric(const KernelTable& kt, const AttnGroupArgs& a) {
   for (int32_t i = 0; i < a.num_queries; ++i) {

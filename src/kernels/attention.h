@@ -51,4 +51,26 @@ constexpr int kMaxAttnGroup = 16;
 // attend_group, and its fallback).
 void AttendGroupGeneric(const KernelTable& table, const AttnGroupArgs& args);
 
+// K scores in 8-bit integers. Where K is Q8_0 or Q4_0 and a KV head's
+// elements are whole blocks (e0 and head_dim multiples of 32), every table
+// scores a position as llama.cpp's q8_0 dot does: the query head is
+// quantized per block of 32 (QuantizeQueryQ8), each block's dot with K's
+// quants is an exact int32 sum, and
+//   s = 0; for each block b in order: s = fma((float)isum_b, dq_b * dk_b, s);
+//   score = s * scale
+// (dq_b * dk_b and s * scale rounded as floats), so the tables agree
+// bitwise on every score. Elsewhere K is decoded exactly to f32 and dotted
+// with the f32 query.
+inline bool KScoresInt8(DType k, int64_t e0, int64_t head_dim) {
+  return (k == DType::kQ8_0 || k == DType::kQ4_0) && e0 % 32 == 0 && head_dim % 32 == 0;
+}
+// q[0, n) (n a multiple of 32) per block of 32: qq = round(q / d), d =
+// max|q| / 127 (qq in [-127, 127]; an all-zero block: d = 0, qq = 0), and
+// qsum = the block's sum of qq.
+void QuantizeQueryQ8(const float* q, int64_t n, int8_t* qq, float* d, int32_t* qsum);
+// Score of one position (the formula above, before the scale): the
+// n-element query (qq, d per block) against a Q8_0 / Q4_0 row's blocks from
+// `blocks` on.
+float DotQueryQ8(DType k, const int8_t* qq, const float* d, const uint8_t* blocks, int64_t n);
+
 }  // namespace tern::kernels

@@ -710,6 +710,20 @@ TEST_F(ElementwiseTest, DotAndAxpyMatch) {
 
 // ---- attention -------------------------------------------------------------------
 
+// A query head as the kernels score it against K of dtype k from element
+// kv_off: itself, or where K's scores are 8-bit (KScoresInt8) its per-block
+// 8-bit quantization's values.
+std::vector<float> ScoredQuery(DType k, int kv_off, int head_dim, const float* q) {
+  std::vector<float> out(q, q + head_dim);
+  if (!KScoresInt8(k, kv_off, head_dim)) return out;
+  std::vector<int8_t> qq(head_dim);
+  std::vector<float> d(head_dim / 32);
+  std::vector<int32_t> sum(head_dim / 32);
+  QuantizeQueryQ8(q, head_dim, qq.data(), d.data(), sum.data());
+  for (int i = 0; i < head_dim; ++i) out[i] = (float)qq[i] * d[i / 32];
+  return out;
+}
+
 // Naive attention for one query and head over contiguous positions.
 void NaiveAttention(const float* q, const std::vector<std::vector<float>>& k,
                     const std::vector<std::vector<float>>& v, int lo, int hi, int kv_off,
@@ -887,9 +901,10 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
         for (int i = 0; i < nq; ++i) {
           const int hi = positions[i], lo = window > 0 ? std::max(0, hi - window + 1) : 0;
           for (int g = 0; g < sh.group; ++g) {
-            NaiveAttention(&q[i * row + g * sh.head_dim], kv.k, kv.v, lo, hi,
-                           kv_head * sh.head_dim, sh.head_dim, scale,
-                           &expect[i * row + g * sh.head_dim]);
+            const std::vector<float> qs = ScoredQuery(dt.k, kv_head * sh.head_dim, sh.head_dim,
+                                                      &q[i * row + g * sh.head_dim]);
+            NaiveAttention(qs.data(), kv.k, kv.v, lo, hi, kv_head * sh.head_dim, sh.head_dim,
+                           scale, &expect[i * row + g * sh.head_dim]);
           }
         }
         for (const KernelTable* t : tables) {
@@ -959,8 +974,10 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
           const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
           std::vector<float> expect(row);
           for (int h = 0; h < n_head; ++h) {
-            NaiveAttention(&q[h * sh.head_dim], kv.k, kv.v, lo, pos,
-                           (h / sh.group) * sh.head_dim, sh.head_dim, scale,
+            const int kv_off = (h / sh.group) * sh.head_dim;
+            const std::vector<float> qs =
+                ScoredQuery(dt.k, kv_off, sh.head_dim, &q[h * sh.head_dim]);
+            NaiveAttention(qs.data(), kv.k, kv.v, lo, pos, kv_off, sh.head_dim, scale,
                            &expect[h * sh.head_dim]);
           }
           std::vector<std::vector<float>> per_table;
@@ -1111,7 +1128,8 @@ TEST(KvRowsTest, StoreLoadRoundTrip) {
 // The kernels read a quantized cache as the F32 cache of its decoded values:
 // every table, bitwise (decoded values are exact; the same FMAs follow), at
 // head sizes whose heads start inside a block and positions off the block
-// grid.
+// grid. Except K where its scores are 8-bit (KScoresInt8: Q8_0 / Q4_0 K of
+// whole blocks): the copy keeps those K bytes, and V alone is compared.
 TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
   WorkerScratch scratch;
   struct Shape { int head_dim, group, n_head_kv; };
@@ -1122,17 +1140,19 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
       if (!FitsBlocks(dt, slot_elems)) continue;
       PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 41 + sh.head_dim);
-      // The F32 copy: same block table, the decoded values.
+      // The F32 copy: same block table, the decoded values (K's bytes kept
+      // where its scores are 8-bit; every head alike, as head_dim decides).
+      const bool k_int8 = KScoresInt8(dt.k, 0, sh.head_dim);
       PagedKv f32 = kv;
-      f32.kbuf.assign((size_t)kv.table.size() * block_size * slot_elems * 4, 0);
-      f32.vbuf.assign(f32.kbuf.size(), 0);
+      f32.vbuf.assign((size_t)kv.table.size() * block_size * slot_elems * 4, 0);
+      if (!k_int8) f32.kbuf.assign(f32.vbuf.size(), 0);
       for (int p = 0; p < ctx; ++p) {
         const int64_t slot = (int64_t)kv.table[p / block_size] * block_size + p % block_size;
-        std::memcpy(&f32.kbuf[slot * slot_elems * 4], kv.k[p].data(), slot_elems * 4);
+        if (!k_int8) std::memcpy(&f32.kbuf[slot * slot_elems * 4], kv.k[p].data(), slot_elems * 4);
         std::memcpy(&f32.vbuf[slot * slot_elems * 4], kv.v[p].data(), slot_elems * 4);
       }
-      f32.view = KvPagesView{f32.kbuf.data(), f32.vbuf.data(), DType::kF32, slot_elems,
-                             f32.table.data(), block_size, 0, DType::kF32};
+      f32.view = KvPagesView{f32.kbuf.data(), f32.vbuf.data(), k_int8 ? dt.k : DType::kF32,
+                             slot_elems, f32.table.data(), block_size, 0, DType::kF32};
       const int n_head = sh.group * sh.n_head_kv;
       const int64_t row = (int64_t)n_head * sh.head_dim;
       const std::vector<int32_t> positions = {0, 33, 95, 101, 169};
@@ -1172,6 +1192,45 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
         }
       }
     }
+  }
+}
+
+// 8-bit K scores: the query's per-block quantization stays within half a
+// step of each element, and a position's score is the exact dot of the
+// quantized query's values with K's decoded values, up to float rounding.
+TEST(AttentionTest, QueryQ8DotIsTheDotOfTheQuantizedValues) {
+  const int n = 128;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  std::vector<float> q(n), k(n);
+  for (auto& e : q) e = nd(rng);
+  for (auto& e : k) e = nd(rng);
+  for (int j = 64; j < 96; ++j) q[j] = 0.0f;  // an all-zero block: d 0, quants 0
+  std::vector<int8_t> qq(n);
+  std::vector<float> d(n / 32);
+  std::vector<int32_t> sum(n / 32);
+  QuantizeQueryQ8(q.data(), n, qq.data(), d.data(), sum.data());
+  for (int b = 0; b < n / 32; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) {
+      s += qq[b * 32 + j];
+      ASSERT_LE(std::fabs((float)qq[b * 32 + j] * d[b] - q[b * 32 + j]), d[b] * 0.5f * 1.001f);
+    }
+    ASSERT_EQ(s, sum[b]);
+  }
+  EXPECT_EQ(d[2], 0.0f);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    std::vector<uint8_t> row(RowBytes(t, n));
+    StoreKvRow(t, k.data(), n, row.data());
+    std::vector<float> kd(n);
+    LoadKvElems(t, row.data(), 0, n, kd.data());
+    double exact = 0, mag = 0;
+    for (int i = 0; i < n; ++i) {
+      exact += (double)qq[i] * d[i / 32] * kd[i];
+      mag += std::fabs((double)qq[i] * d[i / 32] * kd[i]);
+    }
+    EXPECT_NEAR(DotQueryQ8(t, qq.data(), d.data(), row.data(), n), exact, 1e-6 * mag);
   }
 }
 

@@ -2552,6 +2552,112 @@ inline void PutScores(__m256 sc, int32_t p0, int32_t lo, int32_t hi, float* sg,
   *row_max = _mm256_max_ps(*row_max, sc);
 }
 
+// ---- K scores in 8-bit integers (attention.h KScoresInt8) ----
+
+// One query row quantized by QuantizeQueryQ8: qq per element, d and the
+// quants' sum per block of 32.
+struct QueryQ8Row {
+  const int8_t* qq;
+  const float* d;
+  const int32_t* sum;
+};
+
+// Dwords [c, c + 4) (16 bytes from off) of 8 rows, transposed: lane t of
+// out[j] is row t's dword c + j.
+inline void Transpose8x4(const uint8_t* const* rows, int64_t off, __m256i* out) {
+  __m256i r[4];
+  for (int t = 0; t < 4; ++t) {
+    r[t] = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)(rows[t] + off))),
+        _mm_loadu_si128((const __m128i*)(rows[t + 4] + off)), 1);
+  }
+  const __m256i a0 = _mm256_unpacklo_epi32(r[0], r[1]);  // rows 0 1: dwords 0 0 1 1
+  const __m256i a1 = _mm256_unpackhi_epi32(r[0], r[1]);  // rows 0 1: dwords 2 2 3 3
+  const __m256i a2 = _mm256_unpacklo_epi32(r[2], r[3]);
+  const __m256i a3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  out[0] = _mm256_unpacklo_epi64(a0, a2);
+  out[1] = _mm256_unpackhi_epi64(a0, a2);
+  out[2] = _mm256_unpacklo_epi64(a1, a3);
+  out[3] = _mm256_unpackhi_epi64(a1, a3);
+}
+
+// acc + the 4-byte dots of u (unsigned) and s (signed) per lane, exact
+// (DotU8S8's bounds).
+inline __m256i DotAccU8S8(__m256i acc, __m256i u, __m256i s) {
+#ifdef TERN_AVX512_VNNI
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, DotU8S8(u, s));
+#endif
+}
+
+// Scores (before nothing but the scale) of 8 positions, lanes = positions
+// k[0..8), for m query rows against one KV head's K blocks of kT (Q8_0 or
+// Q4_0) from byte block_off of each slot, nb blocks: per block the int32 dot
+// of the row's quants with K's (exact: the same integers in every table),
+// then s = fma(isum, dq * dk, s), and out = s * scale, as DotQueryQ8 does
+// for one position (bitwise). The K quants are transposed once for all rows.
+template <DType kT>
+inline void ScoresInt8(const uint8_t* const* k, int64_t block_off, int64_t nb,
+                       const QueryQ8Row* rows, int m, __m256 scale, __m256* out) {
+  constexpr int64_t kBlockBytes = kT == DType::kQ8_0 ? 34 : 18;
+  // Q8_0 with vpdpbusd: the quants + 128 as unsigned bytes, less 128 x the
+  // query's sum; without it the sign trick (|k| x sign(q, k)). Q4_0: the
+  // nibbles (quant + 8), less 8 x the query's sum.
+#ifdef TERN_AVX512_VNNI
+  constexpr int32_t kBias = kT == DType::kQ8_0 ? 128 : 8;
+#else
+  constexpr int32_t kBias = kT == DType::kQ8_0 ? 0 : 8;
+#endif
+  __m256 s[kMaxAttnGroup];
+  for (int t = 0; t < m; ++t) s[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t off = block_off + b * kBlockBytes;
+    __m256i kq[8];  // dword j: the block's elements [4j, 4j + 4) of each position
+    __m256i ku[8];  // the unsigned operand
+    if constexpr (kT == DType::kQ8_0) {
+      Transpose8x4(k, off + 2, kq);
+      Transpose8x4(k, off + 18, kq + 4);
+      for (int j = 0; j < 8; ++j) {
+#ifdef TERN_AVX512_VNNI
+        ku[j] = _mm256_xor_si256(kq[j], _mm256_set1_epi8((char)0x80));
+#else
+        ku[j] = _mm256_abs_epi8(kq[j]);
+#endif
+      }
+    } else {
+      __m256i packed[4];  // byte i: element i (low nibble), element 16 + i (high)
+      Transpose8x4(k, off + 2, packed);
+      const __m256i mask = _mm256_set1_epi8(0x0F);
+      for (int j = 0; j < 4; ++j) {
+        ku[j] = _mm256_and_si256(packed[j], mask);
+        ku[4 + j] = _mm256_and_si256(_mm256_srli_epi16(packed[j], 4), mask);
+      }
+    }
+    const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16(
+        (short)LoadU16(k[0] + off), (short)LoadU16(k[1] + off), (short)LoadU16(k[2] + off),
+        (short)LoadU16(k[3] + off), (short)LoadU16(k[4] + off), (short)LoadU16(k[5] + off),
+        (short)LoadU16(k[6] + off), (short)LoadU16(k[7] + off)));
+    for (int t = 0; t < m; ++t) {
+      const int8_t* qb = rows[t].qq + b * 32;
+      __m256i acc = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        int32_t qw;
+        std::memcpy(&qw, qb + 4 * j, 4);
+        __m256i qv = _mm256_set1_epi32(qw);
+        if constexpr (kT == DType::kQ8_0 && kBias == 0) qv = _mm256_sign_epi8(qv, kq[j]);
+        acc = DotAccU8S8(acc, ku[j], qv);
+      }
+      if constexpr (kBias != 0) {
+        acc = _mm256_sub_epi32(acc, _mm256_set1_epi32(kBias * rows[t].sum[b]));
+      }
+      const __m256 dqk = _mm256_mul_ps(_mm256_set1_ps(rows[t].d[b]), dk);
+      s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), dqk, s[t]);
+    }
+  }
+  for (int t = 0; t < m; ++t) out[t] = _mm256_mul_ps(s[t], scale);
+}
+
 // The slots of a chunk's positions [base, fill_end) (K; V up to end): the
 // block table walked position by position from `first` (one division per
 // chunk, not one per position); positions before `first` read its slot.
@@ -2621,17 +2727,22 @@ inline void AccumulateChunkV(const AttnGroupArgs& a, const uint8_t* const* vrow,
 
 // Rows = (query, head) pairs: num_queries x group x num_kv_heads; the rows
 // of a KV head read its K/V at a fixed offset from the first's.
-// K of any KV dtype: F32 rows are read in place, the others decoded
-// (DecodeKvRow) 8 positions at a time into a small f32 tile, once for all
-// the rows of their KV head. V: kF16, F16 rows in place; else F32 rows in
-// place, or (a block format, BF16) the chunk's V rows of the item's heads
+// K: Q8_0 / Q4_0 of whole blocks scored in 8-bit integers (ScoresInt8,
+// 8 positions at a time for all the rows of their KV head); otherwise F32
+// rows are read in place, the others decoded (DecodeKvRow) 8 positions at a
+// time into a small f32 tile, once for all the rows of their KV head. V:
+// kF16, F16 rows in place; else F32 rows in place, Q8_0 / Q4_0 blocks
+// decoded in registers, or (BF16) the chunk's V rows of the item's heads
 // decoded into an f32 tile first. A decoded value is exact, so a quantized
-// cache gives the results of an F32 cache holding the decoded values.
+// V (and a quantized K not scored in 8 bits) gives the results of an F32
+// cache holding the decoded values.
 // Chunks are aligned to absolute positions (multiples of 64) and each chunk's
 // positions go 8 to a vector from a multiple of 8, so a row sees the same
 // operations whatever rows it is bundled with: positions outside a row's
 // [lo, hi] score -inf, weigh exactly 0 and add exact zeros.
-template <bool kF16>
+// kInt8K: K scored in 8 bits (KScoresInt8; a template parameter so that the
+// f32 score path compiles as it did without it).
+template <bool kF16, bool kInt8K>
 void AttendGroupSimd(const AttnGroupArgs& a) {
   const KvPagesView& kv = *a.kv;
   const int64_t hd = a.head_dim;
@@ -2686,9 +2797,34 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // next chunk), V rows of a chunk while its scores are computed (16 was no
   // faster, 32 slower).
   constexpr int kAhead = 8;
+  // Q8_0 / Q4_0 K of whole blocks: scores in 8-bit integers against each
+  // row's query quantized per block (KScoresInt8), the rows of each KV head
+  // in kvh_q8[kvh].
+  constexpr bool k_int8 = kInt8K;
+  DCHECK_EQ(k_int8, KScoresInt8(kdt, e_first, hd));
+  const int64_t nb = hd / 32;
+  QueryQ8Row kvh_q8[kMaxAttnGroup][kMaxAttnGroup];
+  if constexpr (k_int8) {
+    const int64_t row_bytes = hd + 8 * nb;  // quants, then d and sum per block
+    int8_t* const q8 = a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8, rows * row_bytes);
+    for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      for (int t = 0; t < num_kvh_rows[kvh]; ++t) {
+        const int r = kvh_rows[kvh][t];
+        int8_t* const qq = q8 + r * row_bytes;
+        float* const d = (float*)(qq + hd);
+        int32_t* const sum = (int32_t*)(d + nb);
+        QuantizeQueryQ8(row_q[r], hd, qq, d, sum);
+        kvh_q8[kvh][t] = {qq, d, sum};
+      }
+    }
+  }
+  const auto scores_int8 =
+      kdt == DType::kQ8_0 ? ScoresInt8<DType::kQ8_0> : ScoresInt8<DType::kQ4_0>;
+  const int64_t k_block_bytes = BlockBytes(kdt);
   // 8 K rows in f32.
-  float* const kconv =
-      kdt != DType::kF32 ? a.scratch->Get<float>(ScratchBuf::kAttnKRows, 8 * hd) : nullptr;
+  float* const kconv = kdt != DType::kF32 && !k_int8
+                           ? a.scratch->Get<float>(ScratchBuf::kAttnKRows, 8 * hd)
+                           : nullptr;
   // Decoded V: the chunk's rows of the item's heads, [position][kv head][hd].
   const int64_t vtile_row = (int64_t)a.num_kv_heads * hd;
   float* const vtile =
@@ -2761,6 +2897,18 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           PutScores(sc, p0, lo_in[r], hi_in[r], scores + r * kStride + i, &row_max[r]);
         };
         const int m = num_kvh_rows[kvh];
+        if constexpr (k_int8) {
+          bool any = false;
+          for (int t = 0; t < m; ++t) any = any || needs(kvh_rows[kvh][t]);
+          __m256 sc[kMaxAttnGroup];
+          if (any) {
+            scores_int8(krow + i, ke0 / 32 * k_block_bytes, nb, kvh_q8[kvh], m, scale, sc);
+          } else {
+            for (int t = 0; t < m; ++t) sc[t] = _mm256_setzero_ps();
+          }
+          for (int t = 0; t < m; ++t) put(kvh_rows[kvh][t], sc[t]);
+          continue;
+        }
         for (int t = 0; t < m;) {
           const int r = kvh_rows[kvh][t];
 #ifdef TERN_AVX512_VNNI
@@ -2829,8 +2977,14 @@ bool Avx2AttendGroup(const AttnGroupArgs& a) {
     return false;
   }
   if (!IsKvDtype(a.kv->KDtype()) || !IsKvDtype(a.kv->VDtype())) return false;
-  if (a.kv->VDtype() == DType::kF16) AttendGroupSimd<true>(a);
-  else AttendGroupSimd<false>(a);
+  const bool v_f16 = a.kv->VDtype() == DType::kF16;
+  if (KScoresInt8(a.kv->KDtype(), (int64_t)a.kv_head * a.head_dim, a.head_dim)) {
+    if (v_f16) AttendGroupSimd<true, true>(a);
+    else AttendGroupSimd<false, true>(a);
+  } else {
+    if (v_f16) AttendGroupSimd<true, false>(a);
+    else AttendGroupSimd<false, false>(a);
+  }
   return true;
 }
 
