@@ -263,6 +263,24 @@ TEST_P(MatMulFormatTest, ThreadedEqualsUnthreadedBitwise) {
   }
 }
 
+
+// Each of `tokens_list`'s batches through `table` gives every token the bits
+// it gets alone (random weights of type t, rows x cols; seeds from `seed`).
+void ExpectBatchEqualsTokensAlone(const KernelTable& table, DType t, int64_t rows, int64_t cols,
+                                  std::initializer_list<int64_t> tokens_list, uint32_t seed) {
+  const auto w = RandomWeights(t, rows, cols, seed);
+  const WeightView view{t, w.data(), rows, cols};
+  for (int64_t tokens : tokens_list) {
+    const auto x = RandomActivations(tokens * cols, seed + 1 + (uint32_t)tokens);
+    std::vector<float> y(tokens * rows), one(rows);
+    MatMulWith(table, view, x.data(), tokens, y.data(), nullptr, nullptr);
+    for (int64_t k = 0; k < tokens; ++k) {
+      MatMulWith(table, view, x.data() + k * cols, 1, one.data(), nullptr, nullptr);
+      ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
+          << DTypeName(t) << " tokens=" << tokens << " token " << k;
+    }
+  }
+}
 // The AMX table computes a token alone (decode, on the vector unit) and in
 // token groups of 16 (tiles) with the same float operations: any batch, cut
 // into chunks or not, gives each token the bits it gets alone.
@@ -272,18 +290,7 @@ TEST(MatMulTest, AmxBatchEqualsTokensAloneBitwise) {
   const int64_t rows = 40, cols = 4096;  // 4096 columns: chunks of 32 tokens
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                   DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    const auto w = RandomWeights(t, rows, cols, 21);
-    const WeightView view{t, w.data(), rows, cols};
-    for (int64_t tokens : {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}) {
-      const auto x = RandomActivations(tokens * cols, 22 + (uint32_t)tokens);
-      std::vector<float> y(tokens * rows), one(rows);
-      MatMulWith(*amx, view, x.data(), tokens, y.data(), nullptr, nullptr);
-      for (int64_t k = 0; k < tokens; ++k) {
-        MatMulWith(*amx, view, x.data() + k * cols, 1, one.data(), nullptr, nullptr);
-        ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
-            << DTypeName(t) << " tokens=" << tokens << " token " << k;
-      }
-    }
+    ExpectBatchEqualsTokensAlone(*amx, t, rows, cols, {2, 6, 7, 15, 16, 17, 22, 23, 33, 47}, 21);
   }
 }
 
@@ -297,18 +304,7 @@ TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
   for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
     for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
-      const auto w = RandomWeights(t, rows, cols, 31);
-      const WeightView view{t, w.data(), rows, cols};
-      for (int64_t tokens : {2, 3, 4, 5, 15, 16, 17, 33, 80}) {
-        const auto x = RandomActivations(tokens * cols, 32 + (uint32_t)tokens);
-        std::vector<float> y(tokens * rows), one(rows);
-        MatMulWith(*table, view, x.data(), tokens, y.data(), nullptr, nullptr);
-        for (int64_t k = 0; k < tokens; ++k) {
-          MatMulWith(*table, view, x.data() + k * cols, 1, one.data(), nullptr, nullptr);
-          ASSERT_EQ(0, std::memcmp(one.data(), y.data() + k * rows, rows * sizeof(float)))
-              << DTypeName(t) << " tokens=" << tokens << " token " << k;
-        }
-      }
+      ExpectBatchEqualsTokensAlone(*table, t, rows, cols, {2, 3, 4, 5, 15, 16, 17, 33, 80}, 31);
     }
   }
 }

@@ -1644,14 +1644,17 @@ inline float BlockMaxAbs(const float* x, int n) {
   return MaxAbs8(m);
 }
 
+// One block of 32 to int8 at d = max |x| / 127 (*d); returns the sum of qs.
+inline int QuantizeBlock32(const float* xb, int8_t* qs, float* d) {
+  *d = BlockMaxAbs(xb, 32) / 127.0f;
+  const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+  return Quantize32(xb, _mm256_set1_ps(id), qs);
+}
+
 void Avx2QuantizeQ8(const float* x, int64_t n, ActBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    const float d = BlockMaxAbs(xb, 32) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
-    out[b].d = d;
-    out[b].s = d * (float)sum;
+    const int sum = QuantizeBlock32(x + b * 32, out[b].qs, &out[b].d);
+    out[b].s = out[b].d * (float)sum;
   }
 }
 
@@ -1661,10 +1664,7 @@ inline int QuantizeBlockOrZero(const float* x, int64_t b, int64_t nb, int8_t* qs
   std::memset(qs, 0, 32);
   *d = 0.0f;
   if (b >= nb) return 0;
-  const float* xb = x + b * 32;
-  *d = BlockMaxAbs(xb, 32) / 127.0f;
-  const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
-  return Quantize32(xb, _mm256_set1_ps(id), qs);
+  return QuantizeBlock32(x + b * 32, qs, d);
 }
 
 // ActBlockQ8Pair: 2 blocks per pair.
@@ -1740,12 +1740,7 @@ void QuantizeImageQ4_1(const float* x, int64_t n, ActImageQ4_1* out) {
 template <int kOffset>
 void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    const float d = BlockMaxAbs(xb, 32) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int sum = Quantize32(xb, _mm256_set1_ps(id), out[b].qs);
-    out[b].d = d;
-    out[b].c = -kOffset * sum;
+    out[b].c = -kOffset * QuantizeBlock32(x + b * 32, out[b].qs, &out[b].d);
   }
 }
 #endif
