@@ -9,6 +9,9 @@
 #
 # Results (JSON + SVG per run) go to $OUT (default /tmp/tern-serve-vs); each
 # run prints one summary line. Without LLAMA_SERVER only tern runs.
+# TERN_SERVE_FLAGS adds flags to every `tern serve` (e.g.
+# "--target-itl-factor 2"); TAG adds a suffix to the labels; SERVERS="tern"
+# or "llama" runs one side only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TERN=${TERN:-./build/tern}
@@ -26,7 +29,7 @@ SERVER_PID=
 start_server() {  # name [extra tern flags...]
   local name=$1; shift
   if [ "$name" = tern ]; then
-    "$TERN" serve -m "$MODEL" -t "$THREADS" --port "$PORT" --max-num-seqs 64 --kv-cache-memory 2GiB "$@" \
+    "$TERN" serve -m "$MODEL" -t "$THREADS" --port "$PORT" --max-num-seqs 64 --kv-cache-memory 2GiB ${TERN_SERVE_FLAGS:-} "$@" \
       >"$OUT/server-$name.log" 2>&1 &
   else
     "$LLAMA_SERVER" -m "$MODEL" -t "$THREADS" --port "$PORT" -np 16 -fa on -c 65536 \
@@ -45,7 +48,7 @@ stop_server() {
 }
 
 bench() {  # label [bench serve flags...]
-  local label=$1; shift
+  local label=$1${TAG:-}; shift
   "$TERN" bench serve -m "$MODEL" --base-url "http://127.0.0.1:$PORT" --ignore-eos --seed 1 \
     --label "$label" --save-result "$OUT/$label.json" "$@" >"$OUT/$label.txt" 2>"$OUT/$label.err" || true
   python3 - "$OUT/$label.json" <<'PY'
@@ -59,7 +62,10 @@ print(f"{j['label']:<28} ok {j['completed']:>3} fail {j['failed']:>2}  "
 PY
 }
 
-servers() { echo tern; [ -n "$LLAMA_SERVER" ] && echo llama || true; }
+servers() {  # SERVERS="llama" runs one side only
+  if [ -n "${SERVERS:-}" ]; then echo "$SERVERS"; return; fi
+  echo tern; [ -n "$LLAMA_SERVER" ] && echo llama || true
+}
 
 unique() { bench "$1-unique-r$2" --num-prompts 64 --random-input-len 256 --random-output-len 64 \
   --max-concurrency 16; }

@@ -38,7 +38,7 @@ void AddEngineFlags(ArgParser& parser, EngineFlags* f) {
                    "step)");
   parser.AddDouble("--target-itl-factor", "F", &c.target_itl_factor,
                    "goodput: the automatic target as a multiple of the decode-only step "
-                   "(default 2.5)");
+                   "(default 2.0)");
   parser.AddInt("--max-prefill-tokens-while-decoding", "N",
                 &c.max_prefill_tokens_while_decoding,
                 "prompt tokens per step while requests decode. decode-protect: a prompt "

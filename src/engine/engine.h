@@ -116,7 +116,7 @@ enum class KvEviction { kNone, kStreaming };
 inline constexpr int32_t kMaxSpeculativeTokens = 64;
 
 // The automatic ITL target: this many times the predicted decode-only step.
-inline constexpr double kAutoTargetItlFactor = 2.5;
+inline constexpr double kAutoTargetItlFactor = 2.0;
 
 struct EngineConfig {
   std::string model_path;

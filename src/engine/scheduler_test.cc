@@ -454,9 +454,12 @@ TEST(SchedulerTest, DecodeProtectionKeepsEveryOutputEqualToItsSoloRun) {
 // ---- goodput policy, on a fixed cost model ----------------------------------------
 
 // 8 ms per step, 1 ms per token; sampling and attention free unless asked.
+// The automatic target at 2.5x the decode step (the tests' arithmetic; the
+// engine's default factor is kAutoTargetItlFactor).
 SchedulerConfig Goodput(int32_t budget = 256, int32_t max_model_len = 1024) {
   SchedulerConfig c = Config(budget, max_model_len);
   c.policy = SchedulingPolicy::kGoodput;
+  c.target_itl_factor = 2.5;
   c.fixed_step_cost = StepCostCoefficients{0.008, 0.0, 0.001, 0.0};
   return c;
 }
