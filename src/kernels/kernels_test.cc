@@ -158,11 +158,11 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
 
 // The AVX-512 VNNI build differs from the AVX2 build only in how the exact
 // 8-bit integer dot products are formed, so its outputs are bitwise equal —
-// except the float formats and Q4_0/Q4_1/Q8_0, which it computes with
-// 512-bit tiles.
+// except the float formats, Q4_0/Q4_1/Q8_0 and the K-quants, which it
+// computes with 512-bit tiles.
 TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
   const DType t = GetParam();
-  if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || t == DType::kQ4_K ||
+  if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || IsKQuant(t) ||
       t == DType::kF32 ||
       t == DType::kF16 || t == DType::kBF16) {
     GTEST_SKIP() << "own 512-bit tile";
@@ -303,7 +303,8 @@ TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
   const int64_t rows = 40, cols = 4096;
   for (const KernelTable* table : AvailableTables()) {
     SCOPED_TRACE(table->isa);
-    for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
+                    DType::kQ6_K}) {
       ExpectBatchEqualsTokensAlone(*table, t, rows, cols, {2, 3, 4, 5, 15, 16, 17, 33, 80}, 31);
     }
   }
