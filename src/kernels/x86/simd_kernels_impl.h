@@ -1316,6 +1316,248 @@ struct RowLanes {
 };
 #endif  // TERN_AVX512_VNNI
 
+#ifndef TERN_AVX512_VNNI
+// ---- Q4_0 x ActBlockQ8C, 8 weight rows in the lanes (AVX2) ---------------------------
+
+// RowLanes (above) on 256 bits: per (row, token) and block b of 32, in block
+// order, with isum the exact int32 sum of (q_w - 8) x q_a:
+//   acc = fma(float(isum), d_w x d_a, acc)
+// A register holds 8 rows, lane 4L + m row 2m + L (the order that loads of
+// 2 rows a register and their 4 x 4 word transposes within each 128-bit
+// lane give; one vpermps puts the rows back in order at the store). The
+// nibbles enter vpmaddubsw unsigned and the token's c (-8 x the sum of its
+// quants) takes the offset off in integers. No VNNI: vpmaddubsw gives words
+// of 2 products (|.| <= 2 x 15 x 127), and the words of one row and token
+// are added as words while their sum cannot leave int16 (16 products at most,
+// |.| <= 30480), then vpmaddwd by ones to int32.
+//
+// Fewer than kPanelMinTokens tokens (decode) take the rows as they lie: 2 rows
+// a register (a 128-bit lane a row), one vpmaddubsw per half of the block
+// (low and high nibbles) against the token's 16 quants of that half repeated
+// in both lanes, then the 8 words of a row into one int32 (vpmaddwd, and
+// vpackssdw + vpmaddwd twice: exact, the partial sums stay within int16).
+// More tokens first unpack the 8 rows once per token chunk into a panel,
+// per block
+//   8 registers: register j, lane l = the 4 nibbles of row(l) for elements
+//                4j .. 4j + 3
+//   1 register:  d_w of the 8 rows as floats
+// and then each token takes 8 vpmaddubsw against its quants broadcast 4 at a
+// time: one float conversion, multiply and FMA per 8 rows x 32 elements.
+struct RowLanes8Q4_0 {
+  static constexpr int64_t kBlockBytes = (int64_t)sizeof(BlockQ4_0);
+  static constexpr int64_t kPanelBlockBytes = 9 * 32;
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 4;
+
+  // Lane i's row.
+  static inline __m256i LaneRows() { return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); }
+  // Row r's lane (the inverse of LaneRows).
+  static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
+
+  // v[m], 128-bit lane L: the 16 quant bytes of the block at p (its start
+  // in row 0) of row 2m + L.
+  static inline void LoadRaw(const uint8_t* p, int64_t wrb, __m256i (&v)[4]) {
+    for (int m = 0; m < 4; ++m) {
+      const uint8_t* q = p + 2 + 2 * m * wrb;
+      v[m] = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)q)),
+          _mm_loadu_si128((const __m128i*)(q + wrb)), 1);
+    }
+  }
+
+  // d_w of the block at p of the 8 rows, lane l row(l) (offsets: the rows'
+  // byte offsets in lane order).
+  static inline __m256 Scales(const uint8_t* p, __m256i offsets) {
+    const __m256i g = _mm256_i32gather_epi32((const int*)p, offsets, 1);
+    const __m256i low = _mm256_shuffle_epi8(
+        g, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4,
+                            5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(low, 0x08)));
+  }
+
+  static inline __m256 Scale(__m256 dw, float da) { return _mm256_mul_ps(dw, _mm256_set1_ps(da)); }
+
+  // One token's exact block sums, a row a lane (LaneRows), from the low
+  // (elements 0..15) and high (16..31) nibbles of LoadRaw's registers.
+  static inline __m256i DecodeSums(const __m256i (&lo)[4], const __m256i (&hi)[4],
+                                   const ActBlockQ8C& a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)a.qs));
+    const __m256i ahi =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
+    __m256i m[4];
+    for (int g = 0; g < 4; ++g) {
+      // Words of 4 products (|.| <= 7620), then int32 of 8 (<= 15240).
+      const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], alo),
+                                         _mm256_maddubs_epi16(hi[g], ahi));
+      m[g] = _mm256_madd_epi16(s, ones);
+    }
+    // vpackssdw is exact here (16 products at most before the last step).
+    const __m256i s01 = _mm256_madd_epi16(_mm256_packs_epi32(m[0], m[1]), ones);
+    const __m256i s23 = _mm256_madd_epi16(_mm256_packs_epi32(m[2], m[3]), ones);
+    const __m256i s = _mm256_madd_epi16(_mm256_packs_epi32(s01, s23), ones);
+    return _mm256_add_epi32(s, _mm256_set1_epi32(a.c));
+  }
+
+  // The next 8 rows into L2 along these: their bytes in order, 8 blocks'
+  // worth per block of these.
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (8 * kBlockBytes + 63) / 64;
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 8 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
+  }
+
+  // T tokens (rows arb apart at act) against the 8 rows at w, the weights
+  // loaded once for all.
+  template <int T>
+  __attribute__((noinline)) static void DecodeTile(const uint8_t* w, int64_t wrb, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i offsets = _mm256_mullo_epi32(LaneRows(), _mm256_set1_epi32((int)wrb));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 8 * wrb, b);
+      __m256i v[4], lo[4], hi[4];
+      LoadRaw(p, wrb, v);
+      for (int g = 0; g < 4; ++g) {
+        lo[g] = _mm256_and_si256(v[g], m4);
+        hi[g] = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), m4);
+      }
+      const __m256 dw = Scales(p, offsets);
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DecodeSums(lo, hi, a)), Scale(dw, a.d),
+                                 acc[t]);
+      }
+    }
+  }
+
+  // Blocks [0, nb) of the 8 rows at w into the panel (layout above).
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const __m256i offsets = _mm256_mullo_epi32(LaneRows(), _mm256_set1_epi32((int)wrb));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 8 * wrb, b);
+      __m256i v[4];
+      LoadRaw(p, wrb, v);
+      // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j of
+      // v[m]'s lane L (bytes 4j .. 4j + 3 of row 2m + L) to lane 4L + m of
+      // x[j]; the low nibbles of x[j] are elements 4j .. 4j + 3, the high
+      // ones 16 + 4j .. 16 + 4j + 3.
+      const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+      const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+      const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+      const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+      const __m256i x[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                            _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+      uint8_t* out = panel + b * kPanelBlockBytes;
+      for (int j = 0; j < 4; ++j) {
+        _mm256_store_si256((__m256i*)(out + 32 * j), _mm256_and_si256(x[j], m4));
+        _mm256_store_si256((__m256i*)(out + 32 * (4 + j)),
+                           _mm256_and_si256(_mm256_srli_epi16(x[j], 4), m4));
+      }
+      _mm256_store_ps((float*)(out + 256), Scales(p, offsets));
+    }
+  }
+
+  // T tokens (rows arb apart at act) against a panel of nb blocks.
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m256 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = panel + b * kPanelBlockBytes;
+      const __m256 dw = _mm256_load_ps((const float*)(pb + 256));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        // Words of 16 products at most: |.| <= 30480.
+        __m256i s = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)pb),
+                                         _mm256_set1_epi32((int)LoadU32(a.qs)));
+        for (int j = 1; j < 8; ++j) {
+          s = _mm256_add_epi16(
+              s, _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(pb + 32 * j)),
+                                      _mm256_set1_epi32((int)LoadU32(a.qs + 4 * j))));
+        }
+        const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(a.c));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), Scale(dw, a.d), acc[t]);
+      }
+    }
+  }
+
+  // Rows r < nr of acc[t] (lane order LaneRows) to y + t x ldy.
+  template <int T>
+  static inline void Store(const __m256 (&acc)[T], int nr, float* y, int64_t ldy) {
+    const __m256i keep =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int t = 0; t < T; ++t) {
+      const __m256 v = _mm256_permutevar8x32_ps(acc[t], RowLanesOrder());
+      if (nr == 8) {
+        _mm256_storeu_ps(y + t * ldy, v);
+      } else {
+        _mm256_maskstore_ps(y + t * ldy, keep, v);
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    DecodeTile<T>(w, wrb, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    const int64_t nb = cols / 32;
+    const bool use_panel = num_tokens >= kPanelMinTokens;
+    uint8_t* panel =
+        use_panel ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes) : nullptr;
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const int nr = (int)std::min<int64_t>(8, rows - r0);
+      const uint8_t* wt = w + r0 * wrb;
+      if (nr < 8) {  // a short last tile: its rows padded with zeros
+        uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, 8 * wrb);
+        std::memcpy(pad, wt, nr * wrb);
+        std::memset(pad + nr * wrb, 0, (8 - nr) * wrb);
+        wt = pad;
+      }
+      float* yt = y + r0;
+      if (!use_panel) {
+        int64_t t = 0;
+        for (; t + 3 <= num_tokens; t += 3) {
+          RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        }
+        if (num_tokens - t == 2) RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        if (num_tokens - t == 1) RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        continue;
+      }
+      UnpackPanel(wt, wrb, nb, panel);
+      int64_t t = 0;
+      for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
+        RunPanel<kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      for (; t < num_tokens; ++t) RunPanel<1>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+    }
+  }
+};
+#endif  // !TERN_AVX512_VNNI
+
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
 
 // The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
@@ -1734,6 +1976,7 @@ void QuantizeImage(const float* x, int64_t n, Chunk* out) {
 void QuantizeImageQ4_1(const float* x, int64_t n, ActImageQ4_1* out) {
   QuantizeImage<ActImageQ4_1, 20>(x, n, out);
 }
+#endif
 
 // ActBlockQ8C: ActBlockQ8's d and qs, and the weights' offset's share of
 // the sum (kOffset: 8 for Q4_0, 128 for Q8_0).
@@ -1743,7 +1986,6 @@ void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
     out[b].c = -kOffset * QuantizeBlock32(x + b * 32, out[b].qs, &out[b].d);
   }
 }
-#endif
 
 void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -1798,6 +2040,7 @@ void ImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
 constexpr ActFormat kImageQ4_1Format{.name = "image_q4_1",
                                      .row_bytes = ImageRowBytes<ActImageQ4_1, 20>,
                                      .quantize_row = ImageRow<ActImageQ4_1, QuantizeImageQ4_1>};
+#endif
 
 int64_t Q8CRowBytes(int64_t cols) { return cols / 32 * (int64_t)sizeof(ActBlockQ8C); }
 template <int kOffset>
@@ -1822,6 +2065,7 @@ constexpr ActFormat kQ8CQ8_0Format{.name = "q8c_q8_0",
                                    .quantize_row = Q8CRow<128>,
                                    .chunk_tokens = Q8CChunkTokens};
 
+#ifdef TERN_AVX512_VNNI
 int64_t Q8KImageRowBytes(int64_t cols) {
   return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
 }
@@ -2995,7 +3239,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>::Gemm);
 #else
-  set(DType::kQ4_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
+  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8Q4_0::Gemm);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
   set(DType::kQ8_0, kQ8Format, TiledGemm<LegacyKernel<DType::kQ8_0>>);
 #endif
