@@ -1317,35 +1317,47 @@ struct RowLanes {
 #endif  // TERN_AVX512_VNNI
 
 #ifndef TERN_AVX512_VNNI
-// ---- Q4_0 x ActBlockQ8C, 8 weight rows in the lanes (AVX2) ---------------------------
+// ---- Q4_0 / Q8_0 x ActBlockQ8C, 8 weight rows in the lanes (AVX2) -------------------
 
 // RowLanes (above) on 256 bits: per (row, token) and block b of 32, in block
-// order, with isum the exact int32 sum of (q_w - 8) x q_a:
+// order, with isum the exact int32 sum of q_w x q_a (Q4_0: q_w - 8):
 //   acc = fma(float(isum), d_w x d_a, acc)
-// A register holds 8 rows, lane 4L + m row 2m + L (the order that loads of
-// 2 rows a register and their 4 x 4 word transposes within each 128-bit
-// lane give; one vpermps puts the rows back in order at the store). The
-// nibbles enter vpmaddubsw unsigned and the token's c (-8 x the sum of its
-// quants) takes the offset off in integers. No VNNI: vpmaddubsw gives words
-// of 2 products (|.| <= 2 x 15 x 127), and the words of one row and token
-// are added as words while their sum cannot leave int16 (16 products at most,
-// |.| <= 30480), then vpmaddwd by ones to int32.
+// the AVX-512 table's operations, so the outputs are bitwise its own. A
+// register holds 8 rows, lane 4L + m row 2m + L (the order that loads of 2
+// rows a register and their 4 x 4 word transposes within each 128-bit lane
+// give; one vpermps puts the rows back in order at the store). No VNNI:
+// vpmaddubsw gives words of 2 products, and the words of one row and token
+// are added as words while their sum cannot leave int16, then vpmaddwd to
+// int32.
 //
-// Fewer than kPanelMinTokens tokens (decode) take the rows as they lie: 2 rows
-// a register (a 128-bit lane a row), one vpmaddubsw per half of the block
-// (low and high nibbles) against the token's 16 quants of that half repeated
-// in both lanes, then the 8 words of a row into one int32 (vpmaddwd, and
-// vpackssdw + vpmaddwd twice: exact, the partial sums stay within int16).
-// More tokens first unpack the 8 rows once per token chunk into a panel,
-// per block
-//   8 registers: register j, lane l = the 4 nibbles of row(l) for elements
-//                4j .. 4j + 3
-//   1 register:  d_w of the 8 rows as floats
-// and then each token takes 8 vpmaddubsw against its quants broadcast 4 at a
-// time: one float conversion, multiply and FMA per 8 rows x 32 elements.
-struct RowLanes8Q4_0 {
-  static constexpr int64_t kBlockBytes = (int64_t)sizeof(BlockQ4_0);
-  static constexpr int64_t kPanelBlockBytes = 9 * 32;
+// Fewer than kPanelMinTokens tokens (decode) take the rows as they lie: 2
+// rows a register (a 128-bit lane a row), per half of the block (Q4_0: the
+// low and the high nibbles; Q8_0: bytes 0..15 and 16..31) one vpmaddubsw
+// against the token's 16 quants of that half repeated in both lanes (Q8_0:
+// |q_w| against q_a with q_w's sign, words <= 2 x 128 x 127), then the words
+// of a row into one int32. More tokens first unpack the 8 rows once per
+// token chunk into a panel, per block
+//   Q4_0: 8 registers: register j, lane l = the 4 nibbles of row(l) for
+//         elements 4j .. 4j + 3
+//   Q8_0: 16 registers: j and 8 + j, lane l = the low and the high nibbles
+//         of q_w + 128 of row(l), elements 4j .. 4j + 3
+//   1 register: d_w of the 8 rows as floats
+// and then each token takes 8 (Q8_0: 16) vpmaddubsw against its quants
+// broadcast 4 at a time (words of 16 products of a nibble, |.| <= 30480; Q8_0
+// sums high x 16 + low), and the token's c (-8 or -128 x the sum of its
+// quants) takes the offset off: one float conversion, multiply and FMA per
+// 8 rows x 32 elements.
+template <DType kType>
+struct RowLanes8 {
+  static_assert(kType == DType::kQ4_0 || kType == DType::kQ8_0);
+  static constexpr bool kNibbles = kType == DType::kQ4_0;
+  static constexpr int64_t kBlockBytes =
+      kNibbles ? (int64_t)sizeof(BlockQ4_0) : (int64_t)sizeof(BlockQ8_0);
+  // Halves of 16 quant bytes a block holds.
+  static constexpr int kHalves = kNibbles ? 1 : 2;
+  // Panel quant registers a block.
+  static constexpr int kPanelRegs = kNibbles ? 8 : 16;
+  static constexpr int64_t kPanelBlockBytes = (kPanelRegs + 1) * 32;
   static constexpr int64_t kPanelMinTokens = 4;
   static constexpr int kPanelTokens = 4;
 
@@ -1354,14 +1366,16 @@ struct RowLanes8Q4_0 {
   // Row r's lane (the inverse of LaneRows).
   static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
 
-  // v[m], 128-bit lane L: the 16 quant bytes of the block at p (its start
-  // in row 0) of row 2m + L.
-  static inline void LoadRaw(const uint8_t* p, int64_t wrb, __m256i (&v)[4]) {
-    for (int m = 0; m < 4; ++m) {
-      const uint8_t* q = p + 2 + 2 * m * wrb;
-      v[m] = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)q)),
-          _mm_loadu_si128((const __m128i*)(q + wrb)), 1);
+  // v[h][m], 128-bit lane L: quant bytes 16h .. 16h + 15 of the block at p
+  // (its start in row 0) of row 2m + L.
+  static inline void LoadRaw(const uint8_t* p, int64_t wrb, __m256i (&v)[kHalves][4]) {
+    for (int h = 0; h < kHalves; ++h) {
+      for (int m = 0; m < 4; ++m) {
+        const uint8_t* q = p + 2 + 16 * h + 2 * m * wrb;
+        v[h][m] = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)q)),
+            _mm_loadu_si128((const __m128i*)(q + wrb)), 1);
+      }
     }
   }
 
@@ -1377,26 +1391,37 @@ struct RowLanes8Q4_0 {
 
   static inline __m256 Scale(__m256 dw, float da) { return _mm256_mul_ps(dw, _mm256_set1_ps(da)); }
 
-  // One token's exact block sums, a row a lane (LaneRows), from the low
-  // (elements 0..15) and high (16..31) nibbles of LoadRaw's registers.
-  static inline __m256i DecodeSums(const __m256i (&lo)[4], const __m256i (&hi)[4],
+  // One token's exact block sums, a row a lane (LaneRows), from LoadRaw's
+  // registers: Q4_0 their low (elements 0..15) and high (16..31) nibbles
+  // (v[0], v[1]), Q8_0 the bytes as they are (v[h]: half h) and their
+  // magnitudes (mag[h]).
+  static inline __m256i DecodeSums(const __m256i (&v)[2][4], const __m256i (&mag)[2][4],
                                    const ActBlockQ8C& a) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)a.qs));
-    const __m256i ahi =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
+    const __m256i a0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)a.qs));
+    const __m256i a1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
     __m256i m[4];
-    for (int g = 0; g < 4; ++g) {
-      // Words of 4 products (|.| <= 7620), then int32 of 8 (<= 15240).
-      const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], alo),
-                                         _mm256_maddubs_epi16(hi[g], ahi));
-      m[g] = _mm256_madd_epi16(s, ones);
+    if constexpr (kNibbles) {
+      for (int g = 0; g < 4; ++g) {
+        // Words of 4 products (|.| <= 7620), then int32 of 8 (<= 15240).
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(v[0][g], a0),
+                                           _mm256_maddubs_epi16(v[1][g], a1));
+        m[g] = _mm256_madd_epi16(s, ones);
+      }
+      // vpackssdw is exact here (16 products at most before the last step).
+      const __m256i s01 = _mm256_madd_epi16(_mm256_packs_epi32(m[0], m[1]), ones);
+      const __m256i s23 = _mm256_madd_epi16(_mm256_packs_epi32(m[2], m[3]), ones);
+      const __m256i s = _mm256_madd_epi16(_mm256_packs_epi32(s01, s23), ones);
+      return _mm256_add_epi32(s, _mm256_set1_epi32(a.c));
+    } else {
+      for (int g = 0; g < 4; ++g) {
+        const __m256i p0 = _mm256_maddubs_epi16(mag[0][g], _mm256_sign_epi8(a0, v[0][g]));
+        const __m256i p1 = _mm256_maddubs_epi16(mag[1][g], _mm256_sign_epi8(a1, v[1][g]));
+        m[g] = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+      }
+      // The signed weights as they are: no offset to take off (c unused).
+      return _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
     }
-    // vpackssdw is exact here (16 products at most before the last step).
-    const __m256i s01 = _mm256_madd_epi16(_mm256_packs_epi32(m[0], m[1]), ones);
-    const __m256i s23 = _mm256_madd_epi16(_mm256_packs_epi32(m[2], m[3]), ones);
-    const __m256i s = _mm256_madd_epi16(_mm256_packs_epi32(s01, s23), ones);
-    return _mm256_add_epi32(s, _mm256_set1_epi32(a.c));
   }
 
   // The next 8 rows into L2 along these: their bytes in order, 8 blocks'
@@ -1420,16 +1445,23 @@ struct RowLanes8Q4_0 {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
       PrefetchNext(w + 8 * wrb, b);
-      __m256i v[4], lo[4], hi[4];
-      LoadRaw(p, wrb, v);
+      __m256i raw[kHalves][4], v[2][4], mag[2][4];
+      LoadRaw(p, wrb, raw);
       for (int g = 0; g < 4; ++g) {
-        lo[g] = _mm256_and_si256(v[g], m4);
-        hi[g] = _mm256_and_si256(_mm256_srli_epi16(v[g], 4), m4);
+        if constexpr (kNibbles) {
+          v[0][g] = _mm256_and_si256(raw[0][g], m4);
+          v[1][g] = _mm256_and_si256(_mm256_srli_epi16(raw[0][g], 4), m4);
+        } else {
+          for (int h = 0; h < 2; ++h) {
+            v[h][g] = raw[h][g];
+            mag[h][g] = _mm256_sign_epi8(raw[h][g], raw[h][g]);
+          }
+        }
       }
       const __m256 dw = Scales(p, offsets);
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DecodeSums(lo, hi, a)), Scale(dw, a.d),
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DecodeSums(v, mag, a)), Scale(dw, a.d),
                                  acc[t]);
       }
     }
@@ -1439,28 +1471,37 @@ struct RowLanes8Q4_0 {
   static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
     const __m256i offsets = _mm256_mullo_epi32(LaneRows(), _mm256_set1_epi32((int)wrb));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
       PrefetchNext(w + 8 * wrb, b);
-      __m256i v[4];
-      LoadRaw(p, wrb, v);
-      // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j of
-      // v[m]'s lane L (bytes 4j .. 4j + 3 of row 2m + L) to lane 4L + m of
-      // x[j]; the low nibbles of x[j] are elements 4j .. 4j + 3, the high
-      // ones 16 + 4j .. 16 + 4j + 3.
-      const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
-      const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-      const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
-      const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-      const __m256i x[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                            _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+      __m256i raw[kHalves][4];
+      LoadRaw(p, wrb, raw);
       uint8_t* out = panel + b * kPanelBlockBytes;
-      for (int j = 0; j < 4; ++j) {
-        _mm256_store_si256((__m256i*)(out + 32 * j), _mm256_and_si256(x[j], m4));
-        _mm256_store_si256((__m256i*)(out + 32 * (4 + j)),
-                           _mm256_and_si256(_mm256_srli_epi16(x[j], 4), m4));
+      for (int h = 0; h < kHalves; ++h) {
+        // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
+        // of v[m]'s lane L (bytes 16h + 4j .. 16h + 4j + 3 of row 2m + L) to
+        // lane 4L + m of x[j].
+        const __m256i(&v)[4] = raw[h];
+        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+        const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+        const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        __m256i x[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        for (int j = 0; j < 4; ++j) {
+          // Q4_0: the low nibbles are elements 4j .. 4j + 3, the high ones
+          // 16 + 4j ..; Q8_0: elements 16h + 4j .., unsigned, low nibbles
+          // to register 4h + j, high ones to 8 + 4h + j.
+          if constexpr (!kNibbles) x[j] = _mm256_xor_si256(x[j], flip);
+          const int lo = kNibbles ? j : 4 * h + j;
+          const int hi = kNibbles ? 4 + j : 8 + 4 * h + j;
+          _mm256_store_si256((__m256i*)(out + 32 * lo), _mm256_and_si256(x[j], m4));
+          _mm256_store_si256((__m256i*)(out + 32 * hi),
+                             _mm256_and_si256(_mm256_srli_epi16(x[j], 4), m4));
+        }
       }
-      _mm256_store_ps((float*)(out + 256), Scales(p, offsets));
+      _mm256_store_ps((float*)(out + 32 * kPanelRegs), Scales(p, offsets));
     }
   }
 
@@ -1471,21 +1512,30 @@ struct RowLanes8Q4_0 {
                                                               __m256 (&acc)[T]) {
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
+    const auto reg = [](const uint8_t* pb, int j) {
+      return _mm256_load_si256((const __m256i*)(pb + 32 * j));
+    };
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = panel + b * kPanelBlockBytes;
-      const __m256 dw = _mm256_load_ps((const float*)(pb + 256));
+      const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kPanelRegs));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
-        // Words of 16 products at most: |.| <= 30480.
-        __m256i s = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)pb),
-                                         _mm256_set1_epi32((int)LoadU32(a.qs)));
+        // Words of 16 products of a nibble at most: |.| <= 30480.
+        __m256i aq = _mm256_set1_epi32((int)LoadU32(a.qs));
+        __m256i s = _mm256_maddubs_epi16(reg(pb, 0), aq);
+        __m256i sh = kNibbles ? s : _mm256_maddubs_epi16(reg(pb, 8), aq);
         for (int j = 1; j < 8; ++j) {
-          s = _mm256_add_epi16(
-              s, _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(pb + 32 * j)),
-                                      _mm256_set1_epi32((int)LoadU32(a.qs + 4 * j))));
+          aq = _mm256_set1_epi32((int)LoadU32(a.qs + 4 * j));
+          s = _mm256_add_epi16(s, _mm256_maddubs_epi16(reg(pb, j), aq));
+          if constexpr (!kNibbles) {
+            sh = _mm256_add_epi16(sh, _mm256_maddubs_epi16(reg(pb, 8 + j), aq));
+          }
         }
-        const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(a.c));
+        __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(a.c));
+        if constexpr (!kNibbles) {
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sh, _mm256_set1_epi16(16)));
+        }
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), Scale(dw, a.d), acc[t]);
       }
     }
@@ -3239,9 +3289,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>::Gemm);
 #else
-  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8Q4_0::Gemm);
+  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8<DType::kQ4_0>::Gemm);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, kQ8Format, TiledGemm<LegacyKernel<DType::kQ8_0>>);
+  set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes8<DType::kQ8_0>::Gemm);
 #endif
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
