@@ -1359,11 +1359,9 @@ struct RowLanes8 {
   static constexpr int kPanelRegs = kNibbles ? 8 : 16;
   static constexpr int64_t kPanelBlockBytes = (kPanelRegs + 1) * 32;
   static constexpr int64_t kPanelMinTokens = 4;
-  static constexpr int kPanelTokens = 4;
+  static constexpr int kPanelTokens = 8;
 
-  // Lane i's row.
-  static inline __m256i LaneRows() { return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); }
-  // Row r's lane (the inverse of LaneRows).
+  // Row r's lane (lane i holds row 0, 2, 4, 6, 1, 3, 5, 7: LaneRows).
   static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
 
   // v[h][m], 128-bit lane L: quant bytes 16h .. 16h + 15 of the block at p
@@ -1379,14 +1377,12 @@ struct RowLanes8 {
     }
   }
 
-  // d_w of the block at p of the 8 rows, lane l row(l) (offsets: the rows'
-  // byte offsets in lane order).
-  static inline __m256 Scales(const uint8_t* p, __m256i offsets) {
-    const __m256i g = _mm256_i32gather_epi32((const int*)p, offsets, 1);
-    const __m256i low = _mm256_shuffle_epi8(
-        g, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4,
-                            5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
-    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(low, 0x08)));
+  // d_w of the block at p of the 8 rows (wrb apart), lane l row(l): scalar
+  // loads into two words (a vpgatherdd was slower on Zen 4).
+  static inline __m256 Scales(const uint8_t* p, int64_t wrb) {
+    const uint64_t even = PackHalves<4>([&](int i) { return p + 2 * i * wrb; });
+    const uint64_t odd = PackHalves<4>([&](int i) { return p + (2 * i + 1) * wrb; });
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)odd, (long long)even));
   }
 
   static inline __m256 Scale(__m256 dw, float da) { return _mm256_mul_ps(dw, _mm256_set1_ps(da)); }
@@ -1440,7 +1436,6 @@ struct RowLanes8 {
                                                    const uint8_t* act, int64_t arb,
                                                    __m256 (&acc)[T]) {
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i offsets = _mm256_mullo_epi32(LaneRows(), _mm256_set1_epi32((int)wrb));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
@@ -1458,7 +1453,7 @@ struct RowLanes8 {
           }
         }
       }
-      const __m256 dw = Scales(p, offsets);
+      const __m256 dw = Scales(p, wrb);
       for (int t = 0; t < T; ++t) {
         const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DecodeSums(v, mag, a)), Scale(dw, a.d),
@@ -1469,7 +1464,6 @@ struct RowLanes8 {
 
   // Blocks [0, nb) of the 8 rows at w into the panel (layout above).
   static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
-    const __m256i offsets = _mm256_mullo_epi32(LaneRows(), _mm256_set1_epi32((int)wrb));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; ++b) {
@@ -1501,7 +1495,7 @@ struct RowLanes8 {
                              _mm256_and_si256(_mm256_srli_epi16(x[j], 4), m4));
         }
       }
-      _mm256_store_ps((float*)(out + 32 * kPanelRegs), Scales(p, offsets));
+      _mm256_store_ps((float*)(out + 32 * kPanelRegs), Scales(p, wrb));
     }
   }
 
