@@ -495,56 +495,6 @@ inline __m256i BytesFromBits(uint32_t bits) {
   return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128((const __m128i*)qs);
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(raw, m4);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
-  return _mm256_set_m128i(hi, lo);
-}
-
-// Unpacked block: quants q (unsigned 0..31, or signed for Q8_0) with
-// x = d * q + m_over_s-term; the min term enters as m * s (s = d_a * sum a).
-struct LegacyUnpacked {
-  __m256i q;
-  float d;
-  float m;
-};
-
-template <DType kType>
-inline LegacyUnpacked UnpackLegacy(const uint8_t* p) {
-  LegacyUnpacked u;
-  if constexpr (kType == DType::kQ4_0) {
-    const BlockQ4_0* b = (const BlockQ4_0*)p;
-    u.q = Nibbles(b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = -8.0f * u.d;
-  } else if constexpr (kType == DType::kQ4_1) {
-    const BlockQ4_1* b = (const BlockQ4_1*)p;
-    u.q = Nibbles(b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = HalfToFloat(b->m);
-  } else if constexpr (kType == DType::kQ5_0) {
-    const BlockQ5_0* b = (const BlockQ5_0*)p;
-    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
-    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
-    u.d = HalfToFloat(b->d);
-    u.m = -16.0f * u.d;
-  } else if constexpr (kType == DType::kQ5_1) {
-    const BlockQ5_1* b = (const BlockQ5_1*)p;
-    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
-    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
-    u.d = HalfToFloat(b->d);
-    u.m = HalfToFloat(b->m);
-  } else {
-    const BlockQ8_0* b = (const BlockQ8_0*)p;
-    u.q = _mm256_loadu_si256((const __m256i*)b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = 0.0f;
-  }
-  return u;
-}
-
 // The f16 at addr(i) for i < N <= 4, packed into one uint64 (element i in
 // bits 16i..16i+15), for one vcvtph2ps of several blocks' scales.
 template <int N, class Addr>
@@ -562,7 +512,7 @@ inline uint64_t PackHalves(Addr addr) {
 }
 
 // Element r (< 4) of each 128-bit lane of v, broadcast over that lane (one
-// vpermilps once r is a constant): row r's scale from RowHalvesX2's or
+// vpermilps once r is a constant): row r's scale from
 // NibblePairKernel::RowHalves' layout.
 inline __m256 LaneElement(__m256 v, int r) {
   switch (r) {
@@ -572,109 +522,6 @@ inline __m256 LaneElement(__m256 v, int r) {
     default: return _mm256_permute_ps(v, 0xFF);
   }
 }
-
-// The f16 at byte o of rows r < R <= 4 (at w + r * wrb), converted once for
-// all rows and repeated in both 128-bit lanes: [h_0 .. h_3 | h_0 .. h_3]
-// (0 for rows >= R).
-template <int R>
-inline __m256 RowHalvesX2(const uint8_t* w, int64_t wrb, int64_t o) {
-  const uint64_t v = PackHalves<R>([&](int r) { return w + r * wrb + o; });
-  return _mm256_cvtph_ps(_mm_set1_epi64x((long long)v));
-}
-
-template <DType kType>
-struct LegacyKernel {
-  static constexpr bool kSigned = kType == DType::kQ8_0;
-  static constexpr bool kHasMin = !kSigned;
-  // 2 x 4: the 8 accumulators and the 2 rows' quants fit the 16 registers
-  // (4 x 2 kept 4 accumulators on the stack; Q8_0 prefill 5632 x 2048 x 128,
-  // 2 threads: 121-131 -> 135-139 GFLOP/s, tinyllama pp512 63-64 -> 66.4).
-  static constexpr int kRows = 2;
-  static constexpr int kTokens = 4;
-  // Decode one row at a time: one sequential stream per thread, which the
-  // memory system serves better than 4 interleaved ones (Q8_0, 2 threads
-  // from memory: 0.98-1.03 of a plain read loop against 0.82-0.89).
-  static constexpr int kDecodeRows = 1;
-
-  // Q8_0, one row x one token (decode): the tile's operations per block,
-  // but the row's block scales converted 8 at a time (one vcvtph2ps) and
-  // d_w x d_a formed from two broadcasts (the same product as the tile's
-  // in-lane one): 14 -> 8 vector operations a block.
-  static void DecodeRowQ8(const uint8_t* w, const ActBlockQ8* a, int64_t nb, float* y) {
-    constexpr int64_t bb = sizeof(BlockQ8_0);
-    __m256 acc = _mm256_setzero_ps();
-    alignas(32) float dws[8];
-    const auto block = [&](int64_t b, float dw) {
-      if ((b & 1) == 0) _mm_prefetch((const char*)(w + (b + 48) * bb), _MM_HINT_T0);
-      const __m256i q = _mm256_loadu_si256((const __m256i*)(w + b * bb + 2));
-      const __m256i av = _mm256_loadu_si256((const __m256i*)a[b].qs);
-      const __m256i p = DotU8S8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q));
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_set1_ps(a[b].d));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc);
-    };
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-      const uint8_t* row = w + b * bb;
-      const uint64_t lo = PackHalves<4>([&](int i) { return row + i * bb; });
-      const uint64_t hi = PackHalves<4>([&](int i) { return row + (i + 4) * bb; });
-      _mm256_store_ps(dws, _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo)));
-      for (int i = 0; i < 8; ++i) block(b + i, dws[i]);
-    }
-    for (; b < nb; ++b) block(b, HalfToFloat(((const BlockQ8_0*)(w + b * bb))->d));
-    *y = Hsum(acc);
-  }
-
-  template <int R, int T>
-  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                   int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 32;
-    if constexpr (kSigned && R == 1 && T == 1) {
-      DecodeRowQ8(w, (const ActBlockQ8*)act, nb, y);
-      return;
-    }
-    const int64_t bb = BlockBytes(kType);
-    __m256 acc[R][T];
-    float macc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        acc[r][t] = _mm256_setzero_ps();
-        macc[r][t] = 0.0f;
-      }
-    const ActBlockQ8* a[T];
-    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8*)(act + t * arb);
-    for (int64_t b = 0; b < nb; ++b) {
-      {  // prefetch (decode and the first token tile of a batch)
-        if ((b & 1) == 0) {
-          for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 48 : 16)) * bb, nb * bb),
-                         _MM_HINT_T0);
-          }
-        }
-      }
-      LegacyUnpacked u[R];
-      __m256i uq[R];
-      for (int r = 0; r < R; ++r) {
-        u[r] = UnpackLegacy<kType>(w + r * wrb + b * bb);
-        uq[r] = kSigned ? _mm256_sign_epi8(u[r].q, u[r].q) : u[r].q;
-      }
-      // d_w x d_a of every (row, token): the rows' d converted together, one
-      // multiply per token, one in-lane broadcast per (row, token).
-      const __m256 dw = RowHalvesX2<R>(w, wrb, b * bb);
-      for (int t = 0; t < T; ++t) {
-        const __m256i av = _mm256_loadu_si256((const __m256i*)a[t][b].qs);
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a[t][b].d));
-        for (int r = 0; r < R; ++r) {
-          const __m256i sa = kSigned ? _mm256_sign_epi8(av, u[r].q) : av;
-          const __m256i p = DotU8S8(uq[r], sa);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), LaneElement(scale, r), acc[r][t]);
-          if constexpr (kHasMin) macc[r][t] += u[r].m * a[t][b].s;
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]) + macc[r][t];
-  }
-};
 
 // ---- nibble formats x ActBlockQ8Pair ---------------------------------------------------
 
