@@ -96,7 +96,7 @@ const KernelTable& RefKernelTable();
 // The AVX2 table, or nullptr when the CPU lacks AVX2/FMA/F16C.
 const KernelTable* Avx2KernelTable();
 // AVX2 + AVX-512 VNNI 8-bit dot products (outputs bitwise equal to the AVX2
-// table's except Q4_0/Q4_1/Q8_0/Q4_K and the float formats, which it computes
+// table's except Q4_1/Q4_K and the float formats, which it computes
 // with its own 512-bit tiles), or nullptr when the CPU lacks AVX-512
 // F/VL/BW/VNNI.
 const KernelTable* Avx512VnniKernelTable();

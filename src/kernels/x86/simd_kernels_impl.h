@@ -495,56 +495,6 @@ inline __m256i BytesFromBits(uint32_t bits) {
   return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128((const __m128i*)qs);
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(raw, m4);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
-  return _mm256_set_m128i(hi, lo);
-}
-
-// Unpacked block: quants q (unsigned 0..31, or signed for Q8_0) with
-// x = d * q + m_over_s-term; the min term enters as m * s (s = d_a * sum a).
-struct LegacyUnpacked {
-  __m256i q;
-  float d;
-  float m;
-};
-
-template <DType kType>
-inline LegacyUnpacked UnpackLegacy(const uint8_t* p) {
-  LegacyUnpacked u;
-  if constexpr (kType == DType::kQ4_0) {
-    const BlockQ4_0* b = (const BlockQ4_0*)p;
-    u.q = Nibbles(b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = -8.0f * u.d;
-  } else if constexpr (kType == DType::kQ4_1) {
-    const BlockQ4_1* b = (const BlockQ4_1*)p;
-    u.q = Nibbles(b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = HalfToFloat(b->m);
-  } else if constexpr (kType == DType::kQ5_0) {
-    const BlockQ5_0* b = (const BlockQ5_0*)p;
-    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
-    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
-    u.d = HalfToFloat(b->d);
-    u.m = -16.0f * u.d;
-  } else if constexpr (kType == DType::kQ5_1) {
-    const BlockQ5_1* b = (const BlockQ5_1*)p;
-    const __m256i hb = _mm256_and_si256(BytesFromBits(LoadU32(b->qh)), _mm256_set1_epi8(0x10));
-    u.q = _mm256_or_si256(Nibbles(b->qs), hb);
-    u.d = HalfToFloat(b->d);
-    u.m = HalfToFloat(b->m);
-  } else {
-    const BlockQ8_0* b = (const BlockQ8_0*)p;
-    u.q = _mm256_loadu_si256((const __m256i*)b->qs);
-    u.d = HalfToFloat(b->d);
-    u.m = 0.0f;
-  }
-  return u;
-}
-
 // The f16 at addr(i) for i < N <= 4, packed into one uint64 (element i in
 // bits 16i..16i+15), for one vcvtph2ps of several blocks' scales.
 template <int N, class Addr>
@@ -562,7 +512,7 @@ inline uint64_t PackHalves(Addr addr) {
 }
 
 // Element r (< 4) of each 128-bit lane of v, broadcast over that lane (one
-// vpermilps once r is a constant): row r's scale from RowHalvesX2's or
+// vpermilps once r is a constant): row r's scale from
 // NibblePairKernel::RowHalves' layout.
 inline __m256 LaneElement(__m256 v, int r) {
   switch (r) {
@@ -572,109 +522,6 @@ inline __m256 LaneElement(__m256 v, int r) {
     default: return _mm256_permute_ps(v, 0xFF);
   }
 }
-
-// The f16 at byte o of rows r < R <= 4 (at w + r * wrb), converted once for
-// all rows and repeated in both 128-bit lanes: [h_0 .. h_3 | h_0 .. h_3]
-// (0 for rows >= R).
-template <int R>
-inline __m256 RowHalvesX2(const uint8_t* w, int64_t wrb, int64_t o) {
-  const uint64_t v = PackHalves<R>([&](int r) { return w + r * wrb + o; });
-  return _mm256_cvtph_ps(_mm_set1_epi64x((long long)v));
-}
-
-template <DType kType>
-struct LegacyKernel {
-  static constexpr bool kSigned = kType == DType::kQ8_0;
-  static constexpr bool kHasMin = !kSigned;
-  // 2 x 4: the 8 accumulators and the 2 rows' quants fit the 16 registers
-  // (4 x 2 kept 4 accumulators on the stack; Q8_0 prefill 5632 x 2048 x 128,
-  // 2 threads: 121-131 -> 135-139 GFLOP/s, tinyllama pp512 63-64 -> 66.4).
-  static constexpr int kRows = 2;
-  static constexpr int kTokens = 4;
-  // Decode one row at a time: one sequential stream per thread, which the
-  // memory system serves better than 4 interleaved ones (Q8_0, 2 threads
-  // from memory: 0.98-1.03 of a plain read loop against 0.82-0.89).
-  static constexpr int kDecodeRows = 1;
-
-  // Q8_0, one row x one token (decode): the tile's operations per block,
-  // but the row's block scales converted 8 at a time (one vcvtph2ps) and
-  // d_w x d_a formed from two broadcasts (the same product as the tile's
-  // in-lane one): 14 -> 8 vector operations a block.
-  static void DecodeRowQ8(const uint8_t* w, const ActBlockQ8* a, int64_t nb, float* y) {
-    constexpr int64_t bb = sizeof(BlockQ8_0);
-    __m256 acc = _mm256_setzero_ps();
-    alignas(32) float dws[8];
-    const auto block = [&](int64_t b, float dw) {
-      if ((b & 1) == 0) _mm_prefetch((const char*)(w + (b + 48) * bb), _MM_HINT_T0);
-      const __m256i q = _mm256_loadu_si256((const __m256i*)(w + b * bb + 2));
-      const __m256i av = _mm256_loadu_si256((const __m256i*)a[b].qs);
-      const __m256i p = DotU8S8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q));
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_set1_ps(a[b].d));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc);
-    };
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-      const uint8_t* row = w + b * bb;
-      const uint64_t lo = PackHalves<4>([&](int i) { return row + i * bb; });
-      const uint64_t hi = PackHalves<4>([&](int i) { return row + (i + 4) * bb; });
-      _mm256_store_ps(dws, _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo)));
-      for (int i = 0; i < 8; ++i) block(b + i, dws[i]);
-    }
-    for (; b < nb; ++b) block(b, HalfToFloat(((const BlockQ8_0*)(w + b * bb))->d));
-    *y = Hsum(acc);
-  }
-
-  template <int R, int T>
-  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                   int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 32;
-    if constexpr (kSigned && R == 1 && T == 1) {
-      DecodeRowQ8(w, (const ActBlockQ8*)act, nb, y);
-      return;
-    }
-    const int64_t bb = BlockBytes(kType);
-    __m256 acc[R][T];
-    float macc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        acc[r][t] = _mm256_setzero_ps();
-        macc[r][t] = 0.0f;
-      }
-    const ActBlockQ8* a[T];
-    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8*)(act + t * arb);
-    for (int64_t b = 0; b < nb; ++b) {
-      {  // prefetch (decode and the first token tile of a batch)
-        if ((b & 1) == 0) {
-          for (int r = 0; r < R; ++r) {
-            _mm_prefetch(PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 48 : 16)) * bb, nb * bb),
-                         _MM_HINT_T0);
-          }
-        }
-      }
-      LegacyUnpacked u[R];
-      __m256i uq[R];
-      for (int r = 0; r < R; ++r) {
-        u[r] = UnpackLegacy<kType>(w + r * wrb + b * bb);
-        uq[r] = kSigned ? _mm256_sign_epi8(u[r].q, u[r].q) : u[r].q;
-      }
-      // d_w x d_a of every (row, token): the rows' d converted together, one
-      // multiply per token, one in-lane broadcast per (row, token).
-      const __m256 dw = RowHalvesX2<R>(w, wrb, b * bb);
-      for (int t = 0; t < T; ++t) {
-        const __m256i av = _mm256_loadu_si256((const __m256i*)a[t][b].qs);
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a[t][b].d));
-        for (int r = 0; r < R; ++r) {
-          const __m256i sa = kSigned ? _mm256_sign_epi8(av, u[r].q) : av;
-          const __m256i p = DotU8S8(uq[r], sa);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), LaneElement(scale, r), acc[r][t]);
-          if constexpr (kHasMin) macc[r][t] += u[r].m * a[t][b].s;
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]) + macc[r][t];
-  }
-};
 
 // ---- nibble formats x ActBlockQ8Pair ---------------------------------------------------
 
@@ -1316,6 +1163,292 @@ struct RowLanes {
 };
 #endif  // TERN_AVX512_VNNI
 
+#ifndef TERN_AVX512_VNNI
+// ---- Q4_0 / Q8_0 x ActBlockQ8C, 8 weight rows in the lanes (AVX2) -------------------
+
+// RowLanes (above) on 256 bits: per (row, token) and block b of 32, in block
+// order, with isum the exact int32 sum of q_w x q_a (Q4_0: q_w - 8):
+//   acc = fma(float(isum), d_w x d_a, acc)
+// the AVX-512 table's operations, so the outputs are bitwise its own. A
+// register holds 8 rows, lane 4L + m row 2m + L (the order that loads of 2
+// rows a register and their 4 x 4 word transposes within each 128-bit lane
+// give; one vpermps puts the rows back in order at the store). No VNNI:
+// vpmaddubsw gives words of 2 products, and the words of one row and token
+// are added as words while their sum cannot leave int16, then vpmaddwd to
+// int32.
+//
+// Fewer than kPanelMinTokens tokens (decode) take the rows as they lie: 2
+// rows a register (a 128-bit lane a row), per half of the block (Q4_0: the
+// low and the high nibbles; Q8_0: bytes 0..15 and 16..31) one vpmaddubsw
+// against the token's 16 quants of that half repeated in both lanes (Q8_0:
+// |q_w| against q_a with q_w's sign, words <= 2 x 128 x 127), then the words
+// of a row into one int32. More tokens first unpack the 8 rows once per
+// token chunk into a panel, per block
+//   Q4_0: 8 registers: register j, lane l = the 4 nibbles of row(l) for
+//         elements 4j .. 4j + 3
+//   Q8_0: 16 registers: j and 8 + j, lane l = the low and the high nibbles
+//         of q_w + 128 of row(l), elements 4j .. 4j + 3
+//   1 register: d_w of the 8 rows as floats
+// and then each token takes 8 (Q8_0: 16) vpmaddubsw against its quants
+// broadcast 4 at a time (words of 16 products of a nibble, |.| <= 30480; Q8_0
+// sums high x 16 + low), and the token's c (-8 or -128 x the sum of its
+// quants) takes the offset off: one float conversion, multiply and FMA per
+// 8 rows x 32 elements.
+template <DType kType>
+struct RowLanes8 {
+  static_assert(kType == DType::kQ4_0 || kType == DType::kQ8_0);
+  static constexpr bool kNibbles = kType == DType::kQ4_0;
+  static constexpr int64_t kBlockBytes =
+      kNibbles ? (int64_t)sizeof(BlockQ4_0) : (int64_t)sizeof(BlockQ8_0);
+  // Halves of 16 quant bytes a block holds.
+  static constexpr int kHalves = kNibbles ? 1 : 2;
+  // Panel quant registers a block.
+  static constexpr int kPanelRegs = kNibbles ? 8 : 16;
+  static constexpr int64_t kPanelBlockBytes = (kPanelRegs + 1) * 32;
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 8;
+
+  // Row r's lane (lane i holds row 0, 2, 4, 6, 1, 3, 5, 7: LaneRows).
+  static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
+
+  // v[h][m], 128-bit lane L: quant bytes 16h .. 16h + 15 of the block at p
+  // (its start in row 0) of row 2m + L.
+  static inline void LoadRaw(const uint8_t* p, int64_t wrb, __m256i (&v)[kHalves][4]) {
+    for (int h = 0; h < kHalves; ++h) {
+      for (int m = 0; m < 4; ++m) {
+        const uint8_t* q = p + 2 + 16 * h + 2 * m * wrb;
+        v[h][m] = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)q)),
+            _mm_loadu_si128((const __m128i*)(q + wrb)), 1);
+      }
+    }
+  }
+
+  // d_w of the block at p of the 8 rows (wrb apart), lane l row(l): scalar
+  // loads into two words (a vpgatherdd was slower on Zen 4).
+  static inline __m256 Scales(const uint8_t* p, int64_t wrb) {
+    const uint64_t even = PackHalves<4>([&](int i) { return p + 2 * i * wrb; });
+    const uint64_t odd = PackHalves<4>([&](int i) { return p + (2 * i + 1) * wrb; });
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)odd, (long long)even));
+  }
+
+  static inline __m256 Scale(__m256 dw, float da) { return _mm256_mul_ps(dw, _mm256_set1_ps(da)); }
+
+  // One token's exact block sums, a row a lane (LaneRows), from LoadRaw's
+  // registers: Q4_0 their low (elements 0..15) and high (16..31) nibbles
+  // (v[0], v[1]), Q8_0 the bytes as they are (v[h]: half h) and their
+  // magnitudes (mag[h]).
+  static inline __m256i DecodeSums(const __m256i (&v)[2][4], const __m256i (&mag)[2][4],
+                                   const ActBlockQ8C& a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i a0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)a.qs));
+    const __m256i a1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(a.qs + 16)));
+    __m256i m[4];
+    if constexpr (kNibbles) {
+      for (int g = 0; g < 4; ++g) {
+        // Words of 4 products (|.| <= 7620), then int32 of 8 (<= 15240).
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(v[0][g], a0),
+                                           _mm256_maddubs_epi16(v[1][g], a1));
+        m[g] = _mm256_madd_epi16(s, ones);
+      }
+      // vpackssdw is exact here (16 products at most before the last step).
+      const __m256i s01 = _mm256_madd_epi16(_mm256_packs_epi32(m[0], m[1]), ones);
+      const __m256i s23 = _mm256_madd_epi16(_mm256_packs_epi32(m[2], m[3]), ones);
+      const __m256i s = _mm256_madd_epi16(_mm256_packs_epi32(s01, s23), ones);
+      return _mm256_add_epi32(s, _mm256_set1_epi32(a.c));
+    } else {
+      for (int g = 0; g < 4; ++g) {
+        const __m256i p0 = _mm256_maddubs_epi16(mag[0][g], _mm256_sign_epi8(a0, v[0][g]));
+        const __m256i p1 = _mm256_maddubs_epi16(mag[1][g], _mm256_sign_epi8(a1, v[1][g]));
+        m[g] = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+      }
+      // The signed weights as they are: no offset to take off (c unused).
+      return _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+    }
+  }
+
+  // The next 8 rows into L2 along these: their bytes in order, 8 blocks'
+  // worth per block of these.
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (8 * kBlockBytes + 63) / 64;
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 8 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
+  }
+
+  // T tokens (rows arb apart at act) against the 8 rows at w, the weights
+  // loaded once for all.
+  template <int T>
+  __attribute__((noinline)) static void DecodeTile(const uint8_t* w, int64_t wrb, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 8 * wrb, b);
+      __m256i raw[kHalves][4], v[2][4], mag[2][4];
+      LoadRaw(p, wrb, raw);
+      for (int g = 0; g < 4; ++g) {
+        if constexpr (kNibbles) {
+          v[0][g] = _mm256_and_si256(raw[0][g], m4);
+          v[1][g] = _mm256_and_si256(_mm256_srli_epi16(raw[0][g], 4), m4);
+        } else {
+          for (int h = 0; h < 2; ++h) {
+            v[h][g] = raw[h][g];
+            mag[h][g] = _mm256_sign_epi8(raw[h][g], raw[h][g]);
+          }
+        }
+      }
+      const __m256 dw = Scales(p, wrb);
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DecodeSums(v, mag, a)), Scale(dw, a.d),
+                                 acc[t]);
+      }
+    }
+  }
+
+  // Blocks [0, nb) of the 8 rows at w into the panel (layout above).
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 8 * wrb, b);
+      __m256i raw[kHalves][4];
+      LoadRaw(p, wrb, raw);
+      uint8_t* out = panel + b * kPanelBlockBytes;
+      for (int h = 0; h < kHalves; ++h) {
+        // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
+        // of v[m]'s lane L (bytes 16h + 4j .. 16h + 4j + 3 of row 2m + L) to
+        // lane 4L + m of x[j].
+        const __m256i(&v)[4] = raw[h];
+        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+        const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+        const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        __m256i x[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        for (int j = 0; j < 4; ++j) {
+          // Q4_0: the low nibbles are elements 4j .. 4j + 3, the high ones
+          // 16 + 4j ..; Q8_0: elements 16h + 4j .., unsigned, low nibbles
+          // to register 4h + j, high ones to 8 + 4h + j.
+          if constexpr (!kNibbles) x[j] = _mm256_xor_si256(x[j], flip);
+          const int lo = kNibbles ? j : 4 * h + j;
+          const int hi = kNibbles ? 4 + j : 8 + 4 * h + j;
+          _mm256_store_si256((__m256i*)(out + 32 * lo), _mm256_and_si256(x[j], m4));
+          _mm256_store_si256((__m256i*)(out + 32 * hi),
+                             _mm256_and_si256(_mm256_srli_epi16(x[j], 4), m4));
+        }
+      }
+      _mm256_store_ps((float*)(out + 32 * kPanelRegs), Scales(p, wrb));
+    }
+  }
+
+  // T tokens (rows arb apart at act) against a panel of nb blocks.
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m256 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const auto reg = [](const uint8_t* pb, int j) {
+      return _mm256_load_si256((const __m256i*)(pb + 32 * j));
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = panel + b * kPanelBlockBytes;
+      const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kPanelRegs));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
+        // Words of 16 products of a nibble at most: |.| <= 30480.
+        __m256i aq = _mm256_set1_epi32((int)LoadU32(a.qs));
+        __m256i s = _mm256_maddubs_epi16(reg(pb, 0), aq);
+        __m256i sh = kNibbles ? s : _mm256_maddubs_epi16(reg(pb, 8), aq);
+        for (int j = 1; j < 8; ++j) {
+          aq = _mm256_set1_epi32((int)LoadU32(a.qs + 4 * j));
+          s = _mm256_add_epi16(s, _mm256_maddubs_epi16(reg(pb, j), aq));
+          if constexpr (!kNibbles) {
+            sh = _mm256_add_epi16(sh, _mm256_maddubs_epi16(reg(pb, 8 + j), aq));
+          }
+        }
+        __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(a.c));
+        if constexpr (!kNibbles) {
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sh, _mm256_set1_epi16(16)));
+        }
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), Scale(dw, a.d), acc[t]);
+      }
+    }
+  }
+
+  // Rows r < nr of acc[t] (lane order LaneRows) to y + t x ldy.
+  template <int T>
+  static inline void Store(const __m256 (&acc)[T], int nr, float* y, int64_t ldy) {
+    const __m256i keep =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int t = 0; t < T; ++t) {
+      const __m256 v = _mm256_permutevar8x32_ps(acc[t], RowLanesOrder());
+      if (nr == 8) {
+        _mm256_storeu_ps(y + t * ldy, v);
+      } else {
+        _mm256_maskstore_ps(y + t * ldy, keep, v);
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    DecodeTile<T>(w, wrb, nb, act, arb, acc);
+    Store<T>(acc, nr, y, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    const int64_t nb = cols / 32;
+    const bool use_panel = num_tokens >= kPanelMinTokens;
+    uint8_t* panel =
+        use_panel ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes) : nullptr;
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const int nr = (int)std::min<int64_t>(8, rows - r0);
+      const uint8_t* wt = w + r0 * wrb;
+      if (nr < 8) {  // a short last tile: its rows padded with zeros
+        uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, 8 * wrb);
+        std::memcpy(pad, wt, nr * wrb);
+        std::memset(pad + nr * wrb, 0, (8 - nr) * wrb);
+        wt = pad;
+      }
+      float* yt = y + r0;
+      if (!use_panel) {
+        int64_t t = 0;
+        for (; t + 3 <= num_tokens; t += 3) {
+          RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        }
+        if (num_tokens - t == 2) RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        if (num_tokens - t == 1) RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        continue;
+      }
+      UnpackPanel(wt, wrb, nb, panel);
+      int64_t t = 0;
+      for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
+        RunPanel<kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      for (; t < num_tokens; ++t) RunPanel<1>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+    }
+  }
+};
+#endif  // !TERN_AVX512_VNNI
+
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
 
 // The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
@@ -1876,6 +2009,7 @@ void QuantizeImage(const float* x, int64_t n, Chunk* out) {
 void QuantizeImageQ4_1(const float* x, int64_t n, ActImageQ4_1* out) {
   QuantizeImage<ActImageQ4_1, 20>(x, n, out);
 }
+#endif
 
 // ActBlockQ8C: ActBlockQ8's d and qs, and the weights' offset's share of
 // the sum (kOffset: 8 for Q4_0, 128 for Q8_0).
@@ -1885,7 +2019,6 @@ void QuantizeQ8C(const float* x, int64_t n, ActBlockQ8C* out) {
     out[b].c = -kOffset * QuantizeBlock32(x + b * 32, out[b].qs, &out[b].d);
   }
 }
-#endif
 
 void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -1940,6 +2073,7 @@ void ImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
 constexpr ActFormat kImageQ4_1Format{.name = "image_q4_1",
                                      .row_bytes = ImageRowBytes<ActImageQ4_1, 20>,
                                      .quantize_row = ImageRow<ActImageQ4_1, QuantizeImageQ4_1>};
+#endif
 
 int64_t Q8CRowBytes(int64_t cols) { return cols / 32 * (int64_t)sizeof(ActBlockQ8C); }
 template <int kOffset>
@@ -1964,6 +2098,7 @@ constexpr ActFormat kQ8CQ8_0Format{.name = "q8c_q8_0",
                                    .quantize_row = Q8CRow<128>,
                                    .chunk_tokens = Q8CChunkTokens};
 
+#ifdef TERN_AVX512_VNNI
 int64_t Q8KImageRowBytes(int64_t cols) {
   return cols / 256 * (int64_t)sizeof(ActBlockQ8KImage);
 }
@@ -3137,9 +3272,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>::Gemm);
 #else
-  set(DType::kQ4_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_0>>);
+  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8<DType::kQ4_0>::Gemm);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, kQ8Format, TiledGemm<LegacyKernel<DType::kQ8_0>>);
+  set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes8<DType::kQ8_0>::Gemm);
 #endif
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
