@@ -100,14 +100,14 @@ kernels::KvPagesView KvStorage::LayerView(int layer) const {
 void KvStorage::WriteSlot(int layer, int64_t slot, const float* k, const float* v) {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < LayerSlots(layer));
-  kernels::StoreKvRow(shape_.KDtype(), k, slot_elems(), KeySlot(layer, slot));
+  kernels::StoreKvKeyRow(shape_.KDtype(), k, slot_elems(), shape_.head_dim, KeySlot(layer, slot));
   kernels::StoreKvRow(shape_.VDtype(), v, slot_elems(), ValueSlot(layer, slot));
 }
 
 void KvStorage::ReadSlot(int layer, int64_t slot, float* k, float* v) const {
   CHECK(layer >= 0 && layer < shape_.num_layers);
   CHECK(slot >= 0 && slot < LayerSlots(layer));
-  kernels::LoadKvElems(shape_.KDtype(), KeySlot(layer, slot), 0, slot_elems(), k);
+  kernels::LoadKvKeyRow(shape_.KDtype(), KeySlot(layer, slot), slot_elems(), shape_.head_dim, k);
   kernels::LoadKvElems(shape_.VDtype(), ValueSlot(layer, slot), 0, slot_elems(), v);
 }
 

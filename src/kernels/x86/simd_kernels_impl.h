@@ -2797,18 +2797,33 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // in kvh_q8[kvh].
   constexpr bool k_int8 = kInt8K;
   DCHECK_EQ(k_int8, KScoresInt8(kdt, e_first, hd));
-  const int64_t nb = hd / 32;
+  // A rotated K (KvKeyRotated, head_dim < 32): each row's query is
+  // RotatedKeyQuery's, over the whole blocks its head lies in
+  // (KeyScoreBlocks: kvh_b0 / kvh_nb per KV head).
+  const bool k_rot = KvKeyRotated(kdt, hd);
+  const int64_t qn_max = k_rot ? kMaxRotatedKeyBlocks * 32 : hd;  // query elements
+  const int64_t nb_max = qn_max / 32;
+  int64_t kvh_b0[kMaxAttnGroup], kvh_nb[kMaxAttnGroup];
   QueryQ8Row kvh_q8[kMaxAttnGroup][kMaxAttnGroup];
   if constexpr (k_int8) {
-    const int64_t row_bytes = hd + 8 * nb;  // quants, then d and sum per block
+    const int64_t row_bytes = qn_max + 8 * nb_max;  // quants, then d and sum per block
     int8_t* const q8 = a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8, rows * row_bytes);
     for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      const int64_t ke0 = e_first + kvh * hd;
+      KeyScoreBlocks(ke0, hd, &kvh_b0[kvh], &kvh_nb[kvh]);
+      const int64_t qn = kvh_nb[kvh] * 32;
       for (int t = 0; t < num_kvh_rows[kvh]; ++t) {
         const int r = kvh_rows[kvh][t];
         int8_t* const qq = q8 + r * row_bytes;
-        float* const d = (float*)(qq + hd);
-        int32_t* const sum = (int32_t*)(d + nb);
-        QuantizeQueryQ8(row_q[r], hd, qq, d, sum);
+        float* const d = (float*)(qq + qn_max);
+        int32_t* const sum = (int32_t*)(d + nb_max);
+        alignas(32) float rotated[kMaxRotatedKeyBlocks * 32];
+        const float* qr = row_q[r];
+        if (k_rot) {
+          RotatedKeyQuery(qr, ke0, hd, rotated);
+          qr = rotated;
+        }
+        QuantizeQueryQ8(qr, qn, qq, d, sum);
         kvh_q8[kvh][t] = {qq, d, sum};
       }
     }
@@ -2897,7 +2912,8 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
           for (int t = 0; t < m; ++t) any = any || needs(kvh_rows[kvh][t]);
           __m256 sc[kMaxAttnGroup];
           if (any) {
-            scores_int8(krow + i, ke0 / 32 * k_block_bytes, nb, kvh_q8[kvh], m, scale, sc);
+            scores_int8(krow + i, kvh_b0[kvh] * k_block_bytes, kvh_nb[kvh], kvh_q8[kvh], m,
+                        scale, sc);
           } else {
             for (int t = 0; t < m; ++t) sc[t] = _mm256_setzero_ps();
           }
