@@ -2828,6 +2828,25 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
       }
     }
   }
+  // KV heads whose scores read the same blocks (a rotated K: the heads of
+  // one block of 32) are scored together, the K quants of 8 positions
+  // transposed once for all their rows: span_rows[kvh] / span_q8[kvh] hold
+  // the rows of kvh and of the heads after it that share its blocks,
+  // span_m[kvh] their number (0: scored with an earlier head). Each row's
+  // lane sees the same operations either way.
+  int span_m[kMaxAttnGroup] = {};
+  int span_rows[kMaxAttnGroup][kMaxAttnGroup];
+  QueryQ8Row span_q8[kMaxAttnGroup][kMaxAttnGroup];
+  if constexpr (k_int8) {
+    int lead = -1;
+    for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      if (lead < 0 || kvh_b0[kvh] != kvh_b0[lead] || kvh_nb[kvh] != kvh_nb[lead]) lead = kvh;
+      for (int t = 0; t < num_kvh_rows[kvh]; ++t) {
+        span_rows[lead][span_m[lead]] = kvh_rows[kvh][t];
+        span_q8[lead][span_m[lead]++] = kvh_q8[kvh][t];
+      }
+    }
+  }
   const auto scores_int8 =
       kdt == DType::kQ8_0 ? ScoresInt8<DType::kQ8_0> : ScoresInt8<DType::kQ4_0>;
   const int64_t k_block_bytes = BlockBytes(kdt);
@@ -2908,16 +2927,17 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         };
         const int m = num_kvh_rows[kvh];
         if constexpr (k_int8) {
+          const int ms = span_m[kvh];  // 0: scored with an earlier KV head
           bool any = false;
-          for (int t = 0; t < m; ++t) any = any || needs(kvh_rows[kvh][t]);
+          for (int t = 0; t < ms; ++t) any = any || needs(span_rows[kvh][t]);
           __m256 sc[kMaxAttnGroup];
           if (any) {
-            scores_int8(krow + i, kvh_b0[kvh] * k_block_bytes, kvh_nb[kvh], kvh_q8[kvh], m,
+            scores_int8(krow + i, kvh_b0[kvh] * k_block_bytes, kvh_nb[kvh], span_q8[kvh], ms,
                         scale, sc);
           } else {
-            for (int t = 0; t < m; ++t) sc[t] = _mm256_setzero_ps();
+            for (int t = 0; t < ms; ++t) sc[t] = _mm256_setzero_ps();
           }
-          for (int t = 0; t < m; ++t) put(kvh_rows[kvh][t], sc[t]);
+          for (int t = 0; t < ms; ++t) put(span_rows[kvh][t], sc[t]);
           continue;
         }
         for (int t = 0; t < m;) {
