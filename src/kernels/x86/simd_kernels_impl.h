@@ -2376,6 +2376,47 @@ inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const 
     for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
 }
 
+// V rows of Q8_0 / Q4_0 blocks that each span 32 / hd KV heads (hd < 32,
+// a decode item of whole blocks from element e_first of each slot, rows
+// kvh * group + g): each position's block is decoded once (DecodeKvBlock32)
+// for the rows of all its heads instead of once per head. Every output
+// element sees AccumulateVBlocks's FMAs on the same decoded values in the
+// same order, so the results are bitwise its.
+template <DType kT>
+void AccumulateVSpan(const uint8_t* const* v, int64_t e_first, int n, const float* p,
+                     int64_t p_stride, float* out, int64_t hd, int num_kv_heads, int group) {
+  constexpr int64_t kBlockBytes = kT == DType::kQ8_0 ? 34 : 18;
+  const int per_block = (int)(32 / hd);
+  for (int kvh0 = 0; kvh0 < num_kv_heads; kvh0 += per_block) {
+    const int64_t boff = (e_first + kvh0 * hd) / 32 * kBlockBytes;
+    for (int g0 = 0; g0 < group; g0 += 2) {
+      const int gn = std::min(2, group - g0);
+      // Vector c: the block's elements [8c, 8c + 8), of head kvh0 + 8c / hd.
+      int64_t row[2][4];
+      __m256 acc[2][4];
+      for (int gi = 0; gi < gn; ++gi) {
+        for (int c = 0; c < 4; ++c) {
+          row[gi][c] = (kvh0 + 8 * c / hd) * group + g0 + gi;
+          acc[gi][c] = _mm256_loadu_ps(out + row[gi][c] * hd + 8 * c % hd);
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        __m256 vv[4];
+        DecodeKvBlock32<kT>(v[i] + boff, vv);
+        for (int gi = 0; gi < gn; ++gi) {
+          for (int c = 0; c < 4; ++c) {
+            const __m256 w = _mm256_set1_ps(p[row[gi][c] * p_stride + i]);
+            acc[gi][c] = _mm256_fmadd_ps(w, vv[c], acc[gi][c]);
+          }
+        }
+      }
+      for (int gi = 0; gi < gn; ++gi) {
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + row[gi][c] * hd + 8 * c % hd, acc[gi][c]);
+      }
+    }
+  }
+}
+
 // Which AccumulateV reads a chunk's V rows: f16/f32 rows at v[i] + off
 // (bytes), or q8_0/q4_0 blocks from element off of each slot, decoded in
 // registers (hd and off multiples of 8; 16-lane passes only from a multiple
@@ -2749,6 +2790,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // into a tile first.
   const bool v_blocks = vdt == DType::kQ8_0 || vdt == DType::kQ4_0;
   const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32 && !v_blocks;
+  // Decode of heads below 32 whose item holds whole blocks (stories260K: a
+  // token's 4 KV heads of 8): each V block decoded once for all its heads
+  // (AccumulateVSpan).
+  const bool v_span = v_blocks && a.num_queries == 1 && hd < 32 && 32 % hd == 0 &&
+                      (int64_t)a.kv_head * hd % 32 == 0 && a.num_kv_heads * hd % 32 == 0;
   constexpr int64_t kElem = kF16 ? 2 : 4;  // V elements as AccumulateV reads them
   const int64_t e_first = (int64_t)a.kv_head * hd;  // the first KV head's element in a slot
   // V rows in place: the first head's elements; decoded: the tile's rows.
@@ -2981,7 +3027,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         vrow[i] = (const uint8_t*)dst;
       }
     }
-    if (v_blocks) {
+    if (v_span) {
+      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVSpan<DType::kQ8_0>
+                                             : AccumulateVSpan<DType::kQ4_0>;
+      acc_v(vraw, e_first, n, scores, kStride, acc_out, hd, a.num_kv_heads, a.group);
+    } else if (v_blocks) {
       const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroup<BlockVRows<DType::kQ8_0>>
                                              : AccumulateVGroup<BlockVRows<DType::kQ4_0>>;
       if (a.num_kv_heads == 1) {
