@@ -55,20 +55,29 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
   }
   const int32_t hi = a.positions[0];
   const int32_t lo = a.sliding_window > 0 ? std::max(0, hi - a.sliding_window + 1) : 0;
-  // Q8_0 / Q4_0 K of whole blocks: scores in 8-bit integers (KScoresInt8).
+  // Q8_0 / Q4_0 K of whole blocks, or rotated: scores in 8-bit integers
+  // (KScoresInt8) of the query (rotated: RotatedKeyQuery's) over qn
+  // elements, the blocks from b0 on.
   const bool k_int8 = KScoresInt8(kt_k, e0, head_dim);
-  const int64_t nb = head_dim / 32;
+  const bool k_rot = KvKeyRotated(kt_k, head_dim);
+  int64_t b0 = 0, nb = 0;
+  if (k_int8) KeyScoreBlocks(e0, head_dim, &b0, &nb);
+  const int64_t qn = nb * 32;
   int8_t* const qq =
-      k_int8 ? a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8,
-                                      (int64_t)group * (head_dim + 8 * nb))
+      k_int8 ? a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8, (int64_t)group * (qn + 8 * nb))
              : nullptr;
-  float* const qd = k_int8 ? (float*)(qq + (int64_t)group * head_dim) : nullptr;
+  float* const qd = k_int8 ? (float*)(qq + (int64_t)group * qn) : nullptr;
   int32_t* const qsum = k_int8 ? (int32_t*)(qd + group * nb) : nullptr;
   for (int g = 0; k_int8 && g < group; ++g) {
-    QuantizeQueryQ8(a.q + (int64_t)g * head_dim, head_dim, qq + (int64_t)g * head_dim,
-                    qd + g * nb, qsum + g * nb);
+    const float* qg = a.q + (int64_t)g * head_dim;
+    float rotated[kMaxRotatedKeyBlocks * 32];
+    if (k_rot) {
+      RotatedKeyQuery(qg, e0, head_dim, rotated);
+      qg = rotated;
+    }
+    QuantizeQueryQ8(qg, qn, qq + (int64_t)g * qn, qd + g * nb, qsum + g * nb);
   }
-  const int64_t k_block_off = k_int8 ? e0 / 32 * BlockBytes(kt_k) : 0;
+  const int64_t k_block_off = b0 * (k_int8 ? BlockBytes(kt_k) : 0);
   for (int32_t p0 = lo; p0 <= hi; p0 += kAttnChunk) {
     const int32_t n = std::min(kAttnChunk, hi - p0 + 1);
     for (int32_t i = 0; i < n; ++i) {
@@ -78,8 +87,7 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
       for (int g = 0; g < group; ++g) {
         const float* qg = a.q + (int64_t)g * head_dim;
         const float s =
-            k_int8 ? DotQueryQ8(kt_k, qq + (int64_t)g * head_dim, qd + g * nb,
-                                kslot + k_block_off, head_dim)
+            k_int8 ? DotQueryQ8(kt_k, qq + (int64_t)g * qn, qd + g * nb, kslot + k_block_off, qn)
             : krow.f32 != nullptr ? kt.dot_f32(qg, krow.f32, head_dim)
                                   : kt.dot_f16(qg, krow.f16, head_dim);
         scores[g * kAttnChunk + i] =
@@ -119,6 +127,14 @@ void AttendOneQuery(const KernelTable& kt, const AttnGroupArgs& a) {
 }
 
 }  // namespace
+
+void RotatedKeyQuery(const float* q, int64_t e0, int64_t head_dim, float* out) {
+  int64_t b0, nb;
+  KeyScoreBlocks(e0, head_dim, &b0, &nb);
+  std::memset(out, 0, sizeof(float) * nb * 32);
+  std::memcpy(out + (e0 - b0 * 32), q, sizeof(float) * head_dim);
+  for (int64_t b = 0; b < nb; ++b) HadamardBlock32(out + b * 32, 0.125f);
+}
 
 void QuantizeQueryQ8(const float* q, int64_t n, int8_t* qq, float* d, int32_t* qsum) {
   CHECK(n % 32 == 0);

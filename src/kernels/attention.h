@@ -60,10 +60,25 @@ void AttendGroupGeneric(const KernelTable& table, const AttnGroupArgs& args);
 //   score = s * scale
 // (dq_b * dk_b and s * scale rounded as floats), so the tables agree
 // bitwise on every score. Elsewhere K is decoded exactly to f32 and dotted
-// with the f32 query.
+// with the f32 query. A rotated K (KvKeyRotated: head_dim < 32) is always
+// scored in 8 bits: the query is RotatedKeyQuery's blocks, quantized per
+// block, against the whole blocks its head lies in (KeyScoreBlocks).
 inline bool KScoresInt8(DType k, int64_t e0, int64_t head_dim) {
-  return (k == DType::kQ8_0 || k == DType::kQ4_0) && e0 % 32 == 0 && head_dim % 32 == 0;
+  return (k == DType::kQ8_0 || k == DType::kQ4_0) &&
+         ((e0 % 32 == 0 && head_dim % 32 == 0) || KvKeyRotated(k, head_dim));
 }
+// The blocks of 32 a head's 8-bit scores read: [*b0, *b0 + *nb), the blocks
+// of its elements [e0, e0 + head_dim).
+inline void KeyScoreBlocks(int64_t e0, int64_t head_dim, int64_t* b0, int64_t* nb) {
+  *b0 = e0 / 32;
+  *nb = (e0 + head_dim + 31) / 32 - *b0;
+}
+// The most blocks a rotated head's scores read (head_dim < 32: 2).
+constexpr int kMaxRotatedKeyBlocks = 2;
+// The query a rotated K is scored with: q (head_dim values, the head at
+// element e0 of the row) placed in zeros over KeyScoreBlocks's blocks,
+// each block then H x / 8 (HadamardBlock32). out: nb * 32 floats.
+void RotatedKeyQuery(const float* q, int64_t e0, int64_t head_dim, float* out);
 // q[0, n) (n a multiple of 32) per block of 32: qq = round(q / d), d =
 // max|q| / 127 (qq in [-127, 127]; an all-zero block: d = 0, qq = 0), and
 // qsum = the block's sum of qq.

@@ -164,6 +164,25 @@ void StoreKvRow(DType t, const float* x, int64_t n, uint8_t* out);
 // decodes to a float without rounding). Scalar; the SIMD tables have their
 // own, bitwise equal.
 void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out);
+// K rows whose blocks of 32 span several heads (a Q8_0 / Q4_0 K with
+// head_dim < 32: stories260K's 4 KV heads of 8 share one block per token)
+// are stored rotated: each block of 32 values x becomes H x / 4 (H the
+// 32-point Sylvester Walsh-Hadamard matrix, H H = 32 I) before it is
+// quantized, so that one scale no longer serves one large channel and many
+// small ones but values of like size. Scores undo it in math: a head's
+// q . k = (H q_ext / 8) . (H k_block / 4), q_ext the query placed in its
+// head's slots of the block(s) and zeros elsewhere (RotatedKeyQuery, in
+// attention.h); V is never rotated.
+bool KvKeyRotated(DType k, int64_t head_dim);
+// StoreKvRow / LoadKvElems (whole rows) of a K row of a model's head_dim:
+// rotated where KvKeyRotated (Load undoes the rotation: k = H k' / 8),
+// else exactly StoreKvRow / LoadKvElems.
+void StoreKvKeyRow(DType t, const float* x, int64_t n, int64_t head_dim, uint8_t* out);
+void LoadKvKeyRow(DType t, const uint8_t* row, int64_t n, int64_t head_dim, float* out);
+// x[0, 32) = H x * scale (the unnormalized 32-point Walsh-Hadamard
+// butterflies in a fixed order, then one multiplication: scalar, the same
+// bits in every table).
+void HadamardBlock32(float* x, float scale);
 
 // Causal attention of num_queries query tokens of one sequence:
 //   q, out: [num_queries, n_head, head_dim]; query i at positions[i] attends

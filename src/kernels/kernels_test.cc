@@ -709,28 +709,44 @@ TEST_F(ElementwiseTest, DotAndAxpyMatch) {
 // ---- attention -------------------------------------------------------------------
 
 // A query head as the kernels score it against K of dtype k from element
-// kv_off: itself, or where K's scores are 8-bit (KScoresInt8) its per-block
-// 8-bit quantization's values.
-std::vector<float> ScoredQuery(DType k, int kv_off, int head_dim, const float* q) {
-  std::vector<float> out(q, q + head_dim);
+// kv_off: itself over its head's elements, or where K's scores are 8-bit
+// (KScoresInt8) its per-block 8-bit quantization's values; a rotated K
+// (KvKeyRotated) is scored in the stored (rotated) values of the whole
+// blocks the head lies in, with RotatedKeyQuery's query.
+struct ScoredQ {
+  std::vector<float> q;
+  int k_off = 0;  // the K row elements q is dotted with: [k_off, k_off + q.size())
+};
+ScoredQ ScoredQuery(DType k, int kv_off, int head_dim, const float* q) {
+  ScoredQ out{std::vector<float>(q, q + head_dim), kv_off};
   if (!KScoresInt8(k, kv_off, head_dim)) return out;
-  std::vector<int8_t> qq(head_dim);
-  std::vector<float> d(head_dim / 32);
-  std::vector<int32_t> sum(head_dim / 32);
-  QuantizeQueryQ8(q, head_dim, qq.data(), d.data(), sum.data());
-  for (int i = 0; i < head_dim; ++i) out[i] = (float)qq[i] * d[i / 32];
+  if (KvKeyRotated(k, head_dim)) {
+    int64_t b0, nb;
+    KeyScoreBlocks(kv_off, head_dim, &b0, &nb);
+    out.q.resize(nb * 32);
+    out.k_off = (int)(b0 * 32);
+    RotatedKeyQuery(q, kv_off, head_dim, out.q.data());
+  }
+  const int64_t n = (int64_t)out.q.size();
+  std::vector<int8_t> qq(n);
+  std::vector<float> d(n / 32);
+  std::vector<int32_t> sum(n / 32);
+  QuantizeQueryQ8(out.q.data(), n, qq.data(), d.data(), sum.data());
+  for (int64_t i = 0; i < n; ++i) out.q[i] = (float)qq[i] * d[i / 32];
   return out;
 }
 
-// Naive attention for one query and head over contiguous positions.
-void NaiveAttention(const float* q, const std::vector<std::vector<float>>& k,
+// Naive attention for one query and head over contiguous positions: scores
+// of q against K's elements [k_off, k_off + k_len), V's [kv_off, kv_off +
+// head_dim) weighed.
+void NaiveAttention(const float* q, int k_off, int k_len, const std::vector<std::vector<float>>& k,
                     const std::vector<std::vector<float>>& v, int lo, int hi, int kv_off,
                     int head_dim, float scale, float* out) {
   std::vector<double> s;
   double mx = -1e300;
   for (int p = lo; p <= hi; ++p) {
     double d = 0;
-    for (int i = 0; i < head_dim; ++i) d += (double)q[i] * k[p][kv_off + i];
+    for (int i = 0; i < k_len; ++i) d += (double)q[i] * k[p][k_off + i];
     s.push_back(d * scale);
     mx = std::max(mx, s.back());
   }
@@ -741,6 +757,17 @@ void NaiveAttention(const float* q, const std::vector<std::vector<float>>& k,
     for (int p = lo; p <= hi; ++p) acc += s[p - lo] * v[p][kv_off + i];
     out[i] = (float)(acc / sum);
   }
+}
+void NaiveAttention(const float* q, const std::vector<std::vector<float>>& k,
+                    const std::vector<std::vector<float>>& v, int lo, int hi, int kv_off,
+                    int head_dim, float scale, float* out) {
+  NaiveAttention(q, kv_off, head_dim, k, v, lo, hi, kv_off, head_dim, scale, out);
+}
+void NaiveAttention(const ScoredQ& q, const std::vector<std::vector<float>>& k,
+                    const std::vector<std::vector<float>>& v, int lo, int hi, int kv_off,
+                    int head_dim, float scale, float* out) {
+  NaiveAttention(q.q.data(), q.k_off, (int)q.q.size(), k, v, lo, hi, kv_off, head_dim, scale,
+                 out);
 }
 
 TEST(AttentionTest, PagedGqaMatchesNaive) {
@@ -809,7 +836,8 @@ TEST(AttentionTest, PagedGqaMatchesNaive) {
 
 // Paged K/V of ctx positions with random values (exact in F16), blocks in a
 // scrambled order, plus the float copies for NaiveAttention. K of kdtype, V
-// of vdtype (any KV dtype: the copies hold the decoded values).
+// of vdtype (any KV dtype: the copies hold the decoded values; a rotated K,
+// KvKeyRotated at head_dim, its stored rotated values as decoded).
 struct PagedKv {
   std::vector<int32_t> table;
   std::vector<uint8_t> kbuf, vbuf;
@@ -818,7 +846,7 @@ struct PagedKv {
 };
 
 PagedKv MakePagedKv(DType kdtype, DType vdtype, int ctx, int slot_elems, int block_size,
-                    uint32_t seed) {
+                    uint32_t seed, int head_dim = 64) {
   PagedKv kv;
   const int num_blocks = (ctx + block_size - 1) / block_size;
   kv.table.resize(num_blocks);
@@ -837,7 +865,7 @@ PagedKv MakePagedKv(DType kdtype, DType vdtype, int ctx, int slot_elems, int blo
       krow[i] = Fp16ToFp32(Fp32ToFp16(nd(rng)));
       vrow[i] = Fp16ToFp32(Fp32ToFp16(nd(rng)));
     }
-    StoreKvRow(kdtype, krow.data(), slot_elems, &kv.kbuf[slot * kslot]);
+    StoreKvKeyRow(kdtype, krow.data(), slot_elems, head_dim, &kv.kbuf[slot * kslot]);
     StoreKvRow(vdtype, vrow.data(), slot_elems, &kv.vbuf[slot * vslot]);
     LoadKvElems(kdtype, &kv.kbuf[slot * kslot], 0, slot_elems, kv.k[p].data());
     LoadKvElems(vdtype, &kv.vbuf[slot * vslot], 0, slot_elems, kv.v[p].data());
@@ -884,7 +912,8 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
     for (const Shape& sh : shapes) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
       if (!FitsBlocks(dt, slot_elems)) continue;
-      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 11 + sh.head_dim);
+      PagedKv kv =
+          MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 11 + sh.head_dim, sh.head_dim);
       std::mt19937 rng(5);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       const std::vector<int32_t> positions = {0, 7, 63, 64, 65, 130, 199, 71};
@@ -899,9 +928,9 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
         for (int i = 0; i < nq; ++i) {
           const int hi = positions[i], lo = window > 0 ? std::max(0, hi - window + 1) : 0;
           for (int g = 0; g < sh.group; ++g) {
-            const std::vector<float> qs = ScoredQuery(dt.k, kv_head * sh.head_dim, sh.head_dim,
-                                                      &q[i * row + g * sh.head_dim]);
-            NaiveAttention(qs.data(), kv.k, kv.v, lo, hi, kv_head * sh.head_dim, sh.head_dim,
+            const ScoredQ qs = ScoredQuery(dt.k, kv_head * sh.head_dim, sh.head_dim,
+                                           &q[i * row + g * sh.head_dim]);
+            NaiveAttention(qs, kv.k, kv.v, lo, hi, kv_head * sh.head_dim, sh.head_dim,
                            scale, &expect[i * row + g * sh.head_dim]);
           }
         }
@@ -959,7 +988,8 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
     for (const Shape& sh : shapes) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
       if (!FitsBlocks(dt, slot_elems)) continue;
-      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 31 + sh.head_dim);
+      PagedKv kv =
+          MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 31 + sh.head_dim, sh.head_dim);
       const int n_head = sh.group * sh.n_head_kv;
       const int64_t row = (int64_t)n_head * sh.head_dim;
       std::mt19937 rng(7);
@@ -973,9 +1003,8 @@ TEST(AttentionTest, KvHeadBundlesEqualSingleHeadsBitwise) {
           std::vector<float> expect(row);
           for (int h = 0; h < n_head; ++h) {
             const int kv_off = (h / sh.group) * sh.head_dim;
-            const std::vector<float> qs =
-                ScoredQuery(dt.k, kv_off, sh.head_dim, &q[h * sh.head_dim]);
-            NaiveAttention(qs.data(), kv.k, kv.v, lo, pos, kv_off, sh.head_dim, scale,
+            const ScoredQ qs = ScoredQuery(dt.k, kv_off, sh.head_dim, &q[h * sh.head_dim]);
+            NaiveAttention(qs, kv.k, kv.v, lo, pos, kv_off, sh.head_dim, scale,
                            &expect[h * sh.head_dim]);
           }
           std::vector<std::vector<float>> per_table;
@@ -1137,7 +1166,8 @@ TEST(AttentionTest, QuantizedCacheEqualsF32CacheOfDecodedValuesBitwise) {
     for (const Shape& sh : shapes) {
       const int slot_elems = sh.n_head_kv * sh.head_dim;
       if (!FitsBlocks(dt, slot_elems)) continue;
-      PagedKv kv = MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 41 + sh.head_dim);
+      PagedKv kv =
+          MakePagedKv(dt.k, dt.v, ctx, slot_elems, block_size, 41 + sh.head_dim, sh.head_dim);
       // The F32 copy: same block table, the decoded values (K's bytes kept
       // where its scores are 8-bit; every head alike, as head_dim decides).
       const bool k_int8 = KScoresInt8(dt.k, 0, sh.head_dim);
@@ -1229,6 +1259,50 @@ TEST(AttentionTest, QueryQ8DotIsTheDotOfTheQuantizedValues) {
       mag += std::fabs((double)qq[i] * d[i / 32] * kd[i]);
     }
     EXPECT_NEAR(DotQueryQ8(t, qq.data(), d.data(), row.data(), n), exact, 1e-6 * mag);
+  }
+}
+
+// A rotated K row (KvKeyRotated: q8_0 / q4_0 K, head_dim < 32):
+// HadamardBlock32 is H with H H = 32 I; LoadKvKeyRow undoes StoreKvKeyRow's
+// rotation; a block with one large channel among small ones rounds with
+// less error rotated than plain (the point of the layout); any other K row
+// is stored and read exactly as StoreKvRow / LoadKvElems.
+TEST(KvRowsTest, RotatedKeyRowsRoundTripWithLessErrorThanPlain) {
+  EXPECT_FALSE(KvKeyRotated(DType::kQ4_0, 32));
+  EXPECT_FALSE(KvKeyRotated(DType::kF16, 8));
+  EXPECT_TRUE(KvKeyRotated(DType::kQ8_0, 8));
+  EXPECT_TRUE(KvKeyRotated(DType::kQ4_0, 16));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(64);
+  for (auto& e : x) e = nd(rng);
+  std::vector<float> y = x;
+  HadamardBlock32(y.data(), 1.0f);
+  HadamardBlock32(y.data(), 1.0f / 32);
+  for (int i = 0; i < 32; ++i) ASSERT_NEAR(y[i], x[i], 1e-5f);
+  // Stories260K-like rows: one channel pair of each head of 8 much larger.
+  for (int i = 0; i < 64; ++i) x[i] = i % 8 >= 6 ? 18.0f * nd(rng) : 2.0f * nd(rng);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    std::vector<uint8_t> rot(RowBytes(t, 64)), plain(rot.size());
+    std::vector<float> xr(64), xp(64);
+    StoreKvKeyRow(t, x.data(), 64, 8, rot.data());
+    LoadKvKeyRow(t, rot.data(), 64, 8, xr.data());
+    StoreKvRow(t, x.data(), 64, plain.data());
+    LoadKvElems(t, plain.data(), 0, 64, xp.data());
+    double err_rot = 0, err_plain = 0;
+    for (int i = 0; i < 64; ++i) {
+      err_rot += (xr[i] - x[i]) * (xr[i] - x[i]);
+      err_plain += (xp[i] - x[i]) * (xp[i] - x[i]);
+    }
+    EXPECT_LT(err_rot, err_plain);
+    // head_dim 32: not rotated, the plain bytes.
+    std::vector<uint8_t> b32(rot.size());
+    std::vector<float> x32(64);
+    StoreKvKeyRow(t, x.data(), 64, 32, b32.data());
+    LoadKvKeyRow(t, b32.data(), 64, 32, x32.data());
+    EXPECT_EQ(0, std::memcmp(b32.data(), plain.data(), b32.size()));
+    EXPECT_EQ(0, std::memcmp(x32.data(), xp.data(), 64 * sizeof(float)));
   }
 }
 

@@ -79,4 +79,42 @@ void LoadKvElems(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out)
   }
 }
 
+bool KvKeyRotated(DType k, int64_t head_dim) {
+  return (k == DType::kQ8_0 || k == DType::kQ4_0) && head_dim < 32;
+}
+
+void HadamardBlock32(float* x, float scale) {
+  for (int len = 1; len < 32; len <<= 1) {
+    for (int i = 0; i < 32; i += 2 * len) {
+      for (int j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+  for (int j = 0; j < 32; ++j) x[j] *= scale;
+}
+
+void StoreKvKeyRow(DType t, const float* x, int64_t n, int64_t head_dim, uint8_t* out) {
+  if (!KvKeyRotated(t, head_dim)) {
+    StoreKvRow(t, x, n, out);
+    return;
+  }
+  CHECK(n % 32 == 0);
+  const int64_t block_bytes = BlockBytes(t);
+  float y[32];
+  for (int64_t b = 0; b < n / 32; ++b) {
+    std::memcpy(y, x + b * 32, sizeof(y));
+    HadamardBlock32(y, 0.25f);
+    StoreKvRow(t, y, 32, out + b * block_bytes);
+  }
+}
+
+void LoadKvKeyRow(DType t, const uint8_t* row, int64_t n, int64_t head_dim, float* out) {
+  LoadKvElems(t, row, 0, n, out);
+  if (!KvKeyRotated(t, head_dim)) return;
+  for (int64_t b = 0; b < n / 32; ++b) HadamardBlock32(out + b * 32, 0.125f);
+}
+
 }  // namespace tern::kernels

@@ -14,7 +14,9 @@
 // 32 values with their f16 scale along the token's row (all its KV heads
 // back to back, so a block may span adjacent heads where head_dim < 32),
 // quantized when the token's K/V is written (WriteSlot); the attention
-// kernels read the blocks directly (kernels::KvPagesView).
+// kernels read the blocks directly (kernels::KvPagesView). Where a K block
+// spans heads (head_dim < 32) each block is stored Walsh-Hadamard rotated
+// (kernels::KvKeyRotated; ReadSlot undoes it), V never.
 //
 // The bytes come from one anonymous private mapping (MAP_NORESERVE): pages
 // read as zero and become resident on first write, so a large KV budget
@@ -75,8 +77,10 @@ Status CheckKvRow(DType dtype, int32_t num_kv_heads, int32_t head_dim);
 
 // A one-line warning when K of dtype k will quantize poorly on this shape,
 // else "": a q4_0 K whose blocks of 32 span several heads (head_dim < 32)
-// shares one 4-bit scale among channels of very different size (stories260K,
-// head_dim 8: perplexity +30%, where a q8_0 K costs +0.1%).
+// shares one 4-bit scale among channels of very different size; the
+// rotated layout (kernels::KvKeyRotated) spreads them but does not save it
+// (stories260K, head_dim 8, ctx 512: perplexity +30.6% -> +21.3%, where a
+// q8_0 K costs -0.03%).
 std::string KvRowWarning(DType k, int32_t num_kv_heads, int32_t head_dim);
 
 class KvStorage {
@@ -126,7 +130,9 @@ class KvStorage {
 
   // Write/read one slot as f32 (F16 storage converts with the kernels'
   // F16C row conversion, round to nearest even; Q8_0/Q4_0 quantize each
-  // block of 32: kernels::StoreKvRow). ReadSlot gives the decoded values.
+  // block of 32: kernels::StoreKvRow; K rotated first where
+  // kernels::KvKeyRotated, StoreKvKeyRow). ReadSlot gives the decoded
+  // values (a rotated K rotated back: LoadKvKeyRow).
   void WriteSlot(int layer, int64_t slot, const float* k, const float* v);
   void ReadSlot(int layer, int64_t slot, float* k, float* v) const;
 

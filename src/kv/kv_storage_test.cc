@@ -107,14 +107,36 @@ TEST(KvStorageTest, QuantizedKAndVRoundTripInTheirOwnSlots) {
         for (int layer = 0; layer < 3; ++layer, ++n) {
           std::vector<float> k2(32), v2(32);
           kv.ReadSlot(layer, slot, k2.data(), v2.data());
+          // A q8_0 / q4_0 K of head_dim 8 is stored rotated
+          // (kernels::KvKeyRotated): ReadSlot undoes the rotation, exactly
+          // as LoadKvKeyRow does, and its rounding error is spread over the
+          // block (bounded in L2, not per element).
+          const bool rotated = kernels::KvKeyRotated(k, 8);
+          std::vector<uint8_t> kbytes(RowBytes(k, 32));
+          std::vector<float> kexpect(32);
+          kernels::StoreKvKeyRow(k, ks[n].data(), 32, 8, kbytes.data());
+          kernels::LoadKvKeyRow(k, kbytes.data(), 32, 8, kexpect.data());
+          double kerr2 = 0;
           for (int i = 0; i < 32; ++i) {
             const float kmax = 7, vmax = 3;
             const float ktol = k == DType::kQ4_0 ? kmax / 8 : k == DType::kQ8_0 ? kmax / 200
                                                                                 : kmax / 128;
             const float vtol = v == DType::kQ4_0 ? vmax / 8 : v == DType::kQ8_0 ? vmax / 200 : 0;
-            ASSERT_NEAR(k2[i], ks[n][i], ktol) << "slot " << slot << " layer " << layer;
+            ASSERT_EQ(k2[i], kexpect[i]) << "slot " << slot << " layer " << layer;
+            if (!rotated) ASSERT_NEAR(k2[i], ks[n][i], ktol) << "slot " << slot << " layer " << layer;
+            kerr2 += (k2[i] - ks[n][i]) * (k2[i] - ks[n][i]);
             ASSERT_NEAR(v2[i], vs[n][i], vtol) << "slot " << slot << " layer " << layer;
           }
+          // Rotated k' = H k / 4 has max |k'| <= |k'|_2 = sqrt(32) / 4 |k|_2 and
+          // a step d' = that / 127 (q8_0) or / 8 (q4_0), each k' off by d' / 2
+          // (q4_0: d'), and k = H k' / 8 keeps sqrt(32) / 8 of that in L2.
+          double knorm2 = 0;
+          for (float e : ks[n]) knorm2 += (double)e * e;
+          const double dk = std::sqrt(32.0 * knorm2) / 4 / (k == DType::kQ4_0 ? 8 : 127);
+          const double kl2tol = rotated ? std::sqrt(32.0) / 8 * std::sqrt(32.0) * dk *
+                                              (k == DType::kQ4_0 ? 1.0 : 0.5)
+                                        : 7.0 / 128 * std::sqrt(32.0);
+          ASSERT_LE(std::sqrt(kerr2), kl2tol) << "slot " << slot << " layer " << layer;
         }
       }
       // The layer view the kernels read: the same bytes at KOffset/VOffset.

@@ -369,7 +369,8 @@ void LlamaModel::SmoothKq(int layer, int64_t num_tokens) {
 // weighted sum of v are unchanged; the values a 32-block scale must cover
 // are spread evenly, so rounding costs less (tinyllama-shaped synth, V q4_0:
 // ppl moved -1.6% from f16 unrotated, see docs/quantization.md). Smaller
-// heads (stories260K: 8) keep the K smoothing below instead.
+// heads keep the K smoothing below instead, except below 32 (stories260K: 8),
+// where the cache rotates each K block of 32 itself (kernels::KvKeyRotated).
 int64_t LlamaModel::KvRotationChunk(DType t, bool keys) const {
   const int64_t hd = config_.head_dim;
   if (BlockSize(t) <= 1 || hd % 64 != 0) return 0;
@@ -486,7 +487,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     if (k_rot > 0) {
       kernels::WalshHadamard(q_.data(), T * q_dim / k_rot, k_rot);
       kernels::WalshHadamard(k_.data(), T * kv_dim / k_rot, k_rot);
-    } else if (BlockSize(kv.shape().KDtype()) > 1) {
+    } else if (BlockSize(kv.shape().KDtype()) > 1 &&
+               !kernels::KvKeyRotated(kv.shape().KDtype(), c.head_dim)) {
       SmoothKq(l, T);
     }
     if (v_rot > 0) kernels::WalshHadamard(v_.data(), T * kv_dim / v_rot, v_rot);

@@ -2662,6 +2662,47 @@ inline void AccumulateVBlocks(const uint8_t* const* v, int64_t e0, int n, const 
     for (int c = 0; c < DC; ++c) Vec::Store(out + g * hd + d0 + L * c, acc[g][c]);
 }
 
+// V rows of Q8_0 / Q4_0 blocks that each span 32 / hd KV heads (hd < 32,
+// a decode item of whole blocks from element e_first of each slot, rows
+// kvh * group + g): each position's block is decoded once (DecodeKvBlock32)
+// for the rows of all its heads instead of once per head. Every output
+// element sees AccumulateVBlocks's FMAs on the same decoded values in the
+// same order, so the results are bitwise its.
+template <DType kT>
+void AccumulateVSpan(const uint8_t* const* v, int64_t e_first, int n, const float* p,
+                     int64_t p_stride, float* out, int64_t hd, int num_kv_heads, int group) {
+  constexpr int64_t kBlockBytes = kT == DType::kQ8_0 ? 34 : 18;
+  const int per_block = (int)(32 / hd);
+  for (int kvh0 = 0; kvh0 < num_kv_heads; kvh0 += per_block) {
+    const int64_t boff = (e_first + kvh0 * hd) / 32 * kBlockBytes;
+    for (int g0 = 0; g0 < group; g0 += 2) {
+      const int gn = std::min(2, group - g0);
+      // Vector c: the block's elements [8c, 8c + 8), of head kvh0 + 8c / hd.
+      int64_t row[2][4];
+      __m256 acc[2][4];
+      for (int gi = 0; gi < gn; ++gi) {
+        for (int c = 0; c < 4; ++c) {
+          row[gi][c] = (kvh0 + 8 * c / hd) * group + g0 + gi;
+          acc[gi][c] = _mm256_loadu_ps(out + row[gi][c] * hd + 8 * c % hd);
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        __m256 vv[4];
+        DecodeKvBlock32<kT>(v[i] + boff, vv);
+        for (int gi = 0; gi < gn; ++gi) {
+          for (int c = 0; c < 4; ++c) {
+            const __m256 w = _mm256_set1_ps(p[row[gi][c] * p_stride + i]);
+            acc[gi][c] = _mm256_fmadd_ps(w, vv[c], acc[gi][c]);
+          }
+        }
+      }
+      for (int gi = 0; gi < gn; ++gi) {
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + row[gi][c] * hd + 8 * c % hd, acc[gi][c]);
+      }
+    }
+  }
+}
+
 // Which AccumulateV reads a chunk's V rows: f16/f32 rows at v[i] + off
 // (bytes), or q8_0/q4_0 blocks from element off of each slot, decoded in
 // registers (hd and off multiples of 8; 16-lane passes only from a multiple
@@ -3035,6 +3076,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // into a tile first.
   const bool v_blocks = vdt == DType::kQ8_0 || vdt == DType::kQ4_0;
   const bool v_decode = vdt != DType::kF16 && vdt != DType::kF32 && !v_blocks;
+  // Decode of heads below 32 whose item holds whole blocks (stories260K: a
+  // token's 4 KV heads of 8): each V block decoded once for all its heads
+  // (AccumulateVSpan).
+  const bool v_span = v_blocks && a.num_queries == 1 && hd < 32 && 32 % hd == 0 &&
+                      (int64_t)a.kv_head * hd % 32 == 0 && a.num_kv_heads * hd % 32 == 0;
   constexpr int64_t kElem = kF16 ? 2 : 4;  // V elements as AccumulateV reads them
   const int64_t e_first = (int64_t)a.kv_head * hd;  // the first KV head's element in a slot
   // V rows in place: the first head's elements; decoded: the tile's rows.
@@ -3083,19 +3129,53 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
   // in kvh_q8[kvh].
   constexpr bool k_int8 = kInt8K;
   DCHECK_EQ(k_int8, KScoresInt8(kdt, e_first, hd));
-  const int64_t nb = hd / 32;
+  // A rotated K (KvKeyRotated, head_dim < 32): each row's query is
+  // RotatedKeyQuery's, over the whole blocks its head lies in
+  // (KeyScoreBlocks: kvh_b0 / kvh_nb per KV head).
+  const bool k_rot = KvKeyRotated(kdt, hd);
+  const int64_t qn_max = k_rot ? kMaxRotatedKeyBlocks * 32 : hd;  // query elements
+  const int64_t nb_max = qn_max / 32;
+  int64_t kvh_b0[kMaxAttnGroup], kvh_nb[kMaxAttnGroup];
   QueryQ8Row kvh_q8[kMaxAttnGroup][kMaxAttnGroup];
   if constexpr (k_int8) {
-    const int64_t row_bytes = hd + 8 * nb;  // quants, then d and sum per block
+    const int64_t row_bytes = qn_max + 8 * nb_max;  // quants, then d and sum per block
     int8_t* const q8 = a.scratch->Get<int8_t>(ScratchBuf::kAttnQueryQ8, rows * row_bytes);
     for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      const int64_t ke0 = e_first + kvh * hd;
+      KeyScoreBlocks(ke0, hd, &kvh_b0[kvh], &kvh_nb[kvh]);
+      const int64_t qn = kvh_nb[kvh] * 32;
       for (int t = 0; t < num_kvh_rows[kvh]; ++t) {
         const int r = kvh_rows[kvh][t];
         int8_t* const qq = q8 + r * row_bytes;
-        float* const d = (float*)(qq + hd);
-        int32_t* const sum = (int32_t*)(d + nb);
-        QuantizeQueryQ8(row_q[r], hd, qq, d, sum);
+        float* const d = (float*)(qq + qn_max);
+        int32_t* const sum = (int32_t*)(d + nb_max);
+        alignas(32) float rotated[kMaxRotatedKeyBlocks * 32];
+        const float* qr = row_q[r];
+        if (k_rot) {
+          RotatedKeyQuery(qr, ke0, hd, rotated);
+          qr = rotated;
+        }
+        QuantizeQueryQ8(qr, qn, qq, d, sum);
         kvh_q8[kvh][t] = {qq, d, sum};
+      }
+    }
+  }
+  // KV heads whose scores read the same blocks (a rotated K: the heads of
+  // one block of 32) are scored together, the K quants of 8 positions
+  // transposed once for all their rows: span_rows[kvh] / span_q8[kvh] hold
+  // the rows of kvh and of the heads after it that share its blocks,
+  // span_m[kvh] their number (0: scored with an earlier head). Each row's
+  // lane sees the same operations either way.
+  int span_m[kMaxAttnGroup] = {};
+  int span_rows[kMaxAttnGroup][kMaxAttnGroup];
+  QueryQ8Row span_q8[kMaxAttnGroup][kMaxAttnGroup];
+  if constexpr (k_int8) {
+    int lead = -1;
+    for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      if (lead < 0 || kvh_b0[kvh] != kvh_b0[lead] || kvh_nb[kvh] != kvh_nb[lead]) lead = kvh;
+      for (int t = 0; t < num_kvh_rows[kvh]; ++t) {
+        span_rows[lead][span_m[lead]] = kvh_rows[kvh][t];
+        span_q8[lead][span_m[lead]++] = kvh_q8[kvh][t];
       }
     }
   }
@@ -3179,15 +3259,17 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         };
         const int m = num_kvh_rows[kvh];
         if constexpr (k_int8) {
+          const int ms = span_m[kvh];  // 0: scored with an earlier KV head
           bool any = false;
-          for (int t = 0; t < m; ++t) any = any || needs(kvh_rows[kvh][t]);
+          for (int t = 0; t < ms; ++t) any = any || needs(span_rows[kvh][t]);
           __m256 sc[kMaxAttnGroup];
           if (any) {
-            scores_int8(krow + i, ke0 / 32 * k_block_bytes, nb, kvh_q8[kvh], m, scale, sc);
+            scores_int8(krow + i, kvh_b0[kvh] * k_block_bytes, kvh_nb[kvh], span_q8[kvh], ms,
+                        scale, sc);
           } else {
-            for (int t = 0; t < m; ++t) sc[t] = _mm256_setzero_ps();
+            for (int t = 0; t < ms; ++t) sc[t] = _mm256_setzero_ps();
           }
-          for (int t = 0; t < m; ++t) put(kvh_rows[kvh][t], sc[t]);
+          for (int t = 0; t < ms; ++t) put(span_rows[kvh][t], sc[t]);
           continue;
         }
         for (int t = 0; t < m;) {
@@ -3231,7 +3313,11 @@ void AttendGroupSimd(const AttnGroupArgs& a) {
         vrow[i] = (const uint8_t*)dst;
       }
     }
-    if (v_blocks) {
+    if (v_span) {
+      const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVSpan<DType::kQ8_0>
+                                             : AccumulateVSpan<DType::kQ4_0>;
+      acc_v(vraw, e_first, n, scores, kStride, acc_out, hd, a.num_kv_heads, a.group);
+    } else if (v_blocks) {
       const auto acc_v = vdt == DType::kQ8_0 ? AccumulateVGroup<BlockVRows<DType::kQ8_0>>
                                              : AccumulateVGroup<BlockVRows<DType::kQ4_0>>;
       if (a.num_kv_heads == 1) {
