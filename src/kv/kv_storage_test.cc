@@ -123,7 +123,9 @@ TEST(KvStorageTest, QuantizedKAndVRoundTripInTheirOwnSlots) {
                                                                                 : kmax / 128;
             const float vtol = v == DType::kQ4_0 ? vmax / 8 : v == DType::kQ8_0 ? vmax / 200 : 0;
             ASSERT_EQ(k2[i], kexpect[i]) << "slot " << slot << " layer " << layer;
-            if (!rotated) ASSERT_NEAR(k2[i], ks[n][i], ktol) << "slot " << slot << " layer " << layer;
+            if (!rotated) {
+              ASSERT_NEAR(k2[i], ks[n][i], ktol) << "slot " << slot << " layer " << layer;
+            }
             kerr2 += (k2[i] - ks[n][i]) * (k2[i] - ks[n][i]);
             ASSERT_NEAR(v2[i], vs[n][i], vtol) << "slot " << slot << " layer " << layer;
           }

@@ -726,6 +726,68 @@ struct NibblePairKernel {
   }
 };
 
+// ---- the tile walk of the rows-in-the-lanes kernels (RowLanes, RowLanes8) ---------
+
+// K::kRows weight rows a tile (a short last tile padded with zero rows).
+// Fewer than K::kPanelMinTokens tokens take the rows as they lie
+// (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
+// panel (K::UnpackPanel) and run it in token tiles of K::kPanelTokens, then
+// 8, 4, 2, 1 (K::RunPanel). A token's result is the same in any tile.
+template <class K>
+void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
+                  int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                  WorkerScratch* scratch) {
+  constexpr int kRows = K::kRows;
+  const int64_t nb = cols / 32;
+  const bool use_panel = num_tokens >= K::kPanelMinTokens;
+  uint8_t* panel = use_panel
+                       ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * K::kPanelBlockBytes)
+                       : nullptr;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int nr = (int)std::min<int64_t>(kRows, rows - r0);
+    const uint8_t* wt = w + r0 * wrb;
+    if (nr < kRows) {  // a short last tile: its rows padded with zeros
+      uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, kRows * wrb);
+      std::memcpy(pad, wt, nr * wrb);
+      std::memset(pad + nr * wrb, 0, (kRows - nr) * wrb);
+      wt = pad;
+    }
+    float* yt = y + r0;
+    if (!use_panel) {
+      int64_t t = 0;
+      for (; t + 3 <= num_tokens; t += 3) {
+        K::template RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      if (num_tokens - t == 2) {
+        K::template RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      if (num_tokens - t == 1) {
+        K::template RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+      }
+      continue;
+    }
+    K::UnpackPanel(wt, wrb, nb, panel);
+    int64_t t = 0;
+    for (; t + K::kPanelTokens <= num_tokens; t += K::kPanelTokens) {
+      K::template RunPanel<K::kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy,
+                                            ldy);
+    }
+    const auto tail = [&](auto n) {
+      constexpr int kN = decltype(n)::value;
+      if constexpr (kN < K::kPanelTokens) {
+        if ((num_tokens - t) & kN) {
+          K::template RunPanel<kN>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+          t += kN;
+        }
+      }
+    };
+    tail(std::integral_constant<int, 8>());
+    tail(std::integral_constant<int, 4>());
+    tail(std::integral_constant<int, 2>());
+    tail(std::integral_constant<int, 1>());
+  }
+}
+
 #ifdef TERN_AVX512_VNNI
 // ---- Q4_1 x activations in the weight row's image (AVX-512 VNNI) -------------------
 
@@ -906,6 +968,7 @@ struct RowLanes {
   static constexpr int64_t kPanelMinTokens = 4;
   // Tokens per panel tile (accumulators in registers).
   static constexpr int kPanelTokens = 16;
+  static constexpr int kRows = 16;  // weight rows a tile
 
   static inline __m512i LaneRows() {
     return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
@@ -1119,46 +1182,7 @@ struct RowLanes {
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
-    const int64_t nb = cols / 32;
-    const bool use_panel = num_tokens >= kPanelMinTokens;
-    uint8_t* panel =
-        use_panel ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes) : nullptr;
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-      const int nr = (int)std::min<int64_t>(16, rows - r0);
-      const uint8_t* wt = w + r0 * wrb;
-      if (nr < 16) {  // a short last tile: its rows padded with zeros
-        uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, 16 * wrb);
-        std::memcpy(pad, wt, nr * wrb);
-        std::memset(pad + nr * wrb, 0, (16 - nr) * wrb);
-        wt = pad;
-      }
-      float* yt = y + r0;
-      if (!use_panel) {
-        int64_t t = 0;
-        for (; t + 3 <= num_tokens; t += 3) {
-          RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        }
-        if (num_tokens - t == 2) RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        if (num_tokens - t == 1) RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        continue;
-      }
-      UnpackPanel(wt, wrb, nb, panel);
-      int64_t t = 0;
-      for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
-        RunPanel<kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-      }
-      const auto tail = [&](auto n) {
-        constexpr int kN = decltype(n)::value;
-        if ((num_tokens - t) & kN) {
-          RunPanel<kN>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-          t += kN;
-        }
-      };
-      tail(std::integral_constant<int, 8>());
-      tail(std::integral_constant<int, 4>());
-      tail(std::integral_constant<int, 2>());
-      tail(std::integral_constant<int, 1>());
-    }
+    RowLanesGemm<RowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // TERN_AVX512_VNNI
@@ -1207,6 +1231,7 @@ struct RowLanes8 {
   static constexpr int64_t kPanelBlockBytes = (kPanelRegs + 1) * 32;
   static constexpr int64_t kPanelMinTokens = 4;
   static constexpr int kPanelTokens = 8;
+  static constexpr int kRows = 8;  // weight rows a tile
 
   // Row r's lane (lane i holds row 0, 2, 4, 6, 1, 3, 5, 7: LaneRows).
   static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
@@ -1415,36 +1440,7 @@ struct RowLanes8 {
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
-    const int64_t nb = cols / 32;
-    const bool use_panel = num_tokens >= kPanelMinTokens;
-    uint8_t* panel =
-        use_panel ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes) : nullptr;
-    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-      const int nr = (int)std::min<int64_t>(8, rows - r0);
-      const uint8_t* wt = w + r0 * wrb;
-      if (nr < 8) {  // a short last tile: its rows padded with zeros
-        uint8_t* pad = scratch->Get<uint8_t>(ScratchBuf::kQ4Pad, 8 * wrb);
-        std::memcpy(pad, wt, nr * wrb);
-        std::memset(pad + nr * wrb, 0, (8 - nr) * wrb);
-        wt = pad;
-      }
-      float* yt = y + r0;
-      if (!use_panel) {
-        int64_t t = 0;
-        for (; t + 3 <= num_tokens; t += 3) {
-          RunDecode<3>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        }
-        if (num_tokens - t == 2) RunDecode<2>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        if (num_tokens - t == 1) RunDecode<1>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-        continue;
-      }
-      UnpackPanel(wt, wrb, nb, panel);
-      int64_t t = 0;
-      for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
-        RunPanel<kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-      }
-      for (; t < num_tokens; ++t) RunPanel<1>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-    }
+    RowLanesGemm<RowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // !TERN_AVX512_VNNI
