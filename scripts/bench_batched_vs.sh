@@ -10,7 +10,10 @@
 # script only runs it); empty ("") runs tern alone. THREADS (default 2),
 # TERN (default ./build/tern), OUT (default /tmp/tern-batched-vs) and
 # TERN_FLAGS (extra `tern batch` flags, e.g. "--scheduling-policy
-# decode-protect") can be set in the environment.
+# decode-protect") can be set in the environment. QUIET=1 waits before each
+# run (up to 120 s) until no other task has been runnable for 3 s (a shared
+# machine: llama-batched-bench's spinning threads slow down many times over
+# when another process takes a core; tern's less).
 #
 # The work: 32 requests of 16 prompt tokens and 64 output tokens for tern
 # (two waves of 16 at --max-num-seqs 16), 16 sequences of 16 prompt tokens
@@ -65,13 +68,51 @@ with open(path, "w") as f:
                             "temperature": 0, "ignore_eos": True}) + "\n")
 PY
 
+# Runs a command, its stdout and stderr to $1; appends to $1.cpu the CPUs
+# the rest of the machine used meanwhile (all CPUs' busy time less this
+# command's own, over its wall time) and the steal (time the hypervisor
+# gave to other guests).
+measured() {  # LOG CMD...
+  local log=$1; shift
+  python3 - "$log" "$@" <<'PY'
+import os, resource, subprocess, sys, time
+def busy():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (f[0] + f[1] + f[2] + f[5] + f[6]) / hz, f[7] / hz  # user nice system irq softirq; steal
+b0, s0 = busy(); t0 = time.time()
+with open(sys.argv[1], "w") as out:
+    rc = subprocess.call(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)
+wall = time.time() - t0; b1, s1 = busy()
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+others = max(0.0, (b1 - b0) - (ru.ru_utime + ru.ru_stime)) / wall
+with open(sys.argv[1] + ".cpu", "w") as f:
+    f.write(f"others {others:.2f} CPUs, steal {(s1 - s0) / wall:.2f}\n")
+sys.exit(rc)
+PY
+}
+
+wait_quiet() {  # QUIET=1: until only this check runs, 3 s in a row (120 s at most)
+  [ "${QUIET:-0}" = 1 ] || return 0
+  local calm=0
+  for _ in $(seq 120); do
+    # /proc/loadavg's 4th field: runnable tasks / all; the reader itself is 1.
+    if [ "$(cut -d' ' -f4 /proc/loadavg | cut -d/ -f1)" -le 1 ]; then
+      calm=$((calm + 1)); [ "$calm" -ge 3 ] && return 0
+    else
+      calm=0
+    fi
+    sleep 1
+  done
+}
+
 run_tern() {  # round
   local tag="$OUT/tern-r$1"
   rm -f "$tag.steps.jsonl"
-  "$TERN" batch -m "$MODEL" -i "$OUT/requests.jsonl" -o "$tag.out.jsonl" \
+  measured "$tag.log" "$TERN" batch -m "$MODEL" -i "$OUT/requests.jsonl" -o "$tag.out.jsonl" \
     --max-num-seqs "$NPL" -t "$THREADS" --summary-json "$tag.summary.json" \
-    --step-log "$tag.steps.jsonl" ${TERN_FLAGS:-} >"$tag.log" 2>&1
-  python3 - "$tag.summary.json" "$tag.steps.jsonl" "$NPL" <<'PY'
+    --step-log "$tag.steps.jsonl" ${TERN_FLAGS:-}
+  python3 - "$tag.summary.json" "$tag.steps.jsonl" "$NPL" "$tag.log.cpu" <<'PY'
 import json, statistics, sys
 s = json.load(open(sys.argv[1]))
 npl = int(sys.argv[3])
@@ -80,15 +121,15 @@ dec = [x["duration_ms"] for x in steps if x["batch_size"] == npl and x["prefill_
 step_ms = statistics.median(dec) if dec else float("nan")
 print(f"tern  {s['output_tokens_per_s']:8.1f} out tok/s  ({s['output_tokens']} tokens in "
       f"{s['elapsed_s']:.3f} s, {len(steps)} steps)  decode step at {npl}: {step_ms:6.2f} ms "
-      f"= {1e3 * npl / step_ms:7.1f} tok/s")
+      f"= {1e3 * npl / step_ms:7.1f} tok/s  [{open(sys.argv[4]).read().strip()}]")
 PY
 }
 
 run_llama() {  # round
   local tag="$OUT/llama-r$1"
-  "$LLAMA_BIN/llama-batched-bench" -m "$MODEL" -npp "$NPP" -ntg "$NTG" -npl "$NPL" -t "$THREADS" \
-    -c $((2 * NPL * (NPP + NTG))) >"$tag.log" 2>&1
-  python3 - "$tag.log" "$NPL" "$NTG" <<'PY'
+  measured "$tag.log" "$LLAMA_BIN/llama-batched-bench" -m "$MODEL" -npp "$NPP" -ntg "$NTG" \
+    -npl "$NPL" -t "$THREADS" -c $((2 * NPL * (NPP + NTG)))
+  python3 - "$tag.log" "$NPL" "$NTG" "$tag.log.cpu" <<'PY'
 import sys
 npl, ntg = int(sys.argv[2]), int(sys.argv[3])
 for line in open(sys.argv[1]):
@@ -96,7 +137,8 @@ for line in open(sys.argv[1]):
     if len(cols) == 10 and cols[0].isdigit():
         t_pp, t_tg, s_tg, t = float(cols[4]), float(cols[6]), float(cols[7]), float(cols[8])
         print(f"llama {npl * ntg / t:8.1f} out tok/s  ({npl * ntg} tokens in {t:.3f} s; "
-              f"65: {npl * (ntg + 1) / t:7.1f})  T_PP {t_pp:.3f} s  S_TG {s_tg:7.1f} tok/s")
+              f"65: {npl * (ntg + 1) / t:7.1f})  T_PP {t_pp:.3f} s  S_TG {s_tg:7.1f} tok/s  "
+              f"[{open(sys.argv[4]).read().strip()}]")
         break
 else:
     print("llama: no result row in " + sys.argv[1])
@@ -105,8 +147,8 @@ PY
 
 echo "# $(date -u +%FT%TZ) $MODEL, -t $THREADS, $ROUNDS rounds, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
-  run_tern "$r" | tee -a "$RESULTS"
-  [ -z "$LLAMA_BIN" ] || run_llama "$r" | tee -a "$RESULTS"
+  wait_quiet; run_tern "$r" | tee -a "$RESULTS"
+  [ -z "$LLAMA_BIN" ] || { wait_quiet; run_llama "$r" | tee -a "$RESULTS"; }
 done
 echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$RESULTS" <<'PY'
