@@ -11,9 +11,10 @@
 # TERN (default ./build/tern), OUT (default /tmp/tern-batched-vs) and
 # TERN_FLAGS (extra `tern batch` flags, e.g. "--scheduling-policy
 # decode-protect") can be set in the environment. QUIET=1 waits before each
-# run (up to 120 s) until no other task has been runnable for 3 s (a shared
-# machine: llama-batched-bench's spinning threads slow down many times over
-# when another process takes a core; tern's less).
+# run (up to QUIET_MAX seconds, default 120) until no other task has been
+# runnable for 3 s: on a shared machine llama-batched-bench's spinning
+# threads slow down many times over when another process takes a core
+# (tern's much less), so only quiet rounds give a fair ratio.
 #
 # The work: 32 requests of 16 prompt tokens and 64 output tokens for tern
 # (two waves of 16 at --max-num-seqs 16), 16 sequences of 16 prompt tokens
@@ -92,10 +93,10 @@ sys.exit(rc)
 PY
 }
 
-wait_quiet() {  # QUIET=1: until only this check runs, 3 s in a row (120 s at most)
+wait_quiet() {  # QUIET=1: until only this check runs, 3 s in a row (QUIET_MAX s at most)
   [ "${QUIET:-0}" = 1 ] || return 0
   local calm=0
-  for _ in $(seq 120); do
+  for _ in $(seq "${QUIET_MAX:-120}"); do
     # /proc/loadavg's 4th field: runnable tasks / all; the reader itself is 1.
     if [ "$(cut -d' ' -f4 /proc/loadavg | cut -d/ -f1)" -le 1 ]; then
       calm=$((calm + 1)); [ "$calm" -ge 3 ] && return 0
