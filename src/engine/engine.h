@@ -162,6 +162,9 @@ struct EngineConfig {
   // The KV cache in 2 MiB pages where the kernel gives them; false with
   // TERN_KV_HUGEPAGES=0 (base/env_settings.h).
   bool kv_huge_pages = true;
+  // One forward pass of a token before the engine starts (WarmUp in
+  // engine.cc): the first request does not pay for paging in the weights.
+  bool warmup = true;
 };
 
 // A snapshot of the engine's counters (all totals since start).

@@ -18,15 +18,19 @@ void Renormalise(std::vector<TokenProb>& c) {
   for (TokenProb& t : c) t.prob = (float)(t.prob / sum);
 }
 
+// Whether ApplyPenalties changes anything.
+bool PenaltiesApply(const SamplingParams& params, std::span<const int32_t> history) {
+  const bool repetition = params.repetition_penalty != 1.0f && params.repetition_penalty > 0;
+  return !history.empty() &&
+         (repetition || params.presence_penalty != 0 || params.frequency_penalty != 0);
+}
+
 }  // namespace
 
 void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
                     std::span<const int32_t> history) {
+  if (!PenaltiesApply(params, history)) return;
   const bool repetition = params.repetition_penalty != 1.0f && params.repetition_penalty > 0;
-  if (history.empty() ||
-      (!repetition && params.presence_penalty == 0 && params.frequency_penalty == 0)) {
-    return;
-  }
   std::unordered_map<int32_t, int32_t> counts;
   for (int32_t id : history) {
     if (id >= 0 && id < (int32_t)logits.size()) ++counts[id];
@@ -38,12 +42,31 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
   }
 }
 
+// The result of `best = i where logits[i] > logits[best]` over i = 1..n-1
+// (the lowest id of the largest value; a NaN never wins, one at 0 stays), in
+// two passes that do not wait on each element's compare: the largest value
+// in 8 running maxima the compiler keeps in vector registers, then its first
+// index. Over 32000 logits on Zen 4 (a busy machine) the one scan took 24-47
+// us and this 11; with the copy SampleToken made, 16 greedy picks had been
+// ~3-5% of a batch-16 stories110m decode step (13-14 ms).
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < (int32_t)logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = i;
+  const int32_t n = (int32_t)logits.size();
+  const float* x = logits.data();
+  if (n == 0 || std::isnan(x[0])) return 0;
+  float lane_max[8];
+  for (float& m : lane_max) m = x[0];
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lane_max[j] = x[i + j] > lane_max[j] ? x[i + j] : lane_max[j];
   }
-  return best;
+  float best = x[0];
+  for (float m : lane_max) best = m > best ? m : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  // -0 and +0 compare equal, as they tie in the one scan.
+  for (int32_t k = 0; k < n; ++k) {
+    if (x[k] == best) return k;
+  }
+  return 0;
 }
 
 std::vector<TokenProb> FilteredDistribution(std::span<const float> logits,
@@ -125,8 +148,14 @@ void ComputeLogprobs(std::span<const float> logits, int32_t token_id, int32_t n,
 
 SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
                          std::span<const int32_t> history, double u) {
-  std::vector<float> adjusted(logits.begin(), logits.end());
-  ApplyPenalties(adjusted, params, history);
+  // Penalties work on a copy; without them the logits are read in place.
+  std::vector<float> penalised;
+  std::span<const float> adjusted = logits;
+  if (PenaltiesApply(params, history)) {
+    penalised.assign(logits.begin(), logits.end());
+    ApplyPenalties(penalised, params, history);
+    adjusted = penalised;
+  }
   SampledToken result;
   if (params.temperature <= 0.0f || params.top_k == 1) {
     result.token_id = Argmax(adjusted);

@@ -118,6 +118,43 @@ TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTies) {
   EXPECT_EQ(Argmax(logits), 1);
 }
 
+// Argmax against the one scan it replaced (`best = i where logits[i] >
+// logits[best]`): NaNs, signed zeros, infinities, ties and lengths around
+// its 8 lanes.
+TEST(SamplerTest, ArgmaxMatchesOneScanOnNansZerosAndTies) {
+  const auto scan = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < (int32_t)x.size(); ++i) {
+      if (x[i] > x[best]) best = i;
+    }
+    return best;
+  };
+  const float nan = NAN, inf = INFINITY;
+  std::vector<std::vector<float>> cases = {
+      {},
+      {nan, 5.0f, 7.0f},
+      {1.0f, nan, 7.0f, nan},
+      {-0.0f, 0.0f, -1.0f},
+      {-3.0f, 0.0f, -0.0f, -1.0f},
+      {-3.0f, -0.0f, 0.0f, -1.0f},
+      {-inf, -inf, -inf},
+      {1.0f, inf, 2.0f, inf},
+      {nan, nan},
+  };
+  for (int n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 1000}) {
+    std::vector<float> x(n);
+    for (int i = 0; i < n; ++i) x[i] = (float)((i * 37) % 11);  // ties of 10
+    cases.push_back(x);
+    x[n - 1] = 11.0f;  // the last element wins
+    cases.push_back(x);
+    x[n / 2] = nan;
+    cases.push_back(x);
+  }
+  for (const std::vector<float>& x : cases) {
+    EXPECT_EQ(Argmax(x), scan(x)) << "size " << x.size();
+  }
+}
+
 TEST(SamplerTest, SameSeedGivesSameTokens) {
   SamplingParams p;
   p.temperature = 0.9f;
