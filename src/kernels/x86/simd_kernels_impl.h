@@ -262,9 +262,19 @@ struct FloatKernel {
   // each on the FMA ports of Intel cores) no longer repeat per token tile.
   // With kernels.cc's token chunks of 48 (1024 columns x 4 bytes a token),
   // tinyllama F16 pp512, 2 threads: AVX-512 91-92 -> 95.6-95.8 tok/s, AVX2
-  // 68.7-69.4 -> 73.0-74.0 (512 columns or 24-token chunks: no gain).
+  // 68.7-69.4 -> 73.0-74.0.
+  // The copy is 16 KiB (8 rows x 512 columns, or 4 x 1024 on AVX2), so that
+  // it stays in the 32 KiB L1 next to the activation rows streaming from L2
+  // (8 x 1024 filled L1), and its rows are a cache line more than a power of
+  // two apart (kPackStride), so that the rows' lines at one k fall into
+  // different L1 sets: 4096 bytes apart, the 8 rows and the token rows
+  // (also 4 KiB multiples apart) competed for the 8 ways of one set. AMD
+  // EPYC Zen 4, one thread, F16 5632 x 2048 x 128 tokens in 48-token chunks
+  // (best of 7, thread CPU time, a loaded machine): 72-76 -> 79-83 GFLOP/s
+  // (FMA peak 114).
   static constexpr bool kPack = kType != DType::kF32;
-  static constexpr int64_t kPackCols = 1024;
+  static constexpr int64_t kPackCols = kWide ? 512 : 1024;
+  static constexpr int64_t kPackStride = kPackCols + 64 / 4;
 
   // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
   // multiple of 8.
@@ -392,12 +402,12 @@ struct FloatKernel {
       }
     };
     if constexpr (kPack) {
-      alignas(64) float packed[R * kPackCols];  // 16 KiB (AVX2) or 32 KiB
+      alignas(64) float packed[R * kPackStride];  // 16 KiB + a line per row
       for (int64_t s0 = 0; s0 < cols8; s0 += kPackCols) {
         const int64_t s1 = std::min(cols8, s0 + kPackCols);
         for (int r = 0; r < R; ++r) {
           for (int64_t k = s0; k < s1; k += kLanes) {
-            V::Store(packed + r * kPackCols + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
+            V::Store(packed + r * kPackStride + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
           }
         }
         // The next block to convert (this tile's next columns, else the
@@ -417,12 +427,12 @@ struct FloatKernel {
             _mm_prefetch((const char*)(nw + (i / nlines) * wrb + (i % nlines) * 64), _MM_HINT_T1);
           }
         };
-        // The copy as f32 weights (rows kPackCols apart, column s0 first),
+        // The copy as f32 weights (rows kPackStride apart, column s0 first),
         // the activations from column s0; no prefetch (it is in L1).
         for_tiles(
             [&](auto tokens, const uint8_t* a, Reg* p) {
               FloatKernel<DType::kF32, V>::template Step<R, decltype(tokens)::value, false>(
-                  (const uint8_t*)packed, kPackCols * 4, a + s0 * 4, arb, 0, s1 - s0, p);
+                  (const uint8_t*)packed, kPackStride * 4, a + s0 * 4, arb, 0, s1 - s0, p);
             },
             prefetch_slice);
       }
