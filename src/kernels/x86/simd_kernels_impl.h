@@ -247,7 +247,7 @@ struct FloatKernel {
   static constexpr bool kWide = V::kLanes == 16 && kType != DType::kF32;
   static constexpr int kRows = kWide ? 8 : 4;
   static constexpr int kTokens = V::kLanes == 16 ? (kWide ? 3 : 6) : 3;
-  static constexpr int kDecodeRows = 8;  // TiledGemm's; FloatGemm decodes with DecodeRows
+  static constexpr int kDecodeRows = 8;  // TiledGemm's (AVX2 decode)
   // Prefill walks K in blocks of kKBlock columns so that the weight rows of
   // a tile stay in L1 and the activation block of a token chunk in L2; the 8-lane
   // accumulators are parked in memory between blocks, which leaves the
@@ -343,12 +343,18 @@ struct FloatKernel {
     }
   }
 
-  // Decode (one token): the rows one after another, each a single chain of
-  // FMAs over k (the order of Tile and of prefill), so the weights are read
-  // as one sequential stream. An 8-row tile read 8 streams of 4 KiB rows at
-  // once, which the hardware prefetchers follow poorly (AMD EPYC Zen 4,
-  // tinyllama F16 5632 x 2048, 2 threads: ~24 -> ~30 GB/s on a loaded
-  // machine); software prefetch along the rows did not help either shape.
+  // Decode (one token), AVX-512: the rows one after another, each a single
+  // chain of FMAs over k (the order of Tile and of prefill), so the weights
+  // are read as one sequential stream. The 8-row tile reads 8 streams of
+  // 4 KiB rows at once, which the hardware prefetchers follow poorly: AMD
+  // EPYC Zen 4, F16 5632 x 2048 from memory, 2 threads (a standalone loop,
+  // best of 15-20 alternated rounds): 8-row tile 28-31 GB/s, rows one by
+  // one 44-45, a plain read 46-49; software prefetch along the rows did not
+  // help either shape. From L2 (one thread) the chain of 16-lane FMAs still
+  // keeps up (33-37 GB/s against the tile's 20-35). AVX2 keeps TiledGemm's
+  // 8-row tile: one chain of 8-lane FMAs per row is latency-bound (L2, one
+  // thread: 17 GB/s against the tile's 28), and from memory the two are
+  // even (27 GB/s).
   static void DecodeRows(const uint8_t* w, int64_t wrb, int64_t rows, const float* x,
                          int64_t cols, float* y) {
     const int64_t cols8 = cols / kLanes * kLanes;
@@ -490,7 +496,11 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   using K = FloatKernel<kType, FloatVec>;
   using Reg = typename K::Reg;
   if (num_tokens == 1) {
-    K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
+    if constexpr (K::kLanes == 16) {
+      K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
+    } else {
+      TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
+    }
     return;
   }
   constexpr int R = K::kRows;
