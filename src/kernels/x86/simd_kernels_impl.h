@@ -167,6 +167,33 @@ struct Vec256 {
   }
 };
 
+// 16 lanes as two 256-bit halves (the AVX2 float-weight kernels): lane i of
+// a 16-lane accumulator is lane i of lo (i < 8) or of hi (i - 8), and Sum
+// adds lo + hi first, then Hsum: the additions of Hsum512 (lane i + i+8,
+// i + i+4, i + i+2, i + i+1). So each output sees the operations of the
+// AVX-512 kernels, and a row's two chains of FMAs let decode walk the rows
+// one by one (one chain of 8-lane FMAs per row was latency-bound).
+struct Vec256x2 {
+  struct Reg {
+    __m256 lo, hi;
+  };
+  static constexpr int kLanes = 16;
+  static Reg Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static Reg LoadX(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static void Store(float* p, Reg v) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+  }
+  static Reg Fma(Reg a, Reg b, Reg c) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+  }
+  static float Sum(Reg v) { return Hsum(_mm256_add_ps(v.lo, v.hi)); }
+  template <DType kType>
+  static Reg LoadW(const uint8_t* row, int64_t k) {
+    return {Vec256::LoadW<kType>(row, k), Vec256::LoadW<kType>(row, k + 8)};
+  }
+};
+
 #ifdef TERN_AVX512_VNNI
 inline float Hsum512(__m512 v) {
   return Hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
@@ -233,7 +260,7 @@ struct Vec512 {
 };
 using FloatVec = Vec512;
 #else
-using FloatVec = Vec256;
+using FloatVec = Vec256x2;
 #endif
 
 template <DType kType, class V>
@@ -244,10 +271,15 @@ struct FloatKernel {
   // from L2, serves 8 rows; F16 prefill 5632 x 2048 x 128, 2 threads:
   // 182 -> 198-201 GFLOP/s against 4 x 6, tinyllama pp512 84-87 -> 92).
   // f32 weights stay 4 x 6: 8 rows of a 2048-column block overflow L1.
-  static constexpr bool kWide = V::kLanes == 16 && kType != DType::kF32;
+  // AVX2 (Vec256x2: 16 lanes in two registers): 4 rows x 3 tokens, and
+  // prefill runs each K block twice, once for the low 8 lanes of every
+  // accumulator and once for the high 8 (Step), so that 12 accumulators fill
+  // the 16 registers; a 2 x 3 tile of both halves read each activation line
+  // from L2 for 2 rows only (F16 prefill, 2 threads: 165 -> 97 GFLOP/s).
+  static constexpr bool kPair = std::is_same_v<V, Vec256x2>;
+  static constexpr bool kWide = !kPair && V::kLanes == 16 && kType != DType::kF32;
   static constexpr int kRows = kWide ? 8 : 4;
-  static constexpr int kTokens = V::kLanes == 16 ? (kWide ? 3 : 6) : 3;
-  static constexpr int kDecodeRows = 8;  // TiledGemm's (AVX2 decode)
+  static constexpr int kTokens = V::kLanes == 16 && !kPair ? (kWide ? 3 : 6) : 3;
   // Prefill walks K in blocks of kKBlock columns so that the weight rows of
   // a tile stay in L1 and the activation block of a token chunk in L2; the 8-lane
   // accumulators are parked in memory between blocks, which leaves the
@@ -263,9 +295,11 @@ struct FloatKernel {
   // With kernels.cc's token chunks of 48 (1024 columns x 4 bytes a token),
   // tinyllama F16 pp512, 2 threads: AVX-512 91-92 -> 95.6-95.8 tok/s, AVX2
   // 68.7-69.4 -> 73.0-74.0.
-  // The copy is 16 KiB (8 rows x 512 columns, or 4 x 1024 on AVX2), so that
-  // it stays in the 32 KiB L1 next to the activation rows streaming from L2
-  // (8 x 1024 filled L1), and its rows are a cache line more than a power of
+  // The copy is 16 KiB (8 rows x 512 columns; AVX2 4 x 512, whose two
+  // passes per block read the block's activations twice and want them still
+  // in L1: 4 x 1024 read 141 against 158 GFLOP/s), so that it stays in the
+  // 32 KiB L1 next to the activation rows streaming from L2 (8 x 1024
+  // filled L1), and its rows are a cache line more than a power of
   // two apart (kPackStride), so that the rows' lines at one k fall into
   // different L1 sets: 4096 bytes apart, the 8 rows and the token rows
   // (also 4 KiB multiples apart) competed for the 8 ways of one set. AMD
@@ -273,7 +307,7 @@ struct FloatKernel {
   // (best of 7, thread CPU time, a loaded machine): 72-76 -> 79-83 GFLOP/s
   // (FMA peak 114).
   static constexpr bool kPack = kType != DType::kF32;
-  static constexpr int64_t kPackCols = kWide ? 512 : 1024;
+  static constexpr int64_t kPackCols = kWide || kPair ? 512 : 1024;
   static constexpr int64_t kPackStride = kPackCols + 64 / 4;
 
   // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
@@ -293,6 +327,23 @@ struct FloatKernel {
                                                 : w + (r + R) * wrb + (kp - k1) * WBytes();
           _mm_prefetch((const char*)p, _MM_HINT_T0);
         }
+      }
+      if constexpr (kPair) {
+        // One half of the 16 columns at a time (the halves' accumulators
+        // are independent, so the order of each lane's chain is the same).
+        for (int h = 0; h < 2; ++h) {
+          __m256 xv[T];
+          for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k + 8 * h);
+          for (int r = 0; r < R; ++r) {
+            __m256 wv = Vec256::LoadW<kType>(w + r * wrb, k + 8 * h);
+            if constexpr (kType == DType::kF32 && T > 1) __asm__("" : "+v"(wv));
+            for (int t = 0; t < T; ++t) {
+              __m256& a = h == 0 ? acc[r][t].lo : acc[r][t].hi;
+              a = _mm256_fmadd_ps(wv, xv[t], a);
+            }
+          }
+        }
+        continue;
       }
       Reg xv[T];
       for (int t = 0; t < T; ++t) xv[t] = V::LoadX(x[t] + k);
@@ -351,10 +402,11 @@ struct FloatKernel {
   // best of 15-20 alternated rounds): 8-row tile 28-31 GB/s, rows one by
   // one 44-45, a plain read 46-49; software prefetch along the rows did not
   // help either shape. From L2 (one thread) the chain of 16-lane FMAs still
-  // keeps up (33-37 GB/s against the tile's 20-35). AVX2 keeps TiledGemm's
-  // 8-row tile: one chain of 8-lane FMAs per row is latency-bound (L2, one
-  // thread: 17 GB/s against the tile's 28), and from memory the two are
-  // even (27 GB/s).
+  // keeps up (33-37 GB/s against the tile's 20-35). AVX2 runs the same
+  // 16 lanes as two 8-lane chains (Vec256x2): one 8-lane chain per row was
+  // latency-bound (L2, one thread: 17 GB/s against 8 rows' 28 and two
+  // chains' 34; from memory, 2 threads, two chains 29 where 8 rows read 17
+  // and a plain read 30).
   static void DecodeRows(const uint8_t* w, int64_t wrb, int64_t rows, const float* x,
                          int64_t cols, float* y) {
     const int64_t cols8 = cols / kLanes * kLanes;
@@ -466,9 +518,36 @@ struct FloatKernel {
   template <int R, int T, bool kPrefetch = true>
   static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                           int64_t k0, int64_t k1, Reg* park) {
-    Reg acc[R][T];
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    if constexpr (kPair) {
+      // The low 8 lanes of every accumulator over the block, then the high
+      // 8: each lane's chain over k is the one Accumulate gives it.
+      for (int h = 0; h < 2; ++h) {
+        __m256 acc[R][T];
+        for (int r = 0; r < R; ++r)
+          for (int t = 0; t < T; ++t) acc[r][t] = h == 0 ? park[t * R + r].lo : park[t * R + r].hi;
+        for (int64_t k = k0 + 8 * h; k < k1; k += kLanes) {
+          if (kPrefetch && h == 0 && (k & 31) < kLanes) {
+            for (int r = 0; r < R; ++r) {
+              _mm_prefetch((const char*)(w + r * wrb + (k + kPrefetchElems) * WBytes()),
+                           _MM_HINT_T0);
+            }
+          }
+          __m256 xv[T];
+          for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+          for (int r = 0; r < R; ++r) {
+            __m256 wv = Vec256::LoadW<kType>(w + r * wrb, k);
+            if constexpr (kType == DType::kF32 && T > 1) __asm__("" : "+v"(wv));
+            for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          for (int t = 0; t < T; ++t) (h == 0 ? park[t * R + r].lo : park[t * R + r].hi) = acc[r][t];
+      }
+      return;
+    }
+    Reg acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
     Accumulate<R, T, kPrefetch>(w, wrb, x, k0, k1, acc);
@@ -496,11 +575,7 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   using K = FloatKernel<kType, FloatVec>;
   using Reg = typename K::Reg;
   if (num_tokens == 1) {
-    if constexpr (K::kLanes == 16) {
-      K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
-    } else {
-      TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
-    }
+    K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
     return;
   }
   constexpr int R = K::kRows;
