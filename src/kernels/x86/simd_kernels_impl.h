@@ -142,9 +142,8 @@ inline float LoadW1(const uint8_t* row, int64_t k) {
   }
 }
 
-// Vector width of the float kernels: 8 lanes (AVX2), 16 lanes (AVX-512
-// build). Each (r, t) output is the horizontal sum of a Vec::kLanes-lane
-// accumulator, so the two builds differ in float summation order only.
+// 8 float lanes (AVX2): the halves of Vec256x2 (float weights), and the
+// attention kernels' rows.
 struct Vec256 {
   using Reg = __m256;
   static constexpr int kLanes = 8;
@@ -281,7 +280,7 @@ struct FloatKernel {
   static constexpr int kRows = kWide ? 8 : 4;
   static constexpr int kTokens = V::kLanes == 16 && !kPair ? (kWide ? 3 : 6) : 3;
   // Prefill walks K in blocks of kKBlock columns so that the weight rows of
-  // a tile stay in L1 and the activation block of a token chunk in L2; the 8-lane
+  // a tile stay in L1 and the activation block of a token chunk in L2; the 16-lane
   // accumulators are parked in memory between blocks, which leaves the
   // operation sequence of each (r, t) unchanged (bitwise equal to Tile).
   // 2048: tinyllama's 2048-column matrices in one block; against 1024,
@@ -310,8 +309,8 @@ struct FloatKernel {
   static constexpr int64_t kPackCols = kWide || kPair ? 512 : 1024;
   static constexpr int64_t kPackStride = kPackCols + 64 / 4;
 
-  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
-  // multiple of 8.
+  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (16-lane partial sums), k1 - k0 a
+  // multiple of 16.
   template <int R, int T, bool kPrefetch = true>
   static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
                                 int64_t k0, int64_t k1, Reg (&acc)[R][T]) {
@@ -567,7 +566,7 @@ struct FloatKernel {
   }
 };
 
-// Float weights: decode as TiledGemm; prefill K-blocked (FloatKernel).
+// Float weights: decode row by row (DecodeRows); prefill K-blocked (FloatKernel).
 template <DType kType>
 void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
