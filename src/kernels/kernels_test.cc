@@ -158,14 +158,14 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
 
 // The AVX-512 VNNI build differs from the AVX2 build only in how the exact
 // 8-bit integer dot products are formed, so its outputs are bitwise equal —
-// except the float formats, Q4_1 and the K-quants, which it computes with
-// 512-bit tiles of other operations. (Q4_0, Q8_0: both tables' rows-in-lanes
-// kernels add fma(float(exact block sum), d_w x d_a) block by block.)
+// except Q4_1 and the K-quants, which it computes with 512-bit tiles of
+// other operations. (Q4_0, Q8_0: both tables' rows-in-lanes kernels add
+// fma(float(exact block sum), d_w x d_a) block by block. Float weights:
+// 16-lane accumulators in both, AVX2's in two 8-lane halves, summed by the
+// same tree.)
 TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
   const DType t = GetParam();
-  if (t == DType::kQ4_1 || IsKQuant(t) ||
-      t == DType::kF32 ||
-      t == DType::kF16 || t == DType::kBF16) {
+  if (t == DType::kQ4_1 || IsKQuant(t)) {
     GTEST_SKIP() << "own 512-bit tile";
   }
   const KernelTable* avx2 = Avx2KernelTable();
@@ -282,6 +282,22 @@ void ExpectBatchEqualsTokensAlone(const KernelTable& table, DType t, int64_t row
     }
   }
 }
+// Float weights (F32, F16, BF16): decode walks the rows one after another and
+// prefill packs row tiles in K blocks; both keep one summation order per
+// (row, token), so a token in any batch gets the bits it gets alone: across
+// token chunks (48 tokens at these widths), with a short last row tile (43
+// rows) and with columns that are not a multiple of the vector width (1000).
+TEST(MatMulTest, FloatWeightsBatchEqualsTokensAloneBitwise) {
+  for (const KernelTable* table : AvailableTables()) {
+    SCOPED_TRACE(table->isa);
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (int64_t cols : {2048, 1000}) {
+        ExpectBatchEqualsTokensAlone(*table, t, 43, cols, {2, 3, 4, 5, 17, 49, 80}, 41);
+      }
+    }
+  }
+}
+
 // The AMX table computes a token alone (decode, on the vector unit) and in
 // token groups of 16 (tiles) with the same float operations: any batch, cut
 // into chunks or not, gives each token the bits it gets alone.

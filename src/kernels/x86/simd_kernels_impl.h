@@ -142,9 +142,8 @@ inline float LoadW1(const uint8_t* row, int64_t k) {
   }
 }
 
-// Vector width of the float kernels: 8 lanes (AVX2), 16 lanes (AVX-512
-// build). Each (r, t) output is the horizontal sum of a Vec::kLanes-lane
-// accumulator, so the two builds differ in float summation order only.
+// 8 float lanes (AVX2): the halves of Vec256x2 (float weights), and the
+// attention kernels' rows.
 struct Vec256 {
   using Reg = __m256;
   static constexpr int kLanes = 8;
@@ -164,6 +163,33 @@ struct Vec256 {
       const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * k)));
       return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     }
+  }
+};
+
+// 16 lanes as two 256-bit halves (the AVX2 float-weight kernels): lane i of
+// a 16-lane accumulator is lane i of lo (i < 8) or of hi (i - 8), and Sum
+// adds lo + hi first, then Hsum: the additions of Hsum512 (lane i + i+8,
+// i + i+4, i + i+2, i + i+1). So each output sees the operations of the
+// AVX-512 kernels, and a row's two chains of FMAs let decode walk the rows
+// one by one (one chain of 8-lane FMAs per row was latency-bound).
+struct Vec256x2 {
+  struct Reg {
+    __m256 lo, hi;
+  };
+  static constexpr int kLanes = 16;
+  static Reg Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static Reg LoadX(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static void Store(float* p, Reg v) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+  }
+  static Reg Fma(Reg a, Reg b, Reg c) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+  }
+  static float Sum(Reg v) { return Hsum(_mm256_add_ps(v.lo, v.hi)); }
+  template <DType kType>
+  static Reg LoadW(const uint8_t* row, int64_t k) {
+    return {Vec256::LoadW<kType>(row, k), Vec256::LoadW<kType>(row, k + 8)};
   }
 };
 
@@ -233,7 +259,7 @@ struct Vec512 {
 };
 using FloatVec = Vec512;
 #else
-using FloatVec = Vec256;
+using FloatVec = Vec256x2;
 #endif
 
 template <DType kType, class V>
@@ -244,12 +270,17 @@ struct FloatKernel {
   // from L2, serves 8 rows; F16 prefill 5632 x 2048 x 128, 2 threads:
   // 182 -> 198-201 GFLOP/s against 4 x 6, tinyllama pp512 84-87 -> 92).
   // f32 weights stay 4 x 6: 8 rows of a 2048-column block overflow L1.
-  static constexpr bool kWide = V::kLanes == 16 && kType != DType::kF32;
+  // AVX2 (Vec256x2: 16 lanes in two registers): 4 rows x 3 tokens, and
+  // prefill runs each K block twice, once for the low 8 lanes of every
+  // accumulator and once for the high 8 (Step), so that 12 accumulators fill
+  // the 16 registers; a 2 x 3 tile of both halves read each activation line
+  // from L2 for 2 rows only (F16 prefill, 2 threads: 165 -> 97 GFLOP/s).
+  static constexpr bool kPair = std::is_same_v<V, Vec256x2>;
+  static constexpr bool kWide = !kPair && V::kLanes == 16 && kType != DType::kF32;
   static constexpr int kRows = kWide ? 8 : 4;
-  static constexpr int kTokens = V::kLanes == 16 ? (kWide ? 3 : 6) : 3;
-  static constexpr int kDecodeRows = 8;
+  static constexpr int kTokens = V::kLanes == 16 && !kPair ? (kWide ? 3 : 6) : 3;
   // Prefill walks K in blocks of kKBlock columns so that the weight rows of
-  // a tile stay in L1 and the activation block of a token chunk in L2; the 8-lane
+  // a tile stay in L1 and the activation block of a token chunk in L2; the 16-lane
   // accumulators are parked in memory between blocks, which leaves the
   // operation sequence of each (r, t) unchanged (bitwise equal to Tile).
   // 2048: tinyllama's 2048-column matrices in one block; against 1024,
@@ -262,12 +293,24 @@ struct FloatKernel {
   // each on the FMA ports of Intel cores) no longer repeat per token tile.
   // With kernels.cc's token chunks of 48 (1024 columns x 4 bytes a token),
   // tinyllama F16 pp512, 2 threads: AVX-512 91-92 -> 95.6-95.8 tok/s, AVX2
-  // 68.7-69.4 -> 73.0-74.0 (512 columns or 24-token chunks: no gain).
+  // 68.7-69.4 -> 73.0-74.0.
+  // The copy is 16 KiB (8 rows x 512 columns; AVX2 4 x 512, whose two
+  // passes per block read the block's activations twice and want them still
+  // in L1: 4 x 1024 read 141 against 158 GFLOP/s), so that it stays in the
+  // 32 KiB L1 next to the activation rows streaming from L2 (8 x 1024
+  // filled L1), and its rows are a cache line more than a power of
+  // two apart (kPackStride), so that the rows' lines at one k fall into
+  // different L1 sets: 4096 bytes apart, the 8 rows and the token rows
+  // (also 4 KiB multiples apart) competed for the 8 ways of one set. AMD
+  // EPYC Zen 4, one thread, F16 5632 x 2048 x 128 tokens in 48-token chunks
+  // (best of 7, thread CPU time, a loaded machine): 72-76 -> 79-83 GFLOP/s
+  // (FMA peak 114).
   static constexpr bool kPack = kType != DType::kF32;
-  static constexpr int64_t kPackCols = 1024;
+  static constexpr int64_t kPackCols = kWide || kPair ? 512 : 1024;
+  static constexpr int64_t kPackStride = kPackCols + 64 / 4;
 
-  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (8-lane partial sums), k1 - k0 a
-  // multiple of 8.
+  // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (16-lane partial sums), k1 - k0 a
+  // multiple of 16.
   template <int R, int T, bool kPrefetch = true>
   static inline void Accumulate(const uint8_t* w, int64_t wrb, const float* const* x,
                                 int64_t k0, int64_t k1, Reg (&acc)[R][T]) {
@@ -283,6 +326,23 @@ struct FloatKernel {
                                                 : w + (r + R) * wrb + (kp - k1) * WBytes();
           _mm_prefetch((const char*)p, _MM_HINT_T0);
         }
+      }
+      if constexpr (kPair) {
+        // One half of the 16 columns at a time (the halves' accumulators
+        // are independent, so the order of each lane's chain is the same).
+        for (int h = 0; h < 2; ++h) {
+          __m256 xv[T];
+          for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k + 8 * h);
+          for (int r = 0; r < R; ++r) {
+            __m256 wv = Vec256::LoadW<kType>(w + r * wrb, k + 8 * h);
+            if constexpr (kType == DType::kF32 && T > 1) __asm__("" : "+v"(wv));
+            for (int t = 0; t < T; ++t) {
+              __m256& a = h == 0 ? acc[r][t].lo : acc[r][t].hi;
+              a = _mm256_fmadd_ps(wv, xv[t], a);
+            }
+          }
+        }
+        continue;
       }
       Reg xv[T];
       for (int t = 0; t < T; ++t) xv[t] = V::LoadX(x[t] + k);
@@ -333,6 +393,29 @@ struct FloatKernel {
     }
   }
 
+  // Decode (one token), AVX-512: the rows one after another, each a single
+  // chain of FMAs over k (the order of Tile and of prefill), so the weights
+  // are read as one sequential stream. The 8-row tile reads 8 streams of
+  // 4 KiB rows at once, which the hardware prefetchers follow poorly: AMD
+  // EPYC Zen 4, F16 5632 x 2048 from memory, 2 threads (a standalone loop,
+  // best of 15-20 alternated rounds): 8-row tile 28-31 GB/s, rows one by
+  // one 44-45, a plain read 46-49; software prefetch along the rows did not
+  // help either shape. From L2 (one thread) the chain of 16-lane FMAs still
+  // keeps up (33-37 GB/s against the tile's 20-35). AVX2 runs the same
+  // 16 lanes as two 8-lane chains (Vec256x2): one 8-lane chain per row was
+  // latency-bound (L2, one thread: 17 GB/s against 8 rows' 28 and two
+  // chains' 34; from memory, 2 threads, two chains 29 where 8 rows read 17
+  // and a plain read 30).
+  static void DecodeRows(const uint8_t* w, int64_t wrb, int64_t rows, const float* x,
+                         int64_t cols, float* y) {
+    const int64_t cols8 = cols / kLanes * kLanes;
+    for (int64_t r = 0; r < rows; ++r) {
+      Reg acc[1][1] = {{V::Zero()}};
+      Accumulate<1, 1, false>(w + r * wrb, wrb, &x, 0, cols8, acc);
+      Finish<1, 1>(w + r * wrb, wrb, &x, cols, acc, y + r, 1);
+    }
+  }
+
   template <int R, int T>
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
@@ -376,12 +459,12 @@ struct FloatKernel {
       }
     };
     if constexpr (kPack) {
-      alignas(64) float packed[R * kPackCols];  // 16 KiB (AVX2) or 32 KiB
+      alignas(64) float packed[R * kPackStride];  // 16 KiB + a line per row
       for (int64_t s0 = 0; s0 < cols8; s0 += kPackCols) {
         const int64_t s1 = std::min(cols8, s0 + kPackCols);
         for (int r = 0; r < R; ++r) {
           for (int64_t k = s0; k < s1; k += kLanes) {
-            V::Store(packed + r * kPackCols + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
+            V::Store(packed + r * kPackStride + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
           }
         }
         // The next block to convert (this tile's next columns, else the
@@ -401,12 +484,12 @@ struct FloatKernel {
             _mm_prefetch((const char*)(nw + (i / nlines) * wrb + (i % nlines) * 64), _MM_HINT_T1);
           }
         };
-        // The copy as f32 weights (rows kPackCols apart, column s0 first),
+        // The copy as f32 weights (rows kPackStride apart, column s0 first),
         // the activations from column s0; no prefetch (it is in L1).
         for_tiles(
             [&](auto tokens, const uint8_t* a, Reg* p) {
               FloatKernel<DType::kF32, V>::template Step<R, decltype(tokens)::value, false>(
-                  (const uint8_t*)packed, kPackCols * 4, a + s0 * 4, arb, 0, s1 - s0, p);
+                  (const uint8_t*)packed, kPackStride * 4, a + s0 * 4, arb, 0, s1 - s0, p);
             },
             prefetch_slice);
       }
@@ -434,9 +517,36 @@ struct FloatKernel {
   template <int R, int T, bool kPrefetch = true>
   static inline void Step(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                           int64_t k0, int64_t k1, Reg* park) {
-    Reg acc[R][T];
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
+    if constexpr (kPair) {
+      // The low 8 lanes of every accumulator over the block, then the high
+      // 8: each lane's chain over k is the one Accumulate gives it.
+      for (int h = 0; h < 2; ++h) {
+        __m256 acc[R][T];
+        for (int r = 0; r < R; ++r)
+          for (int t = 0; t < T; ++t) acc[r][t] = h == 0 ? park[t * R + r].lo : park[t * R + r].hi;
+        for (int64_t k = k0 + 8 * h; k < k1; k += kLanes) {
+          if (kPrefetch && h == 0 && (k & 31) < kLanes) {
+            for (int r = 0; r < R; ++r) {
+              _mm_prefetch((const char*)(w + r * wrb + (k + kPrefetchElems) * WBytes()),
+                           _MM_HINT_T0);
+            }
+          }
+          __m256 xv[T];
+          for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+          for (int r = 0; r < R; ++r) {
+            __m256 wv = Vec256::LoadW<kType>(w + r * wrb, k);
+            if constexpr (kType == DType::kF32 && T > 1) __asm__("" : "+v"(wv));
+            for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          for (int t = 0; t < T; ++t) (h == 0 ? park[t * R + r].lo : park[t * R + r].hi) = acc[r][t];
+      }
+      return;
+    }
+    Reg acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
     Accumulate<R, T, kPrefetch>(w, wrb, x, k0, k1, acc);
@@ -456,7 +566,7 @@ struct FloatKernel {
   }
 };
 
-// Float weights: decode as TiledGemm; prefill K-blocked (FloatKernel).
+// Float weights: decode row by row (DecodeRows); prefill K-blocked (FloatKernel).
 template <DType kType>
 void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
@@ -464,7 +574,7 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   using K = FloatKernel<kType, FloatVec>;
   using Reg = typename K::Reg;
   if (num_tokens == 1) {
-    TiledGemm<K>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
+    K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
     return;
   }
   constexpr int R = K::kRows;
