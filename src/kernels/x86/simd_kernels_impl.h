@@ -3648,7 +3648,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
   set(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>::Gemm);
-  set(DType::kQ5_K, kQ8KImageFormat, TiledGemm<Q45KKernel512<DType::kQ5_K>>);
+  set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KFormat, TiledGemm<Q6KKernel512>);
 #else
   set(DType::kQ4_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ4_K>>);
