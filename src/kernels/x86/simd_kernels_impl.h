@@ -2057,20 +2057,28 @@ struct Q45KRowLanes {
         return (const ActBlockQ8KImage*)(act + t * arb) + b;
       };
       __m512i s[T];
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
-        __m512i wq[8];
-        for (int k = 0; k < 8; ++k) wq[k] = reg(8 * j + k);
+        // Element quad k outside, tokens inside: T independent chains.
+        __m512i c[T];
+        for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i wq = reg(8 * j + k);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = image(t)->qs + ImageOffset(j) + 4 * k;
+            c[t] = _mm512_dpbusd_epi32(c[t], wq, _mm512_set1_epi32((int)LoadU32(q)));
+          }
+        }
         const __m512i sc = reg(kScaleReg + j);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const int8_t* q = image(t)->qs + ImageOffset(j);
-          __m512i c = _mm512_setzero_si512();
-          for (int k = 0; k < 8; ++k) {
-            c = _mm512_dpbusd_epi32(c, wq[k], _mm512_set1_epi32((int)LoadU32(q + 4 * k)));
-          }
-          c = _mm512_mullo_epi32(c, sc);
-          s[t] = j == 0 ? c : _mm512_add_epi32(s[t], c);
+          s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(c[t], sc));
+          // Here, not deferred: GCC otherwise kept every sub-block's c
+          // on the stack until the super-block's end.
+          __asm__("" : "+v"(s[t]));
         }
       }
       __m512i mn[4];
@@ -2387,8 +2395,13 @@ int64_t Q8KImageRowBytes(int64_t cols) {
 void Q8KImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
   QuantizeQ8KImage(x, cols, (ActBlockQ8KImage*)out);
 }
-constexpr ActFormat kQ8KImageFormat{
-    .name = "q8k_image", .row_bytes = Q8KImageRowBytes, .quantize_row = Q8KImageRow};
+int64_t Q8KImageChunkTokens(int64_t row_bytes) {
+  return std::max<int64_t>(16, 4 * kActChunkBytes / row_bytes);
+}
+constexpr ActFormat kQ8KImageFormat{.name = "q8k_image",
+                                    .row_bytes = Q8KImageRowBytes,
+                                    .quantize_row = Q8KImageRow,
+                                    .chunk_tokens = Q8KImageChunkTokens};
 #endif
 
 // ---- element-wise ------------------------------------------------------------------
