@@ -45,7 +45,7 @@ enum class ScratchBuf : int {
   kAmxUnpacked,     // AMX legacy formats: a row tile's nibbles unpacked
   kAmxKTile,        // AMX K-quants: a row tile unpacked
   kAmxQuantRows,    // AMX activation preparation: a token group's 8-bit rows
-  kQ4Panel,         // x86 Q4_0/Q8_0: 16 (AVX-512) or 8 (AVX2) rows unpacked, rows in the lanes
+  kQ4Panel,         // x86 Q4_0/Q8_0 (and K-quants, AVX-512): 16 (AVX-512) or 8 (AVX2) rows unpacked, rows in the lanes
   kQ4Pad,           // x86 Q4_0/Q8_0: a short last row tile padded to 16 (or 8) rows
   kAttnQueryQ8,     // attention: the queries in 8 bits (Q8_0 / Q4_0 K scores)
   kCount

@@ -2009,6 +2009,492 @@ struct Q6KKernel512 {
     StoreSums<R, T>(acc, y, ldy);
   }
 };
+
+// ---- Q4_K / Q5_K x ActBlockQ8KImage, 16 weight rows in the lanes ------------------
+
+// Per (row, token) and super-block, in super-block order, with the exact
+// integers S = sum_j sc_j x C_j (C_j: sub-block j's sum of unsigned quant x
+// activation quant) and M = sum_j m_j x asum_j (the mins against the token's
+// sub-block sums):
+//   acc = fma(float(S), d_w x d_a, acc);  acc = fnmadd(float(M), dmin_w x d_a, acc)
+// (the AMX table's operations). |S| <= 8 x 63 x 32 x 31 x 128 < 2^31.
+//
+// From kPanelMinTokens tokens on (RowLanesGemm), each 16-row tile is unpacked
+// once per token chunk into a panel, per super-block 78 registers:
+//   64 quant registers: register 8j + k, lane l = the 4 unsigned quants of
+//                       elements 32j + 4k .. 32j + 4k + 3 of row(l)
+//                       (sub-block j, natural order; Q5_K with the fifth bit)
+//   8 registers:        sc_j of the 16 rows as int32
+//   4 registers:        the int16 pairs (m_2i, m_2i+1) of the 16 rows
+//   2 registers:        d_w and dmin_w of the 16 rows as floats
+// and tiles of kPanelTokens tokens take per sub-block 8 vpdpbusd against the
+// token's quants broadcast 4 at a time, one vpmulld by sc_j and an add; per
+// super-block 4 vpdpwssd (M), and the float operations above. Lanes hold
+// rows in RowLanes's order (lane 4L + m: row 4m + L), restored at the store.
+// Fewer tokens (decode) take one row at a time as Q45KKernel512 does (16
+// blocks' prefetch ahead), and add the lanes of its scaled sum (and of its
+// mins' sum) into S (and M): the same integers, the same float operations.
+template <DType kType>
+struct Q45KRowLanes {
+  static_assert(kType == DType::kQ4_K || kType == DType::kQ5_K);
+  static constexpr bool kFifthBits = kType == DType::kQ5_K;
+  static constexpr int64_t kBlockBytes = kFifthBits ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr int64_t kQsOffset = kBlockBytes - 128;  // the quants end the block
+  // Panel registers of a super-block (layout above).
+  static constexpr int kScaleReg = 64, kMinReg = 72, kDReg = 76, kDminReg = 77;
+  static constexpr int64_t kSuperBytes = 78 * 64;
+  // RowLanesGemm walks blocks of 32: a super-block is 8 of them.
+  static constexpr int64_t kPanelBlockBytes = kSuperBytes / 8;
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 8;
+  static constexpr int kRows = 16;
+
+  using Lanes = RowLanes<DType::kQ4_0>;  // its row order and strides
+
+  // Byte offset of sub-block j's 32 quants in an ActBlockQ8KImage's qs.
+  static constexpr int ImageOffset(int j) {
+    constexpr int kSlot[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    return 32 * kSlot[j];
+  }
+
+  // x[j], lane 4L + m: bytes off + 4j .. off + 4j + 3 of the super-block at
+  // p (its start in row 0) of row 4m + L (4 x 4 transposes of 32-bit words
+  // within each 128-bit lane of the 4 loads of 4 rows).
+  static inline void Load16(const uint8_t* p, int64_t off, const Lanes::Strides& s,
+                            __m512i (&x)[4]) {
+    __m512i v[4];
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* b4 = Lanes::Opaque(p + off + g * s.w4);
+      __m512i r = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)b4));
+      r = _mm512_inserti32x4(r, _mm_loadu_si128((const __m128i*)(b4 + s.wrb)), 1);
+      r = _mm512_inserti32x4(r, _mm_loadu_si128((const __m128i*)(b4 + 2 * s.wrb)), 2);
+      v[g] = _mm512_inserti32x4(r, _mm_loadu_si128((const __m128i*)(b4 + s.w3)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    x[0] = _mm512_unpacklo_epi64(t0, t2);
+    x[1] = _mm512_unpackhi_epi64(t0, t2);
+    x[2] = _mm512_unpacklo_epi64(t1, t3);
+    x[3] = _mm512_unpackhi_epi64(t1, t3);
+  }
+
+  // Bytes {b0, b1, b2, b3} of each 32-bit lane (-1: zero), in every lane.
+  static inline __m512i DwordBytes(int b0, int b1, int b2, int b3) {
+    const auto at = [](int b, int lane) { return (char)(b < 0 ? -1 : 4 * lane + b); };
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(
+        at(b0, 0), at(b1, 0), at(b2, 0), at(b3, 0), at(b0, 1), at(b1, 1), at(b2, 1), at(b3, 1),
+        at(b0, 2), at(b1, 2), at(b2, 2), at(b3, 2), at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3)));
+  }
+
+  // The next 16 rows into L2 along these: their bytes in order, 16 rows'
+  // super-block's worth per super-block of these.
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (int)((16 * kBlockBytes + 63) / 64);
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
+  }
+
+  // Super-blocks [0, nb / 8) of the 16 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const Lanes::Strides strides(wrb);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 16 * wrb, b);
+      uint8_t* out = panel + b * kSuperBytes;
+      const auto put = [&](int reg, __m512i v) {
+        _mm512_store_si512((void*)(out + 64 * reg), v);
+      };
+      // Heads: h[0] = d | dmin << 16, h[1..3] = the 12 bytes of 6-bit fields
+      // (scales 0-3 and mins 0-3 in their low 6 bits; 4-7 split over the
+      // nibbles of bytes 8-11 and the top bits of bytes 0-7).
+      __m512i h[4];
+      Load16(p, 0, strides, h);
+      const __m512i m3f = _mm512_set1_epi8(0x3F);
+      const __m512i m30 = _mm512_set1_epi8(0x30);
+      const __m512i sc03 = _mm512_and_si512(h[1], m3f);
+      const __m512i mn03 = _mm512_and_si512(h[2], m3f);
+      // (a & m4) | (b & 0x30)
+      const __m512i sc47 =
+          _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], m4), _mm512_srli_epi32(h[1], 2), m30,
+                                    0xF8);
+      const __m512i mn47 = _mm512_ternarylogic_epi32(
+          _mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4), _mm512_srli_epi32(h[2], 2), m30, 0xF8);
+      for (int j = 0; j < 4; ++j) {
+        put(kScaleReg + j, _mm512_shuffle_epi8(sc03, DwordBytes(j, -1, -1, -1)));
+        put(kScaleReg + 4 + j, _mm512_shuffle_epi8(sc47, DwordBytes(j, -1, -1, -1)));
+      }
+      for (int i = 0; i < 2; ++i) {
+        put(kMinReg + i, _mm512_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
+        put(kMinReg + 2 + i, _mm512_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
+      }
+      _mm512_store_ps((float*)(out + 64 * kDReg), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])));
+      _mm512_store_ps((float*)(out + 64 * kDminReg),
+                      _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
+      // Q5_K: qh[c], lane: qh bytes 16c + 4k' .. of the row; element l of
+      // sub-block j has its fifth bit at bit j of qh[l].
+      __m512i qh[2][4];
+      if constexpr (kFifthBits) {
+        Load16(p, 16, strides, qh[0]);
+        Load16(p, 32, strides, qh[1]);
+      }
+      // Quant bytes 16c .. 16c + 15 (c = 0..7): the low nibbles are elements
+      // 16 (c % 2) .. of sub-block 2 (c / 2), the high nibbles of 2 (c / 2) + 1.
+      for (int c = 0; c < 8; ++c) {
+        __m512i x[4];
+        Load16(p, kQsOffset + 16 * c, strides, x);
+        const int j = 2 * (c / 2), k0 = 4 * (c % 2);
+        for (int i = 0; i < 4; ++i) {
+          __m512i lo = _mm512_and_si512(x[i], m4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[i], 4), m4);
+          if constexpr (kFifthBits) {
+            const __m512i bits = qh[c % 2][i];
+            const __m512i bit4 = _mm512_set1_epi8(0x10);
+            // Bit j (j + 1) of each byte to bit 4: u | (shifted & 0x10).
+            const auto to4 = [&](int bit) {
+              return bit <= 4 ? _mm512_slli_epi32(bits, 4 - bit)
+                              : _mm512_srli_epi32(bits, bit - 4);
+            };
+            lo = _mm512_ternarylogic_epi32(lo, to4(j), bit4, 0xF8);
+            hi = _mm512_ternarylogic_epi32(hi, to4(j + 1), bit4, 0xF8);
+          }
+          put(8 * j + k0 + i, lo);
+          put(8 * (j + 1) + k0 + i, hi);
+        }
+      }
+    }
+  }
+
+  // T tokens (rows arb apart at act) against a panel of nb / 8 super-blocks.
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m512 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* pb = panel + b * kSuperBytes;
+      const auto reg = [&](int i) { return _mm512_load_si512((const void*)(pb + 64 * i)); };
+      const auto image = [&](int t) {
+        return (const ActBlockQ8KImage*)(act + t * arb) + b;
+      };
+      __m512i s[T];
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        // Element quad k outside, tokens inside: T independent chains.
+        __m512i c[T];
+        for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i wq = reg(8 * j + k);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = image(t)->qs + ImageOffset(j) + 4 * k;
+            c[t] = _mm512_dpbusd_epi32(c[t], wq, _mm512_set1_epi32((int)LoadU32(q)));
+          }
+        }
+        const __m512i sc = reg(kScaleReg + j);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(c[t], sc));
+          // Here, not deferred: GCC otherwise kept every sub-block's c
+          // on the stack until the super-block's end.
+          __asm__("" : "+v"(s[t]));
+        }
+      }
+      __m512i mn[4];
+      for (int i = 0; i < 4; ++i) mn[i] = reg(kMinReg + i);
+      const __m512 dw = _mm512_load_ps((const float*)(pb + 64 * kDReg));
+      const __m512 dmin = _mm512_load_ps((const float*)(pb + 64 * kDminReg));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8KImage* a = image(t);
+        __m512i m = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+          m = _mm512_dpwssd_epi32(m, mn[i],
+                                  _mm512_set1_epi32((int)LoadU32(a->sums32 + 2 * i)));
+        }
+        const __m512 da = _mm512_set1_ps(a->d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, da), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, da), acc[t]);
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m512 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Lanes::Store<T>(acc, nr, y, ldy);
+  }
+
+  // Rows r < nr of the 16 at w, one at a time, against T tokens.
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    const int64_t nsb = nb / 8;
+    const int64_t rb = nsb * kBlockBytes;
+    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* row = w + r * wrb;
+      __m128 acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+      for (int64_t b = 0; b < nsb; ++b) {
+        // Prefetches as Q45KKernel512's (a test for the block, then per line).
+        const int64_t pf = b * kBlockBytes + kAhead;
+        const bool pf_in_row = pf + kBlockBytes <= rb;
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          _mm_prefetch(pf_in_row ? (const char*)(row + pf + k)
+                                 : PrefetchAddress(w, wrb, r, 1, pf + k, rb),
+                       _MM_HINT_T0);
+        }
+        const uint8_t* blk = row + b * kBlockBytes;
+        const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
+        const __m512i ms = Q4KMinsScales(heads);
+        const __m512i mins = Q4KMins(ms);
+        // [d_w, dmin_w, ...]
+        const __m128 dd = _mm_cvtph_ps(_mm512_castsi512_si128(heads));
+        const __m512i q0 = _mm512_loadu_si512((const void*)(blk + kQsOffset));
+        const __m512i q1 = _mm512_loadu_si512((const void*)(blk + kQsOffset + 64));
+        __m512i u0, u1, u2, u3;
+        SplitNibbles(q0, &u0, &u1);
+        SplitNibbles(q1, &u2, &u3);
+        if constexpr (kFifthBits) Q5KFifthBits(((const BlockQ5_K*)blk)->qh, &u0, &u1, &u2, &u3);
+        __m512i sc0, sc1;
+        Q4KRowScales(ms, 0, &sc0, &sc1);
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8KImage& a = ((const ActBlockQ8KImage*)(act + t * arb))[b];
+          __m512i q[4];
+          Q4KActivations(a, q);
+          const __m512i isum = Q4KScaledSum(u0, u1, u2, u3, q, sc0, sc1);
+          const __m128i msum = _mm512_castsi512_si128(Q4KMinSums(mins, a));
+          const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(isum),
+                                              _mm512_extracti64x4_epi64(isum, 1));
+          const __m128i s4 =
+              _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+          __m128i sm = _mm_hadd_epi32(s4, msum);  // [S01, S23, M01, M23]
+          sm = _mm_hadd_epi32(sm, sm);            // [S, M, S, M]
+          const __m128 f = _mm_cvtepi32_ps(sm);
+          const __m128 p = _mm_mul_ps(dd, _mm_set1_ps(a.d));  // [d_w d_a, dmin_w d_a, ..]
+          acc[t] = _mm_fmadd_ss(f, p, acc[t]);
+          acc[t] = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(p), acc[t]);
+        }
+      }
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
+    }
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    RowLanesGemm<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q6_K x ActBlockQ8K, 16 weight rows in the lanes --------------------------------
+
+// Per (row, token) and super-block, in super-block order, with the exact
+// integer S = sum_j sc_j x sum_i (q_i - 32) a_i over the 16 sub-blocks j of 16
+// (|S| <= 2^27; partial sums < 2^29):
+//   acc = fma(float(S), d_w x d_a, acc).
+// From kPanelMinTokens tokens on (RowLanesGemm), each 16-row tile is unpacked
+// once per token chunk into a panel, per super-block 89 registers:
+//   64 quant registers: register i, lane l = the 4 unsigned quants (0..63) of
+//                       elements 4i .. 4i + 3 of row(l) (sub-block j:
+//                       registers 4j .. 4j + 3)
+//   16 registers:       sc_j of the 16 rows as int32
+//   8 registers:        the int16 pairs (-32 sc_2p, -32 sc_2p+1)
+//   1 register:         d_w of the 16 rows as floats
+// and tiles of kPanelTokens tokens take per sub-block 4 vpdpbusd against the
+// token's quants broadcast 4 at a time, one vpmulld by sc_j and an add, then
+// 8 vpdpwssd of the offset pairs against the token's sums16 (the -32), and the
+// float operations above. Lanes hold rows in RowLanes's order. Fewer tokens
+// (decode) take one row at a time with Q6KKernel512's integer sum (16 blocks'
+// prefetch ahead) and add its lanes into S: the same integer, the same float
+// operations.
+struct Q6KRowLanes {
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
+  static constexpr int kScaleReg = 64, kOffReg = 80, kDReg = 88;
+  static constexpr int64_t kSuperBytes = 89 * 64;
+  static constexpr int64_t kPanelBlockBytes = kSuperBytes / 8;  // per block of 32
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 8;
+  static constexpr int kRows = 16;
+
+  using Lanes = RowLanes<DType::kQ4_0>;
+  using K45 = Q45KRowLanes<DType::kQ4_K>;  // Load16, DwordBytes
+
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (int)((16 * kBlockBytes + 63) / 64);
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
+  }
+
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const Lanes::Strides strides(wrb);
+    const __m512i offsets = _mm512_mullo_epi32(Lanes::LaneRows(), _mm512_set1_epi32((int)wrb));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 16 * wrb, b);
+      uint8_t* out = panel + b * kSuperBytes;
+      const auto put = [&](int reg, __m512i v) {
+        _mm512_store_si512((void*)(out + 64 * reg), v);
+      };
+      // Scales: x[i], lane: scales 4i .. 4i + 3 of the row (int8).
+      __m512i sx[4];
+      K45::Load16(p, 192, strides, sx);
+      __m512i sc[16];
+      for (int j = 0; j < 16; ++j) {
+        sc[j] = _mm512_srai_epi32(_mm512_slli_epi32(sx[j / 4], 24 - 8 * (j % 4)), 24);
+        put(kScaleReg + j, sc[j]);
+      }
+      for (int q = 0; q < 8; ++q) {
+        // |sc| <= 128: -32 sc fits int16.
+        const __m512i lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * q], 5));
+        const __m512i hi =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * q + 1], 21));
+        put(kOffReg + q, _mm512_mask_blend_epi16(0xAAAAAAAA, lo, hi));
+      }
+      // d: the high half of the 32 bits at byte 206 (inside the block).
+      _mm512_store_ps((float*)(out + 64 * kDReg),
+                      _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+                          _mm512_i32gather_epi32(offsets, p + 206, 1), 16))));
+      for (int h = 0; h < 2; ++h) {
+        // qh[c'], lane: qh bytes 32h + 16c' + 4i .. of the row; element
+        // 128h + 32jj + l has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l].
+        __m512i qh[2][4];
+        K45::Load16(p, 128 + 32 * h, strides, qh[0]);
+        K45::Load16(p, 128 + 32 * h + 16, strides, qh[1]);
+        // ql bytes 64h + 16c + 4i + b: low nibble element 128h + 16c + 4i + b,
+        // high nibble element 128h + 64 + 16c + 4i + b.
+        for (int c = 0; c < 4; ++c) {
+          __m512i x[4];
+          K45::Load16(p, 64 * h + 16 * c, strides, x);
+          for (int i = 0; i < 4; ++i) {
+            for (int hi = 0; hi < 2; ++hi) {
+              const int jj = 2 * hi + c / 2;  // element 128h + 32jj + l
+              const __m512i bits = qh[c % 2][i];
+              const __m512i top = jj <= 2 ? _mm512_slli_epi32(bits, 4 - 2 * jj)
+                                          : _mm512_srli_epi32(bits, 2 * jj - 4);
+              const __m512i low = hi ? _mm512_and_si512(_mm512_srli_epi16(x[i], 4), m4)
+                                     : _mm512_and_si512(x[i], m4);
+              put(32 * h + 16 * hi + 4 * c + i, _mm512_ternarylogic_epi32(low, top, bits45, 0xF8));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m512 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* pb = panel + b * kSuperBytes;
+      const auto reg = [&](int i) { return _mm512_load_si512((const void*)(pb + 64 * i)); };
+      const auto block = [&](int t) { return (const ActBlockQ8K*)(act + t * arb) + b; };
+      __m512i s[T];
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        __m512i c[T];
+        for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m512i wq = reg(4 * j + k);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = block(t)->qs + 16 * j + 4 * k;
+            c[t] = _mm512_dpbusd_epi32(c[t], wq, _mm512_set1_epi32((int)LoadU32(q)));
+          }
+        }
+        const __m512i sc = reg(kScaleReg + j);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(c[t], sc));
+          __asm__("" : "+v"(s[t]));  // as in Q45KRowLanes
+        }
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {
+        const __m512i off = reg(kOffReg + q);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s[t] = _mm512_dpwssd_epi32(s[t], off,
+                                     _mm512_set1_epi32((int)LoadU32(block(t)->sums16 + 2 * q)));
+        }
+      }
+      const __m512 dw = _mm512_load_ps((const float*)(pb + 64 * kDReg));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(block(t)->d)), acc[t]);
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m512 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Lanes::Store<T>(acc, nr, y, ldy);
+  }
+
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    const int64_t nsb = nb / 8;
+    const int64_t rb = nsb * kBlockBytes;
+    constexpr int64_t kAhead = 16 * kBlockBytes;
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* row = w + r * wrb;
+      __m128 acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+      for (int64_t b = 0; b < nsb; ++b) {
+        const int64_t pf = b * kBlockBytes + kAhead;
+        const bool pf_in_row = pf + kBlockBytes <= rb;
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          _mm_prefetch(pf_in_row ? (const char*)(row + pf + k)
+                                 : PrefetchAddress(w, wrb, r, 1, pf + k, rb),
+                       _MM_HINT_T0);
+        }
+        const BlockQ6_K* blk = (const BlockQ6_K*)(row + b * kBlockBytes);
+        __m512i u[4], sc0, sc1, off;
+        Q6KKernel512::Quants(blk, u);
+        Q6KKernel512::Scales(blk, &sc0, &sc1, &off);
+        const __m128 dw = _mm_set_ss(HalfToFloat(blk->d));
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+          // The 16 lanes into lane 0, in the vector unit.
+          const __m512i v = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
+          const __m256i v8 =
+              _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+          __m128i v4 = _mm_add_epi32(_mm256_castsi256_si128(v8), _mm256_extracti128_si256(v8, 1));
+          v4 = _mm_add_epi32(v4, _mm_unpackhi_epi64(v4, v4));
+          v4 = _mm_add_epi32(v4, _mm_shuffle_epi32(v4, 1));
+          acc[t] = _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(a.d)), acc[t]);
+        }
+      }
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
+    }
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    RowLanesGemm<Q6KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
 #endif  // TERN_AVX512_VNNI
 
 // ---- activation quantization (bit-identical to the reference) -----------------------
@@ -2234,8 +2720,23 @@ int64_t Q8KImageRowBytes(int64_t cols) {
 void Q8KImageRow(const KernelTable&, const float* x, int64_t cols, uint8_t* out) {
   QuantizeQ8KImage(x, cols, (ActBlockQ8KImage*)out);
 }
-constexpr ActFormat kQ8KImageFormat{
-    .name = "q8k_image", .row_bytes = Q8KImageRowBytes, .quantize_row = Q8KImageRow};
+int64_t Q8KImageChunkTokens(int64_t row_bytes) {
+  return std::max<int64_t>(16, 4 * kActChunkBytes / row_bytes);
+}
+// ActBlockQ8K rows (kQ8KFormat's layout and quantizer) in the chunks of
+// kQ8KImageFormat, for Q6KRowLanes's panel.
+void Q8KPanelRow(const KernelTable& table, const float* x, int64_t cols, uint8_t* out) {
+  table.quantize_q8k(x, cols, (ActBlockQ8K*)out);
+}
+int64_t Q8KPanelRowBytes(int64_t cols) { return cols / 256 * (int64_t)sizeof(ActBlockQ8K); }
+constexpr ActFormat kQ8KPanelFormat{.name = "q8k_panel",
+                                    .row_bytes = Q8KPanelRowBytes,
+                                    .quantize_row = Q8KPanelRow,
+                                    .chunk_tokens = Q8KImageChunkTokens};
+constexpr ActFormat kQ8KImageFormat{.name = "q8k_image",
+                                    .row_bytes = Q8KImageRowBytes,
+                                    .quantize_row = Q8KImageRow,
+                                    .chunk_tokens = Q8KImageChunkTokens};
 #endif
 
 // ---- element-wise ------------------------------------------------------------------
@@ -3494,9 +3995,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_K, kQ8KImageFormat, TiledGemm<Q45KKernel512<DType::kQ4_K>>);
-  set(DType::kQ5_K, kQ8KImageFormat, TiledGemm<Q45KKernel512<DType::kQ5_K>>);
-  set(DType::kQ6_K, kQ8KFormat, TiledGemm<Q6KKernel512>);
+  set(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>::Gemm);
+  set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
+  set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
   set(DType::kQ4_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ4_K>>);
   set(DType::kQ5_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ5_K>>);
