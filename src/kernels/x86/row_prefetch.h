@@ -2,6 +2,8 @@
 // x86 kernel builds. Internal linkage: each build has its own copy.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 
 namespace tern::kernels {
@@ -15,6 +17,21 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
                                    int64_t rb) {
   return off < rb ? (const char*)(w + r * wrb + off)
                   : (const char*)(w + (r + R) * wrb + (off - rb));
+}
+
+// One row at a time (R = 1): prefetch into L1 the block of block_bytes that
+// starts `ahead` bytes after block b of row r, or past the row's end the
+// matching bytes of the next row (a test for the whole block, then per line).
+inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
+                             int64_t block_bytes, int64_t ahead, int64_t rb) {
+  const uint8_t* row = w + r * wrb;
+  const int64_t pf = b * block_bytes + ahead;
+  const bool pf_in_row = pf + block_bytes <= rb;
+  for (int64_t k = 0; k < block_bytes; k += 64) {
+    const char* p = pf_in_row ? (const char*)(row + pf + k)
+                              : PrefetchAddress(w, wrb, r, 1, pf + k, rb);
+    _mm_prefetch(p, _MM_HINT_T0);
+  }
 }
 
 }  // namespace

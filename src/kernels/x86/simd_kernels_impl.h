@@ -2244,14 +2244,7 @@ struct Q45KRowLanes {
       __m128 acc[T];
       for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
       for (int64_t b = 0; b < nsb; ++b) {
-        // Prefetches as Q45KKernel512's (a test for the block, then per line).
-        const int64_t pf = b * kBlockBytes + kAhead;
-        const bool pf_in_row = pf + kBlockBytes <= rb;
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          _mm_prefetch(pf_in_row ? (const char*)(row + pf + k)
-                                 : PrefetchAddress(w, wrb, r, 1, pf + k, rb),
-                       _MM_HINT_T0);
-        }
+        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);  // as Q45KKernel512's
         const uint8_t* blk = row + b * kBlockBytes;
         const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
         const __m512i ms = Q4KMinsScales(heads);
@@ -2461,13 +2454,7 @@ struct Q6KRowLanes {
       __m128 acc[T];
       for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
       for (int64_t b = 0; b < nsb; ++b) {
-        const int64_t pf = b * kBlockBytes + kAhead;
-        const bool pf_in_row = pf + kBlockBytes <= rb;
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          _mm_prefetch(pf_in_row ? (const char*)(row + pf + k)
-                                 : PrefetchAddress(w, wrb, r, 1, pf + k, rb),
-                       _MM_HINT_T0);
-        }
+        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
         const BlockQ6_K* blk = (const BlockQ6_K*)(row + b * kBlockBytes);
         __m512i u[4], sc0, sc1, off;
         Q6KKernel512::Quants(blk, u);
