@@ -1,5 +1,5 @@
 // Q4_K helpers on 512-bit registers, shared by the AVX-512 VNNI table
-// (Q45KKernel512 in simd_kernels_impl.h) and the AMX table's vector-unit path
+// (Q45KRowLanes in simd_kernels_impl.h) and the AMX table's vector-unit path
 // (amx_kernels.cc). Include only after the AVX-512 target pragma, as those
 // files do; everything here has internal linkage.
 #pragma once

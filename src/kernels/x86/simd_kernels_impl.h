@@ -1801,95 +1801,6 @@ inline void Q5KFifthBits(const uint8_t* qh, __m512i* u0, __m512i* u1, __m512i* u
   *u3 = _mm512_ternarylogic_epi64(*u3, _mm512_srlv_epi64(h, counts(1, 3)), bit4, 0xF8);
 }
 
-template <DType kType>
-struct Q45KKernel512 {
-  static_assert(kType == DType::kQ4_K || kType == DType::kQ5_K);
-  static constexpr bool kFifthBits = kType == DType::kQ5_K;
-  static constexpr int kRows = 4;
-  static constexpr int kTokens = 3;
-  // Decode one row at a time, prefetching 16 blocks ahead, as KQuantKernel
-  // (5632 x 2048, 2 threads, busy machine: Q4_K 18-20 -> 30-35 GB/s against
-  // 4 rows 1 KiB ahead, Q5_K 19 -> 32).
-  static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kBlockBytes = kFifthBits ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  // Prefetch distance of an R-row tile, in bytes.
-  static constexpr int64_t PrefetchBytes(int rows) {
-    return rows == 1 ? 16 * kBlockBytes : 1024;
-  }
-
-  template <int R, int T>
-  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                   int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 256;
-    const int64_t rb = nb * kBlockBytes;
-    // Lanes of [d0, dmin0, d1, dmin1, ...]: dmin_r over 128-bit lane r.
-    const __m512i dmin_index =
-        _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
-    __m512 acc[R][T], macc[T];
-    for (int t = 0; t < T; ++t) {
-      macc[t] = _mm512_setzero_ps();
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      // Each row's prefetches (PrefetchAddress) go just before its work, in
-      // this form: a test for the whole block, then a choice per line. So
-      // written, one thread streams Q4_K rows from memory at 26-31 GB/s; the
-      // same addresses computed once per block and issued together reached
-      // 15-24 GB/s, no better than no prefetch at all.
-      const int64_t pf = b * kBlockBytes + PrefetchBytes(R);
-      const bool pf_in_row = pf + kBlockBytes <= rb;
-      const __m512i heads = Q4KHeads<R>(w, wrb, b * kBlockBytes);
-      const __m512i ms = Q4KMinsScales(heads);
-      const __m512i mins = Q4KMins(ms);
-      // [d_w, dmin_w] of each row as floats, then x d_a per token.
-      const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(
-          _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), heads)));
-      __m512 f[T];
-      for (int t = 0; t < T; ++t) {
-        const ActBlockQ8KImage* a = (const ActBlockQ8KImage*)(act + t * arb) + b;
-        f[t] = _mm512_castps256_ps512(_mm256_mul_ps(dd, _mm256_set1_ps(a->d)));
-        macc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Q4KMinSums(mins, *a)),
-                                  _mm512_permutexvar_ps(dmin_index, f[t]), macc[t]);
-      }
-      // Row by row: a row's unpacked quants and scales stay in registers
-      // while each token's activations are read (from L1).
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * wrb + b * kBlockBytes;
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          _mm_prefetch(pf_in_row ? (const char*)(w + r * wrb + pf + k)
-                                 : PrefetchAddress(w, wrb, r, R, pf + k, rb),
-                       _MM_HINT_T0);
-        }
-        const uint8_t* qs = blk + kBlockBytes - 128;  // the quants end the block
-        const __m512i q0 = _mm512_loadu_si512((const void*)qs);
-        const __m512i q1 = _mm512_loadu_si512((const void*)(qs + 64));
-        __m512i u0, u1, u2, u3;
-        SplitNibbles(q0, &u0, &u1);
-        SplitNibbles(q1, &u2, &u3);
-        if constexpr (kFifthBits) Q5KFifthBits(((const BlockQ5_K*)blk)->qh, &u0, &u1, &u2, &u3);
-        __m512i sc0, sc1;
-        Q4KRowScales(ms, r, &sc0, &sc1);
-        for (int t = 0; t < T; ++t) {
-          __m512i a[4];
-          Q4KActivations(((const ActBlockQ8KImage*)(act + t * arb))[b], a);
-          const __m512i isum = Q4KScaledSum(u0, u1, u2, u3, a, sc0, sc1);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                                      _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), f[t]),
-                                      acc[r][t]);
-        }
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      alignas(64) float m[16];
-      _mm512_store_ps(m, macc[t]);
-      for (int r = 0; r < R; ++r) {
-        y[t * ldy + r] =
-            Hsum512(acc[r][t]) - ((m[4 * r] + m[4 * r + 1]) + (m[4 * r + 2] + m[4 * r + 3]));
-      }
-    }
-  }
-};
 
 // ---- Q6_K x ActBlockQ8K, 512-bit (AVX-512 VNNI build only) ---------------------------
 
@@ -1901,23 +1812,11 @@ struct Q45KKernel512 {
 // its 128-bit lane L, and the activations go in as ActBlockQ8K has them. The
 // quants q (0..63) enter vpdpbusd unsigned; a lane is at most 4 x 63 x 127 <
 // 2^15, so vpackssdw is exact, and the int8 scales (as int16, spread to
-// match) weigh the sub-block sums as in Q45KKernel512. The offset (q - 32)
+// match) weigh the sub-block sums as for Q4_K above. The offset (q - 32)
 // comes off in the same integer sum: one more vpdpwssd of the scales x -32
 // against the token's sums16. Per (row, token) and super-block:
 //   acc += cvt(sum_j sc_j x sum_i (q_i - 32) a_i) * (d_w * d_a).
 struct Q6KKernel512 {
-  // 4 x 6: a row's unpacked quants serve 6 tokens (5632 x 2048 x 512, 2
-  // threads, busy machine: 179-225 -> 205-257 GFLOP/s against 4 x 3).
-  static constexpr int kRows = 4;
-  static constexpr int kTokens = 6;
-  // Decode as Q45KKernel512 (Q6_K 16-17 GB/s with 4 rows 1 KiB ahead, 36
-  // with this).
-  static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
-  static constexpr int64_t PrefetchBytes(int rows) {
-    return rows == 1 ? 16 * kBlockBytes : 1024;
-  }
-
   // The quants of one super-block row (layout above).
   static inline void Quants(const BlockQ6_K* blk, __m512i (&u)[4]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -1972,42 +1871,6 @@ struct Q6KKernel512 {
     return _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_madd_epi16(s01, sc0), s23, sc1), off,
                                sums16);
   }
-
-  template <int R, int T>
-  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                   int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 256;
-    const int64_t rb = nb * kBlockBytes;
-    __m512 acc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      // Prefetches as Q45KKernel512's.
-      const int64_t pf = b * kBlockBytes + PrefetchBytes(R);
-      const bool pf_in_row = pf + kBlockBytes <= rb;
-      float da[T];
-      for (int t = 0; t < T; ++t) da[t] = ((const ActBlockQ8K*)(act + t * arb))[b].d;
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * kBlockBytes);
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          _mm_prefetch(pf_in_row ? (const char*)(w + r * wrb + pf + k)
-                                 : PrefetchAddress(w, wrb, r, R, pf + k, rb),
-                       _MM_HINT_T0);
-        }
-        __m512i u[4], sc0, sc1, off;
-        Quants(blk, u);
-        Scales(blk, &sc0, &sc1, &off);
-        const float dw = HalfToFloat(blk->d);
-        for (int t = 0; t < T; ++t) {
-          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ScaledSum(u, sc0, sc1, off, a)),
-                                      _mm512_set1_ps(dw * da[t]), acc[r][t]);
-        }
-      }
-    }
-    StoreSums<R, T>(acc, y, ldy);
-  }
 };
 
 // ---- Q4_K / Q5_K x ActBlockQ8KImage, 16 weight rows in the lanes ------------------
@@ -2031,7 +1894,7 @@ struct Q6KKernel512 {
 // token's quants broadcast 4 at a time, one vpmulld by sc_j and an add; per
 // super-block 4 vpdpwssd (M), and the float operations above. Lanes hold
 // rows in RowLanes's order (lane 4L + m: row 4m + L), restored at the store.
-// Fewer tokens (decode) take one row at a time as Q45KKernel512 does (16
+// Fewer tokens (decode) take one row at a time (16
 // blocks' prefetch ahead), and add the lanes of its scaled sum (and of its
 // mins' sum) into S (and M): the same integers, the same float operations.
 template <DType kType>
@@ -2244,7 +2107,7 @@ struct Q45KRowLanes {
       __m128 acc[T];
       for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
       for (int64_t b = 0; b < nsb; ++b) {
-        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);  // as Q45KKernel512's
+        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
         const uint8_t* blk = row + b * kBlockBytes;
         const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
         const __m512i ms = Q4KMinsScales(heads);
@@ -2641,7 +2504,7 @@ void Avx2QuantizeQ8K(const float* x, int64_t n, ActBlockQ8K* out) {
 }
 
 #ifdef TERN_AVX512_VNNI
-// ActBlockQ8K's d and quants with the quants in Q45KKernel512's register order.
+// ActBlockQ8K's d and quants with the quants in the register order of the Q4_K kernels above.
 void QuantizeQ8KImage(const float* x, int64_t n, ActBlockQ8KImage* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
     ActBlockQ8K k;
