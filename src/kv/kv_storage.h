@@ -80,7 +80,9 @@ Status CheckKvRow(DType dtype, int32_t num_kv_heads, int32_t head_dim);
 // shares one 4-bit scale among channels of very different size; the
 // rotated layout (kernels::KvKeyRotated) spreads them but does not save it
 // (stories260K, head_dim 8, ctx 512: perplexity +30.6% -> +21.3%, where a
-// q8_0 K costs -0.03%).
+// q8_0 K costs -0.03%). Finer scales do not save it either: 4-bit keys
+// with one f16 scale per 8, 4 or 2 values still cost +29%, +25%, +15%
+// (docs/quantization.md, "4-bit K below head_dim 32").
 std::string KvRowWarning(DType k, int32_t num_kv_heads, int32_t head_dim);
 
 class KvStorage {
