@@ -1609,6 +1609,8 @@ inline __m256i ScaleShuffle(int j) {
 
 template <DType kType>
 struct KQuantKernel {
+  // Q4_K and Q5_K run Q45KRowLanes8 (AVX2) / Q45KRowLanes (AVX-512).
+  static_assert(kType == DType::kQ6_K);
 #ifdef TERN_AVX512_VNNI
   static constexpr int kRows = 4;
 #else
@@ -1630,9 +1632,7 @@ struct KQuantKernel {
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 256;
-    constexpr int64_t bb = kType == DType::kQ4_K   ? sizeof(BlockQ4_K)
-                           : kType == DType::kQ5_K ? sizeof(BlockQ5_K)
-                                                   : sizeof(BlockQ6_K);
+    constexpr int64_t bb = sizeof(BlockQ6_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
@@ -1650,123 +1650,59 @@ struct KQuantKernel {
       __m256i isum[R][T];
       for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-      if constexpr (kType == DType::kQ6_K) {
-        float d[R];
-        __m128i sc8[R];
-        for (int r = 0; r < R; ++r) {
-          const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-          d[r] = HalfToFloat(blk->d);
-          sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
-          // Offset of the 6-bit quants: q - 32.
-          const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
-          for (int t = 0; t < T; ++t) {
-            const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
-            isum[r][t] = _mm256_sub_epi32(
-                isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
-          }
-        }
-        for (int half = 0; half < 2; ++half) {
-          for (int i = 0; i < 4; ++i) {
-            const int g = 4 * half + i;
-            const __m128i shuf = _mm_set_epi8(
-                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-                (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
-                (char)(2 * g), (char)(2 * g), (char)(2 * g));
-            __m256i av[T];
-            for (int t = 0; t < T; ++t) {
-              av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
-            }
-            for (int r = 0; r < R; ++r) {
-              const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-              const __m256i ql = _mm256_loadu_si256(
-                  (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
-              const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
-              const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
-                                         : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-              const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
-              __m256i hb;
-              if (shift <= 4) {
-                hb = _mm256_slli_epi16(qh, 4 - shift);
-              } else {
-                hb = _mm256_srli_epi16(qh, shift - 4);
-              }
-              hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
-              const __m256i q = _mm256_or_si256(lo, hb);
-              const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
-              for (int t = 0; t < T; ++t) {
-                isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
-              }
-            }
-          }
-        }
-        for (int r = 0; r < R; ++r) {
-          for (int t = 0; t < T; ++t) {
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
-                                        _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
-          }
-        }
-      } else {
-        __m256i sc[R];
-        __m128i mins[R];
-        __m256 dd[R];  // d x4 | -dmin x4
-        const uint8_t* qs[R];
-        __m256i qh[R];
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* blk = w + r * wrb + b * bb;
-          const __m128i sm = KScalesMins(blk + 4);
-          sc[r] = _mm256_broadcastsi128_si256(sm);
-          mins[r] = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-          const __m128 h = _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk))),
-                                      _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
-          dd[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(h),
-                                           _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-          if constexpr (kType == DType::kQ4_K) {
-            qs[r] = ((const BlockQ4_K*)blk)->qs;
-          } else {
-            qs[r] = ((const BlockQ5_K*)blk)->qs;
-            qh[r] = _mm256_loadu_si256((const __m256i*)((const BlockQ5_K*)blk)->qh);
-          }
-        }
-        for (int c = 0; c < 4; ++c) {
-          __m256i alo[T], ahi[T];
-          for (int t = 0; t < T; ++t) {
-            alo[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c));
-            ahi[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c + 32));
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * c));
-            __m256i lo = _mm256_and_si256(raw, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if constexpr (kType == DType::kQ5_K) {
-              const __m256i one = _mm256_set1_epi8(1);
-              const __m256i hlo = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c), one);
-              const __m256i hhi = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c + 1), one);
-              lo = _mm256_or_si256(lo, _mm256_slli_epi16(hlo, 4));
-              hi = _mm256_or_si256(hi, _mm256_slli_epi16(hhi, 4));
-            }
-            const __m256i s_lo = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c));
-            const __m256i s_hi = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c + 1));
-            for (int t = 0; t < T; ++t) {
-              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(lo, alo[t]), s_lo);
-              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(hi, ahi[t]), s_hi);
-            }
-          }
-        }
-        // One FMA a block: lanes 0..3 the scaled sums (pairs of lanes added;
-        // exact in int32 and in f32: at most 2 x 8 x 4 x 31 x 127 x 63 < 2^24)
-        // times d, lanes 4..7 the mins' sums times -dmin.
+      float d[R];
+      __m128i sc8[R];
+      for (int r = 0; r < R; ++r) {
+        const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+        d[r] = HalfToFloat(blk->d);
+        sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
+        // Offset of the 6-bit quants: q - 32.
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
         for (int t = 0; t < T; ++t) {
-          const __m128i s32 = _mm_loadu_si128((const __m128i*)a[t][b].sums32);
-          const __m256 da = _mm256_set1_ps(a[t][b].d);
-          for (int r = 0; r < R; ++r) {
-            const __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(isum[r][t]),
-                                             _mm256_extracti128_si256(isum[r][t], 1));
-            const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q4),
-                                                         _mm_madd_epi16(mins[r], s32), 1);
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), _mm256_mul_ps(dd[r], da),
-                                        acc[r][t]);
+          const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
+          isum[r][t] = _mm256_sub_epi32(
+              isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
+        }
+      }
+      for (int half = 0; half < 2; ++half) {
+        for (int i = 0; i < 4; ++i) {
+          const int g = 4 * half + i;
+          const __m128i shuf = _mm_set_epi8(
+              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+              (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
+              (char)(2 * g), (char)(2 * g), (char)(2 * g));
+          __m256i av[T];
+          for (int t = 0; t < T; ++t) {
+            av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
           }
+          for (int r = 0; r < R; ++r) {
+            const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+            const __m256i ql = _mm256_loadu_si256(
+                (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
+            const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
+            const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
+                                       : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+            const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
+            __m256i hb;
+            if (shift <= 4) {
+              hb = _mm256_slli_epi16(qh, 4 - shift);
+            } else {
+              hb = _mm256_srli_epi16(qh, shift - 4);
+            }
+            hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+            const __m256i q = _mm256_or_si256(lo, hb);
+            const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
+            for (int t = 0; t < T; ++t) {
+              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
+                                      _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
         }
       }
     }
