@@ -1342,6 +1342,20 @@ struct RowLanes {
 // sums high x 16 + low), and the token's c (-8 or -128 x the sum of its
 // quants) takes the offset off: one float conversion, multiply and FMA per
 // 8 rows x 32 elements.
+// x[j], lane 4L + m = word j of v[m]'s 128-bit lane L: the 4 x 4 transposes
+// of 32-bit words within each 128-bit lane that put 2 rows a register (a row
+// a lane) into RowLanes8's lane order.
+inline void TransposeWords4(const __m256i (&v)[4], __m256i (&x)[4]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+  const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+  const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  x[0] = _mm256_unpacklo_epi64(t0, t2);
+  x[1] = _mm256_unpackhi_epi64(t0, t2);
+  x[2] = _mm256_unpacklo_epi64(t1, t3);
+  x[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
 template <DType kType>
 struct RowLanes8 {
   static_assert(kType == DType::kQ4_0 || kType == DType::kQ8_0);
@@ -1472,13 +1486,8 @@ struct RowLanes8 {
         // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
         // of v[m]'s lane L (bytes 16h + 4j .. 16h + 4j + 3 of row 2m + L) to
         // lane 4L + m of x[j].
-        const __m256i(&v)[4] = raw[h];
-        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
-        const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
-        const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-        __m256i x[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        __m256i x[4];
+        TransposeWords4(raw[h], x);
         for (int j = 0; j < 4; ++j) {
           // Q4_0: the low nibbles are elements 4j .. 4j + 3, the high ones
           // 16 + 4j ..; Q8_0: elements 16h + 4j .., unsigned, low nibbles
@@ -1600,6 +1609,8 @@ inline __m256i ScaleShuffle(int j) {
 
 template <DType kType>
 struct KQuantKernel {
+  // Q4_K and Q5_K run Q45KRowLanes8 (AVX2) / Q45KRowLanes (AVX-512).
+  static_assert(kType == DType::kQ6_K);
 #ifdef TERN_AVX512_VNNI
   static constexpr int kRows = 4;
 #else
@@ -1621,9 +1632,7 @@ struct KQuantKernel {
   static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
                    int64_t cols, float* y, int64_t ldy) {
     const int64_t nb = cols / 256;
-    constexpr int64_t bb = kType == DType::kQ4_K   ? sizeof(BlockQ4_K)
-                           : kType == DType::kQ5_K ? sizeof(BlockQ5_K)
-                                                   : sizeof(BlockQ6_K);
+    constexpr int64_t bb = sizeof(BlockQ6_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
@@ -1641,123 +1650,59 @@ struct KQuantKernel {
       __m256i isum[R][T];
       for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-      if constexpr (kType == DType::kQ6_K) {
-        float d[R];
-        __m128i sc8[R];
-        for (int r = 0; r < R; ++r) {
-          const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-          d[r] = HalfToFloat(blk->d);
-          sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
-          // Offset of the 6-bit quants: q - 32.
-          const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
-          for (int t = 0; t < T; ++t) {
-            const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
-            isum[r][t] = _mm256_sub_epi32(
-                isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
-          }
-        }
-        for (int half = 0; half < 2; ++half) {
-          for (int i = 0; i < 4; ++i) {
-            const int g = 4 * half + i;
-            const __m128i shuf = _mm_set_epi8(
-                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-                (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-                (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
-                (char)(2 * g), (char)(2 * g), (char)(2 * g));
-            __m256i av[T];
-            for (int t = 0; t < T; ++t) {
-              av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
-            }
-            for (int r = 0; r < R; ++r) {
-              const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-              const __m256i ql = _mm256_loadu_si256(
-                  (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
-              const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
-              const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
-                                         : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-              const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
-              __m256i hb;
-              if (shift <= 4) {
-                hb = _mm256_slli_epi16(qh, 4 - shift);
-              } else {
-                hb = _mm256_srli_epi16(qh, shift - 4);
-              }
-              hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
-              const __m256i q = _mm256_or_si256(lo, hb);
-              const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
-              for (int t = 0; t < T; ++t) {
-                isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
-              }
-            }
-          }
-        }
-        for (int r = 0; r < R; ++r) {
-          for (int t = 0; t < T; ++t) {
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
-                                        _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
-          }
-        }
-      } else {
-        __m256i sc[R];
-        __m128i mins[R];
-        __m256 dd[R];  // d x4 | -dmin x4
-        const uint8_t* qs[R];
-        __m256i qh[R];
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* blk = w + r * wrb + b * bb;
-          const __m128i sm = KScalesMins(blk + 4);
-          sc[r] = _mm256_broadcastsi128_si256(sm);
-          mins[r] = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-          const __m128 h = _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk))),
-                                      _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
-          dd[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(h),
-                                           _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-          if constexpr (kType == DType::kQ4_K) {
-            qs[r] = ((const BlockQ4_K*)blk)->qs;
-          } else {
-            qs[r] = ((const BlockQ5_K*)blk)->qs;
-            qh[r] = _mm256_loadu_si256((const __m256i*)((const BlockQ5_K*)blk)->qh);
-          }
-        }
-        for (int c = 0; c < 4; ++c) {
-          __m256i alo[T], ahi[T];
-          for (int t = 0; t < T; ++t) {
-            alo[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c));
-            ahi[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 64 * c + 32));
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * c));
-            __m256i lo = _mm256_and_si256(raw, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if constexpr (kType == DType::kQ5_K) {
-              const __m256i one = _mm256_set1_epi8(1);
-              const __m256i hlo = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c), one);
-              const __m256i hhi = _mm256_and_si256(_mm256_srli_epi16(qh[r], 2 * c + 1), one);
-              lo = _mm256_or_si256(lo, _mm256_slli_epi16(hlo, 4));
-              hi = _mm256_or_si256(hi, _mm256_slli_epi16(hhi, 4));
-            }
-            const __m256i s_lo = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c));
-            const __m256i s_hi = _mm256_shuffle_epi8(sc[r], ScaleShuffle(2 * c + 1));
-            for (int t = 0; t < T; ++t) {
-              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(lo, alo[t]), s_lo);
-              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(hi, ahi[t]), s_hi);
-            }
-          }
-        }
-        // One FMA a block: lanes 0..3 the scaled sums (pairs of lanes added;
-        // exact in int32 and in f32: at most 2 x 8 x 4 x 31 x 127 x 63 < 2^24)
-        // times d, lanes 4..7 the mins' sums times -dmin.
+      float d[R];
+      __m128i sc8[R];
+      for (int r = 0; r < R; ++r) {
+        const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+        d[r] = HalfToFloat(blk->d);
+        sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
+        // Offset of the 6-bit quants: q - 32.
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
         for (int t = 0; t < T; ++t) {
-          const __m128i s32 = _mm_loadu_si128((const __m128i*)a[t][b].sums32);
-          const __m256 da = _mm256_set1_ps(a[t][b].d);
-          for (int r = 0; r < R; ++r) {
-            const __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(isum[r][t]),
-                                             _mm256_extracti128_si256(isum[r][t], 1));
-            const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q4),
-                                                         _mm_madd_epi16(mins[r], s32), 1);
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), _mm256_mul_ps(dd[r], da),
-                                        acc[r][t]);
+          const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
+          isum[r][t] = _mm256_sub_epi32(
+              isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
+        }
+      }
+      for (int half = 0; half < 2; ++half) {
+        for (int i = 0; i < 4; ++i) {
+          const int g = 4 * half + i;
+          const __m128i shuf = _mm_set_epi8(
+              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
+              (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
+              (char)(2 * g), (char)(2 * g), (char)(2 * g));
+          __m256i av[T];
+          for (int t = 0; t < T; ++t) {
+            av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
           }
+          for (int r = 0; r < R; ++r) {
+            const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
+            const __m256i ql = _mm256_loadu_si256(
+                (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
+            const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
+            const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
+                                       : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+            const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
+            __m256i hb;
+            if (shift <= 4) {
+              hb = _mm256_slli_epi16(qh, 4 - shift);
+            } else {
+              hb = _mm256_srli_epi16(qh, shift - 4);
+            }
+            hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+            const __m256i q = _mm256_or_si256(lo, hb);
+            const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
+            for (int t = 0; t < T; ++t) {
+              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
+                                      _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
         }
       }
     }
@@ -1765,6 +1710,271 @@ struct KQuantKernel {
       for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
   }
 };
+
+#ifndef TERN_AVX512_VNNI
+// ---- Q4_K / Q5_K x ActBlockQ8K, 8 weight rows in the lanes (AVX2) -----------------
+
+// Per (row, token) and super-block, in super-block order, with the exact
+// integers S = sum_j sc_j x C_j (C_j: sub-block j's sum of unsigned quant x
+// activation quant) and M = sum_j m_j x asum_j (the mins against the token's
+// sub-block sums):
+//   acc = fma(float(S), d_w x d_a, acc);  acc = fnmadd(float(M), dmin_w x d_a, acc)
+// the AVX-512 table's operations on 8 rows (lanes in RowLanes8's order).
+//
+// From kPanelMinTokens tokens on (RowLanesGemm), each 8-row tile is unpacked
+// once per token chunk into a panel, per super-block 78 registers:
+//   64 quant registers: register 8j + k, lane l = the 4 unsigned quants of
+//                       elements 32j + 4k .. 32j + 4k + 3 of row(l)
+//                       (sub-block j; Q5_K with the fifth bit)
+//   8 registers:        sc_j of the 8 rows in both int16 halves of a lane
+//   4 registers:        the int16 pairs (m_2i, m_2i+1) of the 8 rows
+//   2 registers:        d_w and dmin_w of the 8 rows as floats
+// and each token takes per sub-block 8 vpmaddubsw against its quants
+// broadcast 4 at a time, their words added while they fit int16 (Q4_K all 8:
+// 8 x 2 x 15 x 128 = 30720; Q5_K 4 at a time: 4 x 2 x 31 x 128 = 31744), then
+// vpmaddwd by sc_j into int32; 4 vpmaddwd for M. Fewer tokens (decode) take
+// one row at a time (one stream, 16 blocks' prefetch ahead), KQuantKernel's
+// integer sums added up to S and M, and the same float operations on a lane.
+template <DType kType>
+struct Q45KRowLanes8 {
+  static_assert(kType == DType::kQ4_K || kType == DType::kQ5_K);
+  static constexpr bool kFifthBits = kType == DType::kQ5_K;
+  static constexpr int64_t kBlockBytes = kFifthBits ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr int64_t kQsOffset = kBlockBytes - 128;  // the quants end the block
+  // Panel registers of a super-block (layout above).
+  static constexpr int kScaleReg = 64, kMinReg = 72, kDReg = 76, kDminReg = 77;
+  static constexpr int64_t kSuperBytes = 78 * 32;
+  // RowLanesGemm walks blocks of 32: a super-block is 8 of them.
+  static constexpr int64_t kPanelBlockBytes = kSuperBytes / 8;
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 8;
+  static constexpr int kRows = 8;
+
+  using Lanes = RowLanes8<DType::kQ4_0>;  // its row order and store
+
+  // x[j], lane 4L + m: bytes off + 4j .. off + 4j + 3 of the super-block at
+  // p (its start in row 0) of row 2m + L.
+  static inline void Load8(const uint8_t* p, int64_t off, int64_t wrb, __m256i (&x)[4]) {
+    __m256i v[4];
+    for (int m = 0; m < 4; ++m) {
+      const uint8_t* q = p + off + 2 * m * wrb;
+      v[m] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)q)),
+                                     _mm_loadu_si128((const __m128i*)(q + wrb)), 1);
+    }
+    TransposeWords4(v, x);
+  }
+
+  // Bytes {b0, b1, b2, b3} of each 32-bit lane (-1: zero), in every lane.
+  static inline __m256i DwordBytes(int b0, int b1, int b2, int b3) {
+    const auto at = [](int b, int lane) { return (char)(b < 0 ? -1 : 4 * lane + b); };
+    return _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        at(b0, 0), at(b1, 0), at(b2, 0), at(b3, 0), at(b0, 1), at(b1, 1), at(b2, 1), at(b3, 1),
+        at(b0, 2), at(b1, 2), at(b2, 2), at(b3, 2), at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3)));
+  }
+
+  // The next 8 rows into L2 along these: 8 rows' super-block's worth per
+  // super-block of these.
+  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
+    constexpr int kLines = (int)((8 * kBlockBytes + 63) / 64);
+    for (int j = 0; j < kLines; ++j) {
+      _mm_prefetch((const char*)(next + b * 8 * kBlockBytes + 64 * j), _MM_HINT_T1);
+    }
+  }
+
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m3f = _mm256_set1_epi8(0x3F);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNext(w + 8 * wrb, b);
+      uint8_t* out = panel + b * kSuperBytes;
+      const auto put = [&](int reg, __m256i v) {
+        _mm256_store_si256((__m256i*)(out + 32 * reg), v);
+      };
+      // Heads: h[0] = d | dmin << 16, h[1..3] = the 12 bytes of 6-bit fields
+      // (scales 0-3 and mins 0-3 in their low 6 bits; 4-7 split over the
+      // nibbles of bytes 8-11 and the top bits of bytes 0-7).
+      __m256i h[4];
+      Load8(p, 0, wrb, h);
+      const __m256i sc03 = _mm256_and_si256(h[1], m3f);
+      const __m256i mn03 = _mm256_and_si256(h[2], m3f);
+      const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(h[3], m4),
+                                           _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m30));
+      const __m256i mn47 =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m30));
+      for (int j = 0; j < 4; ++j) {
+        put(kScaleReg + j, _mm256_shuffle_epi8(sc03, DwordBytes(j, -1, j, -1)));
+        put(kScaleReg + 4 + j, _mm256_shuffle_epi8(sc47, DwordBytes(j, -1, j, -1)));
+      }
+      for (int i = 0; i < 2; ++i) {
+        put(kMinReg + i, _mm256_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
+        put(kMinReg + 2 + i, _mm256_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
+      }
+      // [d of lanes 0-3, dmin 0-3 | d 4-7, dmin 4-7] as halves, then d, dmin.
+      const __m256i halves = _mm256_permute4x64_epi64(
+          _mm256_packus_epi32(_mm256_and_si256(h[0], _mm256_set1_epi32(0xFFFF)),
+                              _mm256_srli_epi32(h[0], 16)),
+          0xD8);
+      _mm256_store_ps((float*)(out + 32 * kDReg),
+                      _mm256_cvtph_ps(_mm256_castsi256_si128(halves)));
+      _mm256_store_ps((float*)(out + 32 * kDminReg),
+                      _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)));
+      // Q5_K: qh[c], lane: qh bytes 16c + 4i .. of the row; element l of
+      // sub-block j has its fifth bit at bit j of qh[l].
+      __m256i qh[2][4];
+      if constexpr (kFifthBits) {
+        Load8(p, 16, wrb, qh[0]);
+        Load8(p, 32, wrb, qh[1]);
+      }
+      // Quant bytes 16c .. 16c + 15 (c = 0..7): the low nibbles are elements
+      // 16 (c % 2) .. of sub-block 2 (c / 2), the high nibbles of 2 (c / 2) + 1.
+      for (int c = 0; c < 8; ++c) {
+        __m256i x[4];
+        Load8(p, kQsOffset + 16 * c, wrb, x);
+        const int j = 2 * (c / 2), k0 = 4 * (c % 2);
+        for (int i = 0; i < 4; ++i) {
+          __m256i lo = _mm256_and_si256(x[i], m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4);
+          if constexpr (kFifthBits) {
+            const __m256i bits = qh[c % 2][i];
+            // Bit j (j + 1) of each byte to bit 4 of the same byte.
+            const auto to4 = [&](int bit) {
+              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
+                                               : _mm256_srli_epi32(bits, bit - 4),
+                                      bit4);
+            };
+            lo = _mm256_or_si256(lo, to4(j));
+            hi = _mm256_or_si256(hi, to4(j + 1));
+          }
+          put(8 * j + k0 + i, lo);
+          put(8 * (j + 1) + k0 + i, hi);
+        }
+      }
+    }
+  }
+
+  // T tokens (rows arb apart at act) against a panel of nb / 8 super-blocks.
+  template <int T>
+  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
+                                                              const uint8_t* act, int64_t arb,
+                                                              __m256 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    constexpr int kRun = kFifthBits ? 4 : 8;  // words added in int16 (above)
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* pb = panel + b * kSuperBytes;
+      const auto reg = [&](int i) { return _mm256_load_si256((const __m256i*)(pb + 32 * i)); };
+      const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kDReg));
+      const __m256 dmin = _mm256_load_ps((const float*)(pb + 32 * kDminReg));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+        __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const auto prod = [&](int k) {
+            return _mm256_maddubs_epi16(
+                reg(8 * j + k), _mm256_set1_epi32((int)LoadU32(a.qs + 32 * j + 4 * k)));
+          };
+          for (int k0 = 0; k0 < 8; k0 += kRun) {
+            __m256i c = prod(k0);
+            for (int k = k0 + 1; k < k0 + kRun; ++k) c = _mm256_add_epi16(c, prod(k));
+            s = MaddAcc(s, c, reg(kScaleReg + j));
+          }
+        }
+        __m256i m = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+          m = MaddAcc(m, reg(kMinReg + i), _mm256_set1_epi32((int)LoadU32(a.sums32 + 2 * i)));
+        }
+        const __m256 da = _mm256_set1_ps(a.d);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[t]);
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    PanelTile<T>(panel, nb, act, arb, acc);
+    Lanes::Store<T>(acc, nr, y, ldy);
+  }
+
+  // Rows r < nr of the 8 at w, one at a time, against T tokens.
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    const int64_t nsb = nb / 8;
+    const int64_t rb = nsb * kBlockBytes;
+    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* row = w + r * wrb;
+      __m128 acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+      for (int64_t b = 0; b < nsb; ++b) {
+        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
+        const uint8_t* blk = row + b * kBlockBytes;
+        const __m128i sm = KScalesMins(blk + 4);
+        const __m256i sc = _mm256_broadcastsi128_si256(sm);
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));  // [d_w, dmin_w, ..]
+        __m256i qh;
+        if constexpr (kFifthBits) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+        __m256i isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
+          const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk + kQsOffset + 32 * c));
+          __m256i lo = _mm256_and_si256(raw, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          if constexpr (kFifthBits) {
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            const auto to4 = [&](int bit) {
+              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit)
+                                               : _mm256_srli_epi16(qh, bit - 4),
+                                      bit4);
+            };
+            lo = _mm256_or_si256(lo, to4(2 * c));
+            hi = _mm256_or_si256(hi, to4(2 * c + 1));
+          }
+          const __m256i s_lo = _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c));
+          const __m256i s_hi = _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c + 1));
+          for (int t = 0; t < T; ++t) {
+            const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+            const __m256i* q = (const __m256i*)(a.qs + 64 * c);
+            isum[t] = MaddAcc(isum[t], _mm256_maddubs_epi16(lo, _mm256_loadu_si256(q)), s_lo);
+            isum[t] = MaddAcc(isum[t], _mm256_maddubs_epi16(hi, _mm256_loadu_si256(q + 1)), s_hi);
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+          const __m128i msum = _mm_madd_epi16(mins, _mm_loadu_si128((const __m128i*)a.sums32));
+          const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum[t]),
+                                           _mm256_extracti128_si256(isum[t], 1));
+          __m128i sm2 = _mm_hadd_epi32(s4, msum);  // [S01, S23, M01, M23]
+          sm2 = _mm_hadd_epi32(sm2, sm2);          // [S, M, S, M]
+          const __m128 f = _mm_cvtepi32_ps(sm2);
+          const __m128 p = _mm_mul_ps(dd, _mm_set1_ps(a.d));  // [d_w d_a, dmin_w d_a, ..]
+          acc[t] = _mm_fmadd_ss(f, p, acc[t]);
+          acc[t] = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(p), acc[t]);
+        }
+      }
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
+    }
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    RowLanesGemm<Q45KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+#endif  // !TERN_AVX512_VNNI
 
 #ifdef TERN_AVX512_VNNI
 // ---- Q4_K / Q5_K x ActBlockQ8KImage, 512-bit (AVX-512 VNNI build only) ---------------
@@ -3849,8 +4059,8 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
-  set(DType::kQ4_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ4_K>>);
-  set(DType::kQ5_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ5_K>>);
+  set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
+  set(DType::kQ5_K, kQ8KFormat, Q45KRowLanes8<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ6_K>>);
 #endif
   t->quantize_q8 = Avx2QuantizeQ8;
