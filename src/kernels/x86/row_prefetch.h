@@ -34,5 +34,17 @@ inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
   }
 }
 
+// A tile of kRows rows walked block by block (the panel unpacks): while it
+// reads its block b, the next tile's rows (at next, rows back to back) into
+// L2 in byte order, kRows blocks' worth per block of this tile, so the next
+// tile's bytes arrive as this one's are used.
+template <int kRows, int64_t kBlockBytes>
+inline void PrefetchNextTile(const uint8_t* next, int64_t b) {
+  constexpr int kLines = (int)((kRows * kBlockBytes + 63) / 64);
+  for (int j = 0; j < kLines; ++j) {
+    _mm_prefetch((const char*)(next + b * kRows * kBlockBytes + 64 * j), _MM_HINT_T1);
+  }
+}
+
 }  // namespace
 }  // namespace tern::kernels

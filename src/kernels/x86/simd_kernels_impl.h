@@ -1183,15 +1183,6 @@ struct RowLanes {
     return _mm512_add_epi32(LaneSums(v), _mm512_set1_epi32(a.c));
   }
 
-  // The next 16 rows into L2 along these (as the AMX decode tiles): their
-  // bytes in order, 16 blocks' worth per block of these.
-  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
-    constexpr int kLines = (16 * kBlockBytes + 63) / 64;
-    for (int j = 0; j < kLines; ++j) {
-      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
-    }
-  }
-
   // T tokens (rows arb apart at act) against the 16 rows at w, the weights
   // loaded once for all. Out of line, as the AMX decode tiles (inlined into
   // the row walk, GCC scheduled them worse).
@@ -1205,7 +1196,7 @@ struct RowLanes {
     const Strides strides(wrb);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 16 * wrb, b);
+      PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
       __m512i raw[kHalves][4], lo[4], hi[4];
       LoadRaw(p, strides, raw);
       Split(raw, lo, hi);
@@ -1225,7 +1216,7 @@ struct RowLanes {
     LaneRowStarts(w, wrb, rows);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 16 * wrb, b);
+      PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
       __m512i raw[kHalves][4];
       LoadRaw(p, strides, raw);
       // 4 x 4 transposes of 32-bit words within each 128-bit lane: word j
@@ -1430,15 +1421,6 @@ struct RowLanes8 {
     }
   }
 
-  // The next 8 rows into L2 along these: their bytes in order, 8 blocks'
-  // worth per block of these.
-  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
-    constexpr int kLines = (8 * kBlockBytes + 63) / 64;
-    for (int j = 0; j < kLines; ++j) {
-      _mm_prefetch((const char*)(next + b * 8 * kBlockBytes + 64 * j), _MM_HINT_T1);
-    }
-  }
-
   // T tokens (rows arb apart at act) against the 8 rows at w, the weights
   // loaded once for all.
   template <int T>
@@ -1449,7 +1431,7 @@ struct RowLanes8 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 8 * wrb, b);
+      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       __m256i raw[kHalves][4], v[2][4], mag[2][4];
       LoadRaw(p, wrb, raw);
       for (int g = 0; g < 4; ++g) {
@@ -1478,7 +1460,7 @@ struct RowLanes8 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 8 * wrb, b);
+      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       __m256i raw[kHalves][4];
       LoadRaw(p, wrb, raw);
       uint8_t* out = panel + b * kPanelBlockBytes;
@@ -1586,6 +1568,15 @@ struct RowLanes8 {
 // of bytes 0..3 and 4..7; scales 4..7 take the low nibbles of bytes 8..11 and
 // mins 4..7 the high nibbles, each with bits 6..7 of bytes 0..3 / 4..7 as
 // bits 4..5.
+// A vpshufb control: bytes {b0, b1, b2, b3} of each 32-bit lane (-1:
+// zero) to that lane's 4 bytes (the K-quant panels' scale and min registers).
+inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
+  const auto at = [](int b, int lane) { return (char)(b < 0 ? -1 : 4 * lane + b); };
+  return _mm_setr_epi8(at(b0, 0), at(b1, 0), at(b2, 0), at(b3, 0), at(b0, 1), at(b1, 1),
+                       at(b2, 1), at(b3, 1), at(b0, 2), at(b1, 2), at(b2, 2), at(b3, 2),
+                       at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3));
+}
+
 inline __m128i KScalesMins(const uint8_t* s) {
   const __m128i v = _mm_loadu_si128((const __m128i*)s);
   const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7,
@@ -1733,8 +1724,10 @@ struct KQuantKernel {
 // broadcast 4 at a time, their words added while they fit int16 (Q4_K all 8:
 // 8 x 2 x 15 x 128 = 30720; Q5_K 4 at a time: 4 x 2 x 31 x 128 = 31744), then
 // vpmaddwd by sc_j into int32; 4 vpmaddwd for M. Fewer tokens (decode) take
-// one row at a time (one stream, 16 blocks' prefetch ahead), KQuantKernel's
-// integer sums added up to S and M, and the same float operations on a lane.
+// one row at a time (one stream, 16 blocks' prefetch ahead): per pair of
+// sub-blocks a vpmaddubsw each against the token's quants, vpmaddwd by the
+// scales, the lanes added up to S and M, and the same float operations on a
+// lane.
 template <DType kType>
 struct Q45KRowLanes8 {
   static_assert(kType == DType::kQ4_K || kType == DType::kQ5_K);
@@ -1764,21 +1757,9 @@ struct Q45KRowLanes8 {
     TransposeWords4(v, x);
   }
 
-  // Bytes {b0, b1, b2, b3} of each 32-bit lane (-1: zero), in every lane.
+  // DwordBytes128 in both 128-bit lanes.
   static inline __m256i DwordBytes(int b0, int b1, int b2, int b3) {
-    const auto at = [](int b, int lane) { return (char)(b < 0 ? -1 : 4 * lane + b); };
-    return _mm256_broadcastsi128_si256(_mm_setr_epi8(
-        at(b0, 0), at(b1, 0), at(b2, 0), at(b3, 0), at(b0, 1), at(b1, 1), at(b2, 1), at(b3, 1),
-        at(b0, 2), at(b1, 2), at(b2, 2), at(b3, 2), at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3)));
-  }
-
-  // The next 8 rows into L2 along these: 8 rows' super-block's worth per
-  // super-block of these.
-  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
-    constexpr int kLines = (int)((8 * kBlockBytes + 63) / 64);
-    for (int j = 0; j < kLines; ++j) {
-      _mm_prefetch((const char*)(next + b * 8 * kBlockBytes + 64 * j), _MM_HINT_T1);
-    }
+    return _mm256_broadcastsi128_si256(DwordBytes128(b0, b1, b2, b3));
   }
 
   // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
@@ -1789,7 +1770,7 @@ struct Q45KRowLanes8 {
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     for (int64_t b = 0; b < nb / 8; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 8 * wrb, b);
+      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m256i v) {
         _mm256_store_si256((__m256i*)(out + 32 * reg), v);
@@ -2153,21 +2134,9 @@ struct Q45KRowLanes {
     x[3] = _mm512_unpackhi_epi64(t1, t3);
   }
 
-  // Bytes {b0, b1, b2, b3} of each 32-bit lane (-1: zero), in every lane.
+  // DwordBytes128 in every 128-bit lane.
   static inline __m512i DwordBytes(int b0, int b1, int b2, int b3) {
-    const auto at = [](int b, int lane) { return (char)(b < 0 ? -1 : 4 * lane + b); };
-    return _mm512_broadcast_i32x4(_mm_setr_epi8(
-        at(b0, 0), at(b1, 0), at(b2, 0), at(b3, 0), at(b0, 1), at(b1, 1), at(b2, 1), at(b3, 1),
-        at(b0, 2), at(b1, 2), at(b2, 2), at(b3, 2), at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3)));
-  }
-
-  // The next 16 rows into L2 along these: their bytes in order, 16 rows'
-  // super-block's worth per super-block of these.
-  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
-    constexpr int kLines = (int)((16 * kBlockBytes + 63) / 64);
-    for (int j = 0; j < kLines; ++j) {
-      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
-    }
+    return _mm512_broadcast_i32x4(DwordBytes128(b0, b1, b2, b3));
   }
 
   // Super-blocks [0, nb / 8) of the 16 rows at w into the panel.
@@ -2176,7 +2145,7 @@ struct Q45KRowLanes {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb / 8; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 16 * wrb, b);
+      PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m512i v) {
         _mm512_store_si512((void*)(out + 64 * reg), v);
@@ -2394,13 +2363,6 @@ struct Q6KRowLanes {
   using Lanes = RowLanes<DType::kQ4_0>;
   using K45 = Q45KRowLanes<DType::kQ4_K>;  // Load16, DwordBytes
 
-  static inline void PrefetchNext(const uint8_t* next, int64_t b) {
-    constexpr int kLines = (int)((16 * kBlockBytes + 63) / 64);
-    for (int j = 0; j < kLines; ++j) {
-      _mm_prefetch((const char*)(next + b * 16 * kBlockBytes + 64 * j), _MM_HINT_T1);
-    }
-  }
-
   static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
     const Lanes::Strides strides(wrb);
     const __m512i offsets = _mm512_mullo_epi32(Lanes::LaneRows(), _mm512_set1_epi32((int)wrb));
@@ -2408,7 +2370,7 @@ struct Q6KRowLanes {
     const __m512i bits45 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb / 8; ++b) {
       const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNext(w + 16 * wrb, b);
+      PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m512i v) {
         _mm512_store_si512((void*)(out + 64 * reg), v);
