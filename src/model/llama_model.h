@@ -55,6 +55,7 @@ class LlamaModel : public Model {
   void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                ThreadPool* pool) override;
   void RotateKeys(int layer, float* k, int32_t delta, DType k_dtype) const override;
+  int64_t PackedWeightBytes() const override { return packed_bytes_; }
 
  private:
   // A weight matrix and its tensor name (for the MatMulObserver). view is
