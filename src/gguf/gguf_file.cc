@@ -10,6 +10,7 @@
 #include <limits>
 #include <new>
 
+#include "base/check.h"
 #include "gguf/byte_reader.h"
 
 namespace tern::gguf {
@@ -244,6 +245,16 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   }
   TERN_RETURN_IF_ERROR(file->Parse());
   return file;
+}
+
+void GgufFile::ReleasePages(const void* p, uint64_t bytes) const {
+  if (!mapped_) return;
+  CHECK((const uint8_t*)p >= base_ && (const uint8_t*)p + bytes <= base_ + size_);
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t b = ((uintptr_t)p + page - 1) / page * page;
+  const uintptr_t e = ((uintptr_t)p + (uintptr_t)bytes) / page * page;
+  // MAP_PRIVATE pages never written: dropped, then refilled from the file.
+  if (e > b) ::madvise((void*)b, e - b, MADV_DONTNEED);
 }
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBuffer(std::span<const uint8_t> bytes,

@@ -67,6 +67,12 @@ class GgufFile {
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 
+  // Lets the memory of [p, p + bytes) (inside the file's data) go where it
+  // holds whole pages of a mapped file: they are read back from the file
+  // when next touched. For a tensor the model copied elsewhere. Nothing for
+  // a FromBuffer image (its bytes are the only copy).
+  void ReleasePages(const void* p, uint64_t bytes) const;
+
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }

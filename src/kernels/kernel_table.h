@@ -49,9 +49,21 @@ using GemmFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t rows,
                         int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                         WorkerScratch* scratch);
 
+// Weights rearranged for the kernel (WeightLayout::kPanel16, kernels.h):
+// rows [0, rows) of row-major weights (rows a multiple of 16) to out, the
+// same number of bytes, each 16-row tile's bytes where the row-major rows'
+// were (so tile r0 / 16 starts at out + r0 x w_row_bytes).
+using PackFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t rows, int64_t cols,
+                        uint8_t* out);
+
 struct MatMulKernel {
   const ActFormat* act = nullptr;
   GemmFn gemm = nullptr;
+  // Optional: the kPanel16 layout. gemm16 is gemm on pack16's output (w at
+  // a tile's first row, w_row_bytes the row-major row bytes, rows a
+  // multiple of 16), each result bitwise equal to gemm's.
+  PackFn pack16 = nullptr;
+  GemmFn gemm16 = nullptr;
 };
 
 constexpr int kMaxDTypeId = 40;

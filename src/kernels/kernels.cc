@@ -136,6 +136,7 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
 void MatMulFallback(const KernelTable& table, const WeightView& w, const float* x,
                     int64_t num_tokens, float* y, ThreadPool* pool) {
   CHECK(quant::CanDequantize(w.dtype));
+  CHECK(w.layout == WeightLayout::kRowMajor && "kPanel16 weights need the table's gemm16");
   const int64_t row_bytes = RowBytes(w.dtype, w.cols);
   ForRange(pool, w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
     std::vector<float> row(w.cols);
@@ -182,6 +183,10 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
   for (size_t i = 0; i < ws.size(); ++i) {
     CHECK_EQ(ws[i].cols, cols);
     const MatMulKernel* k = table.FindMatMul(ws[i].dtype);
+    if (ws[i].layout == WeightLayout::kPanel16) {
+      CHECK(k != nullptr && k->gemm16 != nullptr && "kPanel16 weights need the table's gemm16");
+      CHECK_EQ(ws[i].rows % kRowGrain, 0);
+    }
     if (k == nullptr || num_parts == 16) {
       if (k == nullptr) MatMulFallback(table, ws[i], x, num_tokens, ys[i], pool);
       else MatMulManyWith(table, ws.subspan(i, 1), x, num_tokens, ys + i, pool, workspace);
@@ -199,6 +204,9 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     const int64_t chunk_tokens = format.chunk_tokens != nullptr
                                      ? format.chunk_tokens(act_row_bytes)
                                      : DefaultChunkTokens(act_row_bytes);
+    // Each part starts on a grain, so the row ranges handed to a part start
+    // on a 16-row tile of its own (kPanel16 weights need it).
+    total_rows = (total_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     parts[num_parts++] = {k, &ws[i], ys[i], total_rows, act, act_row_bytes, chunk_tokens};
     total_rows += ws[i].rows;
   }
@@ -212,9 +220,11 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
       if (r0 >= r1) continue;
       const int64_t w_row_bytes = RowBytes(part.w->dtype, cols);
       const uint8_t* wdata = (const uint8_t*)part.w->data;
+      const GemmFn gemm =
+          part.w->layout == WeightLayout::kPanel16 ? part.k->gemm16 : part.k->gemm;
       for (int64_t t0 = 0; t0 < num_tokens; t0 += part.chunk_tokens) {
         const int64_t nt = std::min(part.chunk_tokens, num_tokens - t0);
-        part.k->gemm(wdata + r0 * w_row_bytes, w_row_bytes, r1 - r0,
+        gemm(wdata + r0 * w_row_bytes, w_row_bytes, r1 - r0,
                      part.act + t0 * part.act_row_bytes, part.act_row_bytes, nt, cols,
                      part.y + t0 * part.w->rows + r0, part.w->rows, scratch);
       }
@@ -236,7 +246,24 @@ bool HasMatMulKernel(DType dtype) {
   return ActiveKernelTable().FindMatMul(dtype) != nullptr;
 }
 
+bool CanPackPanel16(DType dtype) {
+  const MatMulKernel* k = ActiveKernelTable().FindMatMul(dtype);
+  return k != nullptr && k->pack16 != nullptr;
+}
+
+WeightView PackPanel16(const WeightView& w, uint8_t* out) {
+  const MatMulKernel* k = ActiveKernelTable().FindMatMul(w.dtype);
+  CHECK(k != nullptr && k->pack16 != nullptr && w.layout == WeightLayout::kRowMajor);
+  CHECK_EQ(w.rows % kRowGrain, 0);
+  k->pack16((const uint8_t*)w.data, RowBytes(w.dtype, w.cols), w.rows, w.cols, out);
+  WeightView packed = w;
+  packed.data = out;
+  packed.layout = WeightLayout::kPanel16;
+  return packed;
+}
+
 void GetRow(const WeightView& w, int64_t row, float* out) {
+  CHECK(w.layout == WeightLayout::kRowMajor && "GetRow reads row-major weights only");
   const int64_t row_bytes = RowBytes(w.dtype, w.cols);
   quant::DequantizeRow(w.dtype, (const uint8_t*)w.data + row * row_bytes, out, w.cols);
 }

@@ -36,11 +36,20 @@ class Workspace;
 // A weight matrix as stored in GGUF: rows of `cols` elements of `dtype`,
 // row-major, each row RowBytes(dtype, cols) bytes. In ggml terms a tensor
 // with shape [cols, rows].
+// How a weight matrix's bytes are laid out. kRowMajor: the rows one after
+// another, as in GGUF. kPanel16: the rows in tiles of 16, each tile's bytes
+// rearranged (PackPanel16) for the active table's kernel, which then reads a
+// tile as one stream; only MatMul/MatMulMany read such weights. A tile
+// keeps its rows' byte count, so rows [r0, r0 + 16n) with r0 a multiple of
+// 16 start at r0 x RowBytes as in row-major.
+enum class WeightLayout : uint8_t { kRowMajor, kPanel16 };
+
 struct WeightView {
   DType dtype = DType::kF32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  WeightLayout layout = WeightLayout::kRowMajor;
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < num_tokens, r < rows.
@@ -59,7 +68,16 @@ void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_toke
 // dequantize + f32 dot, which needs quant::CanDequantize).
 bool HasMatMulKernel(DType dtype);
 
-// Copies row `row` of w, dequantized to f32, into out[cols] (embedding lookup).
+// True when the active table's kernel for dtype reads kPanel16 weights
+// (today: Q4_0 and Q8_0 on the AVX-512 VNNI table).
+bool CanPackPanel16(DType dtype);
+// Writes row-major w (rows a multiple of 16) to out (rows x
+// RowBytes(dtype, cols) bytes) in the kPanel16 layout; returns the view of
+// out. Only where CanPackPanel16(w.dtype).
+WeightView PackPanel16(const WeightView& w, uint8_t* out);
+
+// Copies row `row` of w (row-major), dequantized to f32, into out[cols]
+// (embedding lookup).
 void GetRow(const WeightView& w, int64_t row, float* out);
 
 // Name of the implementation chosen at start-up ("avx2", "scalar").

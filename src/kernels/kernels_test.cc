@@ -328,6 +328,54 @@ TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
   }
 }
 
+// Where a table reads weights in its own 16-row tiles (kPanel16: pack16,
+// gemm16), the packed copy gives every token the bits the rows as they lie
+// give, for token counts on either side of the few-token path, across token
+// chunks (4096 columns), split over threads, and in one MatMulMany with a
+// row-major matrix of 24 rows before it (so the packed part starts off the
+// 16-row grain of the concatenated rows).
+TEST(MatMulTest, Panel16EqualsRowMajorBitwise) {
+  ThreadPool pool(3);
+  int tested = 0;
+  for (const KernelTable* table : AvailableTables()) {
+    for (DType t : kFormats) {
+      const MatMulKernel* k = table->FindMatMul(t);
+      if (k == nullptr || k->pack16 == nullptr) continue;
+      SCOPED_TRACE(std::string(table->isa) + " " + DTypeName(t));
+      ASSERT_NE(k->gemm16, nullptr);
+      ++tested;
+      const int64_t rows = 48, cols = 4096;
+      const auto w = RandomWeights(t, rows, cols, 41);
+      std::vector<uint8_t> packed(w.size());
+      k->pack16(w.data(), RowBytes(t, cols), rows, cols, packed.data());
+      EXPECT_NE(0, std::memcmp(w.data(), packed.data(), w.size()));
+      const WeightView plain{t, w.data(), rows, cols};
+      const WeightView panel{t, packed.data(), rows, cols, WeightLayout::kPanel16};
+      const auto other_w = RandomWeights(t, 24, cols, 43);
+      const WeightView other{t, other_w.data(), 24, cols};
+      for (int64_t tokens : {1, 2, 3, 4, 5, 16, 17, 33, 80}) {
+        const auto x = RandomActivations(tokens * cols, 42 + (uint32_t)tokens);
+        std::vector<float> want(tokens * rows), got(tokens * rows), got_many(tokens * rows),
+            other_y(tokens * 24), other_want(tokens * 24);
+        MatMulWith(*table, plain, x.data(), tokens, want.data(), &pool, nullptr);
+        MatMulWith(*table, panel, x.data(), tokens, got.data(), &pool, nullptr);
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << tokens << " tokens";
+        const WeightView both[2] = {other, panel};
+        float* const ys[2] = {other_y.data(), got_many.data()};
+        MatMulManyWith(*table, both, x.data(), tokens, ys, &pool, nullptr);
+        MatMulWith(*table, other, x.data(), tokens, other_want.data(), &pool, nullptr);
+        EXPECT_EQ(0, std::memcmp(want.data(), got_many.data(), want.size() * sizeof(float)))
+            << tokens << " tokens, MatMulMany";
+        EXPECT_EQ(0, std::memcmp(other_want.data(), other_y.data(),
+                                 other_want.size() * sizeof(float)))
+            << tokens << " tokens, MatMulMany's row-major part";
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no table on this CPU reads kPanel16 weights";
+}
+
 // Every output of `table` on the weights w (rows x cols of t), with 1, 3
 // and 17 tokens (17: the AMX tiles too) of activations all `sign` (so
 // quantized to +-127), equals `exact` within float rounding.

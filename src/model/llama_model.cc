@@ -1,11 +1,13 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <span>
 #include <string>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -63,7 +65,7 @@ StatusOr<std::unique_ptr<Model>> LlamaModel::Create(std::unique_ptr<gguf::GgufFi
 }
 
 Status LlamaModel::BindMatrix(const std::string& name, int64_t rows, int64_t cols,
-                              Weight* out) {
+                              Weight* out, bool pack) {
   const gguf::TensorInfo* t = file_->FindTensor(name);
   if (!t) return NotFound(file_->path() + ": missing tensor '" + name + "'");
   const std::vector<int64_t> want = {cols, rows};
@@ -82,8 +84,23 @@ Status LlamaModel::BindMatrix(const std::string& name, int64_t rows, int64_t col
                            DTypeName(t->dtype) + ")");
   }
   out->view = kernels::WeightView{t->dtype, t->data, rows, cols};
+  out->source = out->view;
   out->name = name;
+  if (pack) PackForKernels(out);
   return Status::Ok();
+}
+
+void LlamaModel::PackForKernels(Weight* w) {
+  const kernels::WeightView v = w->view;  // the file's rows
+  if (!kernels::CanPackPanel16(v.dtype) || v.rows % 16 != 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t bytes = v.rows * RowBytes(v.dtype, v.cols);
+  packed_.emplace_back((size_t)bytes);
+  w->view = kernels::PackPanel16(v, packed_.back().data());
+  file_->ReleasePages(v.data, (uint64_t)bytes);
+  packed_bytes_ += bytes;
+  pack_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 Status LlamaModel::BindVector(const std::string& name, int64_t n, bool optional,
@@ -114,8 +131,13 @@ Status LlamaModel::BindVector(const std::string& name, int64_t n, bool optional,
 // A view of rows [row0, row0 + rows) of w (a fused matrix's part).
 LlamaModel::Weight LlamaModel::RowRange(const Weight& w, int64_t row0, int64_t rows) {
   LlamaModel::Weight part = w;
-  part.view.data = static_cast<const uint8_t*>(w.view.data) + row0 * RowBytes(w.view.dtype, w.view.cols);
+  // kPanel16 tiles keep their rows' bytes: a range on tiles is a view too.
+  CHECK(w.view.layout == kernels::WeightLayout::kRowMajor || (row0 % 16 == 0 && rows % 16 == 0));
+  const int64_t offset = row0 * RowBytes(w.view.dtype, w.view.cols);
+  part.view.data = static_cast<const uint8_t*>(w.view.data) + offset;
   part.view.rows = rows;
+  part.source.data = static_cast<const uint8_t*>(w.source.data) + offset;
+  part.source.rows = rows;
   return part;
 }
 
@@ -126,7 +148,8 @@ Status LlamaModel::BindAttention(const std::string& p, Layer* L) {
   if (file_->FindTensor(p + "attn_qkv.weight")) {
     // Fused: rows [Q | K | V].
     Weight qkv;
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &qkv));
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &qkv,
+                                    q_dim % 16 == 0 && kv_dim % 16 == 0));
     L->wq = RowRange(qkv, 0, q_dim);
     L->wk = RowRange(qkv, q_dim, kv_dim);
     L->wv = RowRange(qkv, q_dim + kv_dim, kv_dim);
@@ -161,7 +184,8 @@ Status LlamaModel::BindFeedForward(const std::string& p, Layer* L) {
       file_->FindTensor(p + "ffn_up.weight")->shape == std::vector<int64_t>{c.n_embd, 2 * (int64_t)c.n_ff}) {
     // Fused: rows [gate | up].
     Weight gate_up;
-    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", 2 * (int64_t)c.n_ff, c.n_embd, &gate_up));
+    TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", 2 * (int64_t)c.n_ff, c.n_embd, &gate_up,
+                                    c.n_ff % 16 == 0));
     L->w_gate = RowRange(gate_up, 0, c.n_ff);
     L->w_up = RowRange(gate_up, c.n_ff, c.n_ff);
     L->w_up.name.clear();
@@ -179,7 +203,9 @@ Status LlamaModel::BindFeedForward(const std::string& p, Layer* L) {
 
 Status LlamaModel::BindWeights() {
   const ModelConfig& c = config_;
-  TERN_RETURN_IF_ERROR(BindMatrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
+  // GetRow reads the embedding (and the output when tied): row-major.
+  TERN_RETURN_IF_ERROR(
+      BindMatrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_, /*pack=*/false));
   TERN_RETURN_IF_ERROR(BindVector("output_norm.weight", c.n_embd, false, &output_norm_));
   if (c.tied_embeddings) {
     output_ = token_embd_;
@@ -193,6 +219,10 @@ Status LlamaModel::BindWeights() {
     TERN_RETURN_IF_ERROR(BindVector(p + "attn_norm.weight", c.n_embd, false, &L.attn_norm));
     TERN_RETURN_IF_ERROR(BindAttention(p, &L));
     TERN_RETURN_IF_ERROR(BindFeedForward(p, &L));
+  }
+  if (packed_bytes_ > 0) {
+    TERN_LOG_INFO("weights: %.1f MiB copied into the %s kernels' 16-row tiles in %.2f s",
+                  packed_bytes_ / 1048576.0, kernels::ActiveIsa(), pack_seconds_);
   }
   return BindRope();
 }
@@ -318,7 +348,7 @@ void LlamaModel::SmoothKq(int layer, int64_t num_tokens) {
     for (int l = 0; l < c.n_layer; ++l) {
       const Layer& L = layers_[l];
       for (int64_t r = 0; r < kv_dim; ++r) {
-        kernels::GetRow(L.wk.view, r, row.data());
+        kernels::GetRow(L.wk.source, r, row.data());
         double ss = 0;
         for (int64_t j = 0; j < c.n_embd; ++j) {
           const double w = (double)row[j] * (L.attn_norm ? L.attn_norm[j] : 1.0f);

@@ -23,8 +23,11 @@
 // rope.scaling.factor; an optional rope_freqs.weight tensor (llama3-style
 // long-context files) divides each frequency's angle by its factor.
 //
-// Weights are views into the mapped file. Small 1-D vectors (norms, biases)
-// that are not F32 are dequantized once into owned storage.
+// Weights are views into the mapped file, except the matrices the active
+// kernel table reads in a layout of its own (Q4_0/Q8_0 on the AVX-512 VNNI
+// table: kernels::WeightLayout::kPanel16), which are copied into it once at
+// load. Small 1-D vectors (norms, biases) that are not F32 are dequantized
+// once into owned storage.
 //
 // Thread rules: see Model. Scratch buffers are members, grown on demand and
 // reused across Forward calls; the kernels' own too (workspace_).
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "base/aligned_vector.h"
+#include "base/huge_pages.h"
 #include "kernels/kernels.h"
 #include "kernels/workspace.h"
 #include "model/model.h"
@@ -51,11 +55,16 @@ class LlamaModel : public Model {
   void Forward(const ForwardBatch& batch, KvStorage& kv, float* logits,
                ThreadPool* pool) override;
   void RotateKeys(int layer, float* k, int32_t delta, DType k_dtype) const override;
+  int64_t PackedWeightBytes() const override { return packed_bytes_; }
 
  private:
-  // A weight matrix and its tensor name (for the MatMulObserver).
+  // A weight matrix and its tensor name (for the MatMulObserver). view is
+  // what MatMul reads: the file's rows, or a copy in the kernels' own
+  // layout (kPanel16, PackForKernels); source is always the file's rows
+  // (GetRow reads them).
   struct Weight {
     kernels::WeightView view;
+    kernels::WeightView source;
     std::string name;
   };
   struct Layer {
@@ -76,7 +85,15 @@ class LlamaModel : public Model {
 
   LlamaModel() = default;
   Status BindWeights();
-  Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out);
+  // pack: the matrix may go to the kernels' own layout (not for the token
+  // embedding, which GetRow reads, nor a fused matrix whose parts do not
+  // start on 16-row tiles).
+  Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out,
+                    bool pack = true);
+  // Copies w into the active kernel table's kPanel16 layout where it has one
+  // for w's type (kernels::CanPackPanel16) and lets the file's pages of the
+  // original go (they are read back from the file if GetRow wants them).
+  void PackForKernels(Weight* w);
   // y = x W^T for num_tokens rows of x, reported to the observer first.
   void MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,
               ThreadPool* pool);
@@ -115,6 +132,9 @@ class LlamaModel : public Model {
   std::vector<float> rope_inv_freq_;  // [rope_dim / 2], scaling folded in
   std::vector<float> rope_inv_freq_swa_;  // windowed layers' own (gemma3); empty = same
   std::vector<std::unique_ptr<std::vector<float>>> owned_vectors_;
+  std::vector<HugePageBuffer> packed_;  // PackForKernels' copies
+  int64_t packed_bytes_ = 0;
+  double pack_seconds_ = 0;
 
   // Scratch, [num_tokens, width] row-major unless noted.
   // Activations, 64-byte aligned (see base/aligned_vector.h).

@@ -48,6 +48,9 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
   // Bytes of all weights read per decoded token (for rooflines).
   int64_t WeightBytes() const;
+  // Weight bytes copied at load into the kernels' own layout (in 2 MiB
+  // pages; the file's pages of them released).
+  virtual int64_t PackedWeightBytes() const { return 0; }
 
   // Writes the K/V of every batch token into kv at batch.slots, then writes
   // the logits of batch.logits_rows into logits ([logits_rows.size(),
