@@ -64,6 +64,10 @@ struct MatMulKernel {
   // multiple of 16), each result bitwise equal to gemm's.
   PackFn pack16 = nullptr;
   GemmFn gemm16 = nullptr;
+  // Row `row` of pack16's output at w (the whole matrix) back in row-major
+  // bytes (w_row_bytes of them) at out.
+  void (*row16)(const uint8_t* w, int64_t w_row_bytes, int64_t row, int64_t cols,
+                uint8_t* out) = nullptr;
 };
 
 constexpr int kMaxDTypeId = 40;

@@ -248,7 +248,7 @@ bool HasMatMulKernel(DType dtype) {
 
 bool CanPackPanel16(DType dtype) {
   const MatMulKernel* k = ActiveKernelTable().FindMatMul(dtype);
-  return k != nullptr && k->pack16 != nullptr;
+  return k != nullptr && k->pack16 != nullptr && k->gemm16 != nullptr && k->row16 != nullptr;
 }
 
 WeightView PackPanel16(const WeightView& w, uint8_t* out) {
@@ -263,8 +263,15 @@ WeightView PackPanel16(const WeightView& w, uint8_t* out) {
 }
 
 void GetRow(const WeightView& w, int64_t row, float* out) {
-  CHECK(w.layout == WeightLayout::kRowMajor && "GetRow reads row-major weights only");
   const int64_t row_bytes = RowBytes(w.dtype, w.cols);
+  if (w.layout == WeightLayout::kPanel16) {
+    const MatMulKernel* k = ActiveKernelTable().FindMatMul(w.dtype);
+    CHECK(k != nullptr && k->row16 != nullptr && "kPanel16 weights need the table's row16");
+    std::vector<uint8_t> bytes(row_bytes);
+    k->row16((const uint8_t*)w.data, row_bytes, row, w.cols, bytes.data());
+    quant::DequantizeRow(w.dtype, bytes.data(), out, w.cols);
+    return;
+  }
   quant::DequantizeRow(w.dtype, (const uint8_t*)w.data + row * row_bytes, out, w.cols);
 }
 

@@ -39,7 +39,7 @@ class Workspace;
 // How a weight matrix's bytes are laid out. kRowMajor: the rows one after
 // another, as in GGUF. kPanel16: the rows in tiles of 16, each tile's bytes
 // rearranged (PackPanel16) for the active table's kernel, which then reads a
-// tile as one stream; only MatMul/MatMulMany read such weights. A tile
+// tile as one stream (MatMul, MatMulMany; GetRow undoes it per row). A tile
 // keeps its rows' byte count, so rows [r0, r0 + 16n) with r0 a multiple of
 // 16 start at r0 x RowBytes as in row-major.
 enum class WeightLayout : uint8_t { kRowMajor, kPanel16 };
@@ -76,8 +76,8 @@ bool CanPackPanel16(DType dtype);
 // out. Only where CanPackPanel16(w.dtype).
 WeightView PackPanel16(const WeightView& w, uint8_t* out);
 
-// Copies row `row` of w (row-major), dequantized to f32, into out[cols]
-// (embedding lookup).
+// Copies row `row` of w, dequantized to f32, into out[cols] (embedding
+// lookup).
 void GetRow(const WeightView& w, int64_t row, float* out);
 
 // Name of the implementation chosen at start-up ("avx2", "scalar").

@@ -329,7 +329,8 @@ TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
 }
 
 // Where a table reads weights in its own 16-row tiles (kPanel16: pack16,
-// gemm16), the packed copy gives every token the bits the rows as they lie
+// gemm16, row16), row16 returns each row's bytes, and the packed copy gives
+// every token the bits the rows as they lie
 // give, for token counts on either side of the few-token path, across token
 // chunks (4096 columns), split over threads, and in one MatMulMany with a
 // row-major matrix of 24 rows before it (so the packed part starts off the
@@ -349,6 +350,14 @@ TEST(MatMulTest, Panel16EqualsRowMajorBitwise) {
       std::vector<uint8_t> packed(w.size());
       k->pack16(w.data(), RowBytes(t, cols), rows, cols, packed.data());
       EXPECT_NE(0, std::memcmp(w.data(), packed.data(), w.size()));
+      // row16 gives every row's own bytes back (GetRow's path).
+      ASSERT_NE(k->row16, nullptr);
+      const int64_t row_bytes = RowBytes(t, cols);
+      std::vector<uint8_t> row(row_bytes);
+      for (int64_t r = 0; r < rows; ++r) {
+        k->row16(packed.data(), row_bytes, r, cols, row.data());
+        ASSERT_EQ(0, std::memcmp(row.data(), w.data() + r * row_bytes, row_bytes)) << "row " << r;
+      }
       const WeightView plain{t, w.data(), rows, cols};
       const WeightView panel{t, packed.data(), rows, cols, WeightLayout::kPanel16};
       const auto other_w = RandomWeights(t, 24, cols, 43);

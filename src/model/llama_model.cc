@@ -84,7 +84,6 @@ Status LlamaModel::BindMatrix(const std::string& name, int64_t rows, int64_t col
                            DTypeName(t->dtype) + ")");
   }
   out->view = kernels::WeightView{t->dtype, t->data, rows, cols};
-  out->source = out->view;
   out->name = name;
   if (pack) PackForKernels(out);
   return Status::Ok();
@@ -136,8 +135,6 @@ LlamaModel::Weight LlamaModel::RowRange(const Weight& w, int64_t row0, int64_t r
   const int64_t offset = row0 * RowBytes(w.view.dtype, w.view.cols);
   part.view.data = static_cast<const uint8_t*>(w.view.data) + offset;
   part.view.rows = rows;
-  part.source.data = static_cast<const uint8_t*>(w.source.data) + offset;
-  part.source.rows = rows;
   return part;
 }
 
@@ -203,9 +200,7 @@ Status LlamaModel::BindFeedForward(const std::string& p, Layer* L) {
 
 Status LlamaModel::BindWeights() {
   const ModelConfig& c = config_;
-  // GetRow reads the embedding (and the output when tied): row-major.
-  TERN_RETURN_IF_ERROR(
-      BindMatrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_, /*pack=*/false));
+  TERN_RETURN_IF_ERROR(BindMatrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
   TERN_RETURN_IF_ERROR(BindVector("output_norm.weight", c.n_embd, false, &output_norm_));
   if (c.tied_embeddings) {
     output_ = token_embd_;
@@ -348,7 +343,7 @@ void LlamaModel::SmoothKq(int layer, int64_t num_tokens) {
     for (int l = 0; l < c.n_layer; ++l) {
       const Layer& L = layers_[l];
       for (int64_t r = 0; r < kv_dim; ++r) {
-        kernels::GetRow(L.wk.source, r, row.data());
+        kernels::GetRow(L.wk.view, r, row.data());
         double ss = 0;
         for (int64_t j = 0; j < c.n_embd; ++j) {
           const double w = (double)row[j] * (L.attn_norm ? L.attn_norm[j] : 1.0f);

@@ -58,13 +58,11 @@ class LlamaModel : public Model {
   int64_t PackedWeightBytes() const override { return packed_bytes_; }
 
  private:
-  // A weight matrix and its tensor name (for the MatMulObserver). view is
-  // what MatMul reads: the file's rows, or a copy in the kernels' own
-  // layout (kPanel16, PackForKernels); source is always the file's rows
-  // (GetRow reads them).
+  // A weight matrix and its tensor name (for the MatMulObserver): the
+  // file's rows, or a copy in the kernels' own layout (kPanel16,
+  // PackForKernels).
   struct Weight {
     kernels::WeightView view;
-    kernels::WeightView source;
     std::string name;
   };
   struct Layer {
@@ -85,14 +83,13 @@ class LlamaModel : public Model {
 
   LlamaModel() = default;
   Status BindWeights();
-  // pack: the matrix may go to the kernels' own layout (not for the token
-  // embedding, which GetRow reads, nor a fused matrix whose parts do not
-  // start on 16-row tiles).
+  // pack: the matrix may go to the kernels' own layout (not a fused matrix
+  // whose parts do not start on 16-row tiles).
   Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out,
                     bool pack = true);
   // Copies w into the active kernel table's kPanel16 layout where it has one
   // for w's type (kernels::CanPackPanel16) and lets the file's pages of the
-  // original go (they are read back from the file if GetRow wants them).
+  // original go.
   void PackForKernels(Weight* w);
   // y = x W^T for num_tokens rows of x, reported to the observer first.
   void MatMul(const Weight& w, const float* x, int64_t num_tokens, float* y,

@@ -1320,6 +1320,23 @@ struct RowLanes {
     }
   }
 
+  // Row `row` of the packed matrix at w back in its own bytes (Pack undone).
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* o = tile + b * kPackedBlockBytes;
+      uint8_t* blk = out + b * kBlockBytes;
+      std::memcpy(blk, o + 2 * l, 2);
+      for (int h = 0; h < kHalves; ++h) {
+        for (int j = 0; j < 4; ++j) {
+          std::memcpy(blk + 2 + 16 * h + 4 * j, o + 32 + 64 * (4 * h + j) + 4 * l, 4);
+        }
+      }
+    }
+  }
+
   // Block b of the packed tile at w: its weights as PanelTile's wq and its
   // scales.
   static inline void LoadPacked(const uint8_t* w, int64_t b, __m512i (&wq)[8], __m512* dw) {
@@ -4122,6 +4139,8 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->matmul[(int)DType::kQ4_0].gemm16 = RowLanes<DType::kQ4_0>::PackedGemm;
   t->matmul[(int)DType::kQ8_0].pack16 = RowLanes<DType::kQ8_0>::Pack;
   t->matmul[(int)DType::kQ8_0].gemm16 = RowLanes<DType::kQ8_0>::PackedGemm;
+  t->matmul[(int)DType::kQ4_0].row16 = RowLanes<DType::kQ4_0>::Row;
+  t->matmul[(int)DType::kQ8_0].row16 = RowLanes<DType::kQ8_0>::Row;
 #else
   set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8<DType::kQ4_0>::Gemm);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
