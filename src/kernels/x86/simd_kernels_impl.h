@@ -2265,74 +2265,148 @@ struct Q45KRowLanes {
     return _mm512_broadcast_i32x4(DwordBytes128(b0, b1, b2, b3));
   }
 
-  // Super-blocks [0, nb / 8) of the 16 rows at w into the panel.
-  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
-    const Lanes::Strides strides(wrb);
+  // From a super-block's heads (h[0] = d | dmin << 16, h[1..3] = the 12
+  // bytes of 6-bit fields: scales 0-3 and mins 0-3 in their low 6 bits; 4-7
+  // split over the nibbles of bytes 8-11 and the top bits of bytes 0-7; a
+  // row a lane): the panel's scale registers (sub-block j's scales as int32),
+  // its min registers (int16 pairs for vpdpwssd), d and dmin.
+  static inline void Heads(const __m512i (&h)[4], __m512i (&sc)[8], __m512i (&mn)[4], __m512* d,
+                           __m512* dmin) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m3f = _mm512_set1_epi8(0x3F);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i sc03 = _mm512_and_si512(h[1], m3f);
+    const __m512i mn03 = _mm512_and_si512(h[2], m3f);
+    // (a & m4) | (b & 0x30)
+    const __m512i sc47 = _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], m4),
+                                                   _mm512_srli_epi32(h[1], 2), m30, 0xF8);
+    const __m512i mn47 = _mm512_ternarylogic_epi32(
+        _mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4), _mm512_srli_epi32(h[2], 2), m30, 0xF8);
+    for (int j = 0; j < 4; ++j) {
+      sc[j] = _mm512_shuffle_epi8(sc03, DwordBytes(j, -1, -1, -1));
+      sc[4 + j] = _mm512_shuffle_epi8(sc47, DwordBytes(j, -1, -1, -1));
+    }
+    for (int i = 0; i < 2; ++i) {
+      mn[i] = _mm512_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1));
+      mn[2 + i] = _mm512_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1));
+    }
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+  }
+
+  // Quant bytes 16c .. 16c + 15 (c = 0..7, x: 4 bytes of each row a lane):
+  // the low nibbles are elements 16 (c % 2) .. of sub-block 2 (c / 2), the
+  // high nibbles of 2 (c / 2) + 1; Q5_K takes the fifth bits from qh[c % 2]
+  // (qh bytes 16c' + 4i .. of the row; element l of sub-block j has its
+  // fifth bit at bit j of qh[l]).
+  static inline void Quads(const __m512i (&x)[4], const __m512i (&qh)[2][4], int c,
+                           __m512i (&lo)[4], __m512i (&hi)[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int j = 2 * (c / 2);
+    for (int i = 0; i < 4; ++i) {
+      lo[i] = _mm512_and_si512(x[i], m4);
+      hi[i] = _mm512_and_si512(_mm512_srli_epi16(x[i], 4), m4);
+      if constexpr (kFifthBits) {
+        const __m512i bits = qh[c % 2][i];
+        const __m512i bit4 = _mm512_set1_epi8(0x10);
+        // Bit j (j + 1) of each byte to bit 4: u | (shifted & 0x10).
+        const auto to4 = [&](int bit) {
+          return bit <= 4 ? _mm512_slli_epi32(bits, 4 - bit) : _mm512_srli_epi32(bits, bit - 4);
+        };
+        lo[i] = _mm512_ternarylogic_epi32(lo[i], to4(j), bit4, 0xF8);
+        hi[i] = _mm512_ternarylogic_epi32(hi[i], to4(j + 1), bit4, 0xF8);
+      }
+    }
+  }
+
+  // The panel of nb / 8 super-blocks from load(b, off, x) (x[i], lane l:
+  // bytes off + 4i .. off + 4i + 3 of super-block b of lane l's row).
+  template <class Load>
+  static inline void Unpack(Load load, int64_t nb, uint8_t* panel) {
     for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m512i v) {
         _mm512_store_si512((void*)(out + 64 * reg), v);
       };
-      // Heads: h[0] = d | dmin << 16, h[1..3] = the 12 bytes of 6-bit fields
-      // (scales 0-3 and mins 0-3 in their low 6 bits; 4-7 split over the
-      // nibbles of bytes 8-11 and the top bits of bytes 0-7).
-      __m512i h[4];
-      Load16(p, 0, strides, h);
-      const __m512i m3f = _mm512_set1_epi8(0x3F);
-      const __m512i m30 = _mm512_set1_epi8(0x30);
-      const __m512i sc03 = _mm512_and_si512(h[1], m3f);
-      const __m512i mn03 = _mm512_and_si512(h[2], m3f);
-      // (a & m4) | (b & 0x30)
-      const __m512i sc47 =
-          _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], m4), _mm512_srli_epi32(h[1], 2), m30,
-                                    0xF8);
-      const __m512i mn47 = _mm512_ternarylogic_epi32(
-          _mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4), _mm512_srli_epi32(h[2], 2), m30, 0xF8);
-      for (int j = 0; j < 4; ++j) {
-        put(kScaleReg + j, _mm512_shuffle_epi8(sc03, DwordBytes(j, -1, -1, -1)));
-        put(kScaleReg + 4 + j, _mm512_shuffle_epi8(sc47, DwordBytes(j, -1, -1, -1)));
-      }
-      for (int i = 0; i < 2; ++i) {
-        put(kMinReg + i, _mm512_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-        put(kMinReg + 2 + i, _mm512_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-      }
-      _mm512_store_ps((float*)(out + 64 * kDReg), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])));
-      _mm512_store_ps((float*)(out + 64 * kDminReg),
-                      _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
-      // Q5_K: qh[c], lane: qh bytes 16c + 4k' .. of the row; element l of
-      // sub-block j has its fifth bit at bit j of qh[l].
+      __m512i h[4], sc[8], mn[4];
+      __m512 d, dmin;
+      load(b, 0, h);
+      Heads(h, sc, mn, &d, &dmin);
+      for (int j = 0; j < 8; ++j) put(kScaleReg + j, sc[j]);
+      for (int i = 0; i < 4; ++i) put(kMinReg + i, mn[i]);
+      _mm512_store_ps((float*)(out + 64 * kDReg), d);
+      _mm512_store_ps((float*)(out + 64 * kDminReg), dmin);
       __m512i qh[2][4];
       if constexpr (kFifthBits) {
-        Load16(p, 16, strides, qh[0]);
-        Load16(p, 32, strides, qh[1]);
+        load(b, 16, qh[0]);
+        load(b, 32, qh[1]);
       }
-      // Quant bytes 16c .. 16c + 15 (c = 0..7): the low nibbles are elements
-      // 16 (c % 2) .. of sub-block 2 (c / 2), the high nibbles of 2 (c / 2) + 1.
       for (int c = 0; c < 8; ++c) {
-        __m512i x[4];
-        Load16(p, kQsOffset + 16 * c, strides, x);
+        __m512i x[4], lo[4], hi[4];
+        load(b, kQsOffset + 16 * c, x);
+        Quads(x, qh, c, lo, hi);
         const int j = 2 * (c / 2), k0 = 4 * (c % 2);
         for (int i = 0; i < 4; ++i) {
-          __m512i lo = _mm512_and_si512(x[i], m4);
-          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[i], 4), m4);
-          if constexpr (kFifthBits) {
-            const __m512i bits = qh[c % 2][i];
-            const __m512i bit4 = _mm512_set1_epi8(0x10);
-            // Bit j (j + 1) of each byte to bit 4: u | (shifted & 0x10).
-            const auto to4 = [&](int bit) {
-              return bit <= 4 ? _mm512_slli_epi32(bits, 4 - bit)
-                              : _mm512_srli_epi32(bits, bit - 4);
-            };
-            lo = _mm512_ternarylogic_epi32(lo, to4(j), bit4, 0xF8);
-            hi = _mm512_ternarylogic_epi32(hi, to4(j + 1), bit4, 0xF8);
-          }
-          put(8 * j + k0 + i, lo);
-          put(8 * (j + 1) + k0 + i, hi);
+          put(8 * j + k0 + i, lo[i]);
+          put(8 * (j + 1) + k0 + i, hi[i]);
         }
       }
+    }
+  }
+
+  // Super-blocks [0, nb / 8) of the 16 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const Lanes::Strides strides(wrb);
+    Unpack(
+        [&](int64_t b, int64_t off, __m512i(&x)[4]) {
+          if (off == 0) PrefetchNextTile<16, kBlockBytes>(w + 16 * wrb, b);
+          Load16(w + b * kBlockBytes, off, strides, x);
+        },
+        nb, panel);
+  }
+
+  // s[t] += sub-block j's integer sums of T tokens (wq[k]: the unsigned
+  // quants of elements 4k .. 4k + 3 of the sub-block) times its scales.
+  template <int T, class Image>
+  __attribute__((always_inline)) static inline void AddSubBlock(const __m512i (&wq)[8], int j,
+                                                                __m512i sc, Image image,
+                                                                __m512i (&s)[T]) {
+    // Element quad k outside, tokens inside: T independent chains.
+    __m512i c[T];
+    for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q = image(t)->qs + ImageOffset(j) + 4 * k;
+        c[t] = _mm512_dpbusd_epi32(c[t], wq[k], _mm512_set1_epi32((int)LoadU32(q)));
+      }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(c[t], sc));
+      // Here, not deferred: GCC otherwise kept every sub-block's c
+      // on the stack until the super-block's end.
+      __asm__("" : "+v"(s[t]));
+    }
+  }
+
+  // acc[t] += the super-block's terms from S (s[t]), the mins, d and dmin.
+  template <int T, class Image>
+  __attribute__((always_inline)) static inline void AddSuperBlock(const __m512i (&s)[T],
+                                                                  const __m512i (&mn)[4],
+                                                                  __m512 dw, __m512 dmin,
+                                                                  Image image, __m512 (&acc)[T]) {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const ActBlockQ8KImage* a = image(t);
+      __m512i m = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        m = _mm512_dpwssd_epi32(m, mn[i], _mm512_set1_epi32((int)LoadU32(a->sums32 + 2 * i)));
+      }
+      const __m512 da = _mm512_set1_ps(a->d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, da), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, da), acc[t]);
     }
   }
 
@@ -2352,44 +2426,116 @@ struct Q45KRowLanes {
       for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
-        // Element quad k outside, tokens inside: T independent chains.
-        __m512i c[T];
-        for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const __m512i wq = reg(8 * j + k);
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) {
-            const int8_t* q = image(t)->qs + ImageOffset(j) + 4 * k;
-            c[t] = _mm512_dpbusd_epi32(c[t], wq, _mm512_set1_epi32((int)LoadU32(q)));
-          }
-        }
-        const __m512i sc = reg(kScaleReg + j);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(c[t], sc));
-          // Here, not deferred: GCC otherwise kept every sub-block's c
-          // on the stack until the super-block's end.
-          __asm__("" : "+v"(s[t]));
-        }
+        __m512i wq[8];
+        for (int k = 0; k < 8; ++k) wq[k] = reg(8 * j + k);
+        AddSubBlock<T>(wq, j, reg(kScaleReg + j), image, s);
       }
       __m512i mn[4];
       for (int i = 0; i < 4; ++i) mn[i] = reg(kMinReg + i);
-      const __m512 dw = _mm512_load_ps((const float*)(pb + 64 * kDReg));
-      const __m512 dmin = _mm512_load_ps((const float*)(pb + 64 * kDminReg));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const ActBlockQ8KImage* a = image(t);
-        __m512i m = _mm512_setzero_si512();
-        for (int i = 0; i < 4; ++i) {
-          m = _mm512_dpwssd_epi32(m, mn[i],
-                                  _mm512_set1_epi32((int)LoadU32(a->sums32 + 2 * i)));
+      AddSuperBlock<T>(s, mn, _mm512_load_ps((const float*)(pb + 64 * kDReg)),
+                       _mm512_load_ps((const float*)(pb + 64 * kDminReg)), image, acc);
+    }
+  }
+
+  // ---- the packed layout (WeightLayout::kPanel16) ----
+  // RowLanes's packed tiles for super-blocks: per super-block of the 16
+  // rows, for each 16-byte span g of the block (Q4_K: the heads, then the
+  // quants; Q5_K: heads, qh, quants) 4 registers, register i's lane l =
+  // bytes 16g + 4i .. 16g + 4i + 3 of lane l's row: what Load16 gathers,
+  // stored (16 x kBlockBytes bytes, the rows' own). Decode (PackedTile) then
+  // reads one stream and runs the panel's operations on registers made on
+  // the way, instead of each row's super-blocks one row after another.
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static_assert(kBlockBytes % 16 == 0);
+
+  static inline void LoadPacked(const uint8_t* w, int64_t b, int64_t off, __m512i (&x)[4]) {
+    const uint8_t* p = w + b * kPackedBlockBytes + 16 * off;  // span off / 16: 256 bytes
+    for (int i = 0; i < 4; ++i) x[i] = _mm512_loadu_si512((const void*)(p + 64 * i));
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const uint8_t* rs[16];
+      Lanes::LaneRowStarts(w + r0 * wrb, wrb, rs);
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+          for (int i = 0; i < 4; ++i) {
+            for (int l = 0; l < 16; ++l) {
+              std::memcpy(o + 64 * (4 * g + i) + 4 * l, rs[l] + b * kBlockBytes + 16 * g + 4 * i, 4);
+            }
+          }
         }
-        const __m512 da = _mm512_set1_ps(a->d);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, da), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, da), acc[t]);
       }
     }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(out + b * kBlockBytes + 16 * g + 4 * i,
+                      tile + b * kPackedBlockBytes + 64 * (4 * g + i) + 4 * l, 4);
+        }
+      }
+    }
+  }
+
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    Unpack([&](int64_t b, int64_t off, __m512i(&x)[4]) { LoadPacked(w, b, off, x); }, nb, panel);
+  }
+
+  // T tokens against the packed tile at w: PanelTile's operations on
+  // registers unpacked on the way (bitwise RunDecode's sums).
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m512 (&acc)[T]) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const auto image = [&](int t) {
+        return (const ActBlockQ8KImage*)(act + t * arb) + b;
+      };
+      __m512i h[4], sc[8], mn[4];
+      __m512 d, dmin;
+      LoadPacked(w, b, 0, h);
+      Heads(h, sc, mn, &d, &dmin);
+      __m512i qh[2][4];
+      if constexpr (kFifthBits) {
+        LoadPacked(w, b, 16, qh[0]);
+        LoadPacked(w, b, 32, qh[1]);
+      }
+      __m512i s[T];
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
+        __m512i wa[8], wb[8];
+        for (int c = j; c < j + 2; ++c) {
+          __m512i x[4], lo[4], hi[4];
+          LoadPacked(w, b, kQsOffset + 16 * c, x);
+          Quads(x, qh, c, lo, hi);
+          const int k0 = 4 * (c % 2);
+          for (int i = 0; i < 4; ++i) {
+            wa[k0 + i] = lo[i];
+            wb[k0 + i] = hi[i];
+          }
+        }
+        AddSubBlock<T>(wa, j, sc[j], image, s);
+        AddSubBlock<T>(wb, j + 1, sc[j + 1], image, s);
+      }
+      AddSuperBlock<T>(s, mn, d, dmin, image, acc);
+    }
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m512 acc[T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    Lanes::Store<T>(acc, nr, y, ldy);
   }
 
   template <int T>
@@ -2453,6 +2599,11 @@ struct Q45KRowLanes {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Q45KRowLanes, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 
@@ -4132,15 +4283,14 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
   set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>::Gemm);
+  // Kernels that also read their own 16-row tiles (WeightLayout::kPanel16).
+  const auto set_packed = [&](DType d, const ActFormat& a, auto kernel) {
+    using K = decltype(kernel);
+    t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
+  };
+  set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>{});
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>::Gemm);
-  t->matmul[(int)DType::kQ4_0].pack16 = RowLanes<DType::kQ4_0>::Pack;
-  t->matmul[(int)DType::kQ4_0].gemm16 = RowLanes<DType::kQ4_0>::PackedGemm;
-  t->matmul[(int)DType::kQ8_0].pack16 = RowLanes<DType::kQ8_0>::Pack;
-  t->matmul[(int)DType::kQ8_0].gemm16 = RowLanes<DType::kQ8_0>::PackedGemm;
-  t->matmul[(int)DType::kQ4_0].row16 = RowLanes<DType::kQ4_0>::Row;
-  t->matmul[(int)DType::kQ8_0].row16 = RowLanes<DType::kQ8_0>::Row;
+  set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>{});
 #else
   set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8<DType::kQ4_0>::Gemm);
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
@@ -4149,8 +4299,8 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
-  set(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>::Gemm);
-  set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
+  set_packed(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>{});
+  set_packed(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>{});
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
   set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
