@@ -24,7 +24,7 @@
 // long-context files) divides each frequency's angle by its factor.
 //
 // Weights are views into the mapped file, except the matrices the active
-// kernel table reads in a layout of its own (Q4_0/Q8_0 on the AVX-512 VNNI
+// kernel table reads in a layout of its own (Q4_0/Q8_0/Q4_K on the AVX-512 VNNI
 // table: kernels::WeightLayout::kPanel16), which are copied into it once at
 // load. Small 1-D vectors (norms, biases) that are not F32 are dequantized
 // once into owned storage.

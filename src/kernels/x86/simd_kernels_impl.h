@@ -4300,7 +4300,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
   set_packed(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>{});
-  set_packed(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>{});
+  // Q5_K packed decoded no faster (tinyllama Q5_K_M tg128, 4 rounds: 37.2
+  // against 39.3 tok/s, docs/kernels.md): the file's rows.
+  set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
   set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
