@@ -158,15 +158,15 @@ TEST_P(MatMulFormatTest, SimdMatchesReference) {
 
 // The AVX-512 VNNI build differs from the AVX2 build only in how the exact
 // 8-bit integer dot products are formed, so its outputs are bitwise equal —
-// except Q4_1 and Q6_K, which it computes with 512-bit tiles of other
-// operations. (Q4_0, Q8_0: both tables' rows-in-lanes kernels add
-// fma(float(exact block sum), d_w x d_a) block by block; Q4_K, Q5_K the same
-// with the exact scaled sum and the mins' sum per super-block. Float weights:
-// 16-lane accumulators in both, AVX2's in two 8-lane halves, summed by the
-// same tree.)
+// except Q4_1, which it computes with 512-bit tiles of other operations.
+// (Q4_0, Q8_0: both tables' rows-in-lanes kernels add fma(float(exact block
+// sum), d_w x d_a) block by block; Q4_K, Q5_K the same with the exact scaled
+// sum and the mins' sum per super-block; Q6_K with the exact scaled sum of
+// q - 32 per super-block. Float weights: 16-lane accumulators in both,
+// AVX2's in two 8-lane halves, summed by the same tree.)
 TEST_P(MatMulFormatTest, Avx512VnniEqualsAvx2Bitwise) {
   const DType t = GetParam();
-  if (t == DType::kQ4_1 || t == DType::kQ6_K) {
+  if (t == DType::kQ4_1) {
     GTEST_SKIP() << "own 512-bit tile";
   }
   const KernelTable* avx2 = Avx2KernelTable();

@@ -22,7 +22,10 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
 // One row at a time (R = 1): prefetch into L1 the block of block_bytes that
 // starts `ahead` bytes after block b of row r, or past the row's end the
 // matching bytes of the next row (a test for the whole block, then per line).
-inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
+// Always inlined: left a call, GCC judged it free of side effects (a
+// prefetch counts as none) and deleted the calls, and the K-quant one-row
+// decodes ran without prefetch.
+__attribute__((always_inline)) inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
                              int64_t block_bytes, int64_t ahead, int64_t rb) {
   const uint8_t* row = w + r * wrb;
   const int64_t pf = b * block_bytes + ahead;
@@ -37,9 +40,10 @@ inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
 // A tile of kRows rows walked block by block (the panel unpacks): while it
 // reads its block b, the next tile's rows (at next, rows back to back) into
 // L2 in byte order, kRows blocks' worth per block of this tile, so the next
-// tile's bytes arrive as this one's are used.
+// tile's bytes arrive as this one's are used. Always inlined, as
+// PrefetchRowBlock.
 template <int kRows, int64_t kBlockBytes>
-inline void PrefetchNextTile(const uint8_t* next, int64_t b) {
+__attribute__((always_inline)) inline void PrefetchNextTile(const uint8_t* next, int64_t b) {
   constexpr int kLines = (int)((kRows * kBlockBytes + 63) / 64);
   for (int j = 0; j < kLines; ++j) {
     _mm_prefetch((const char*)(next + b * kRows * kBlockBytes + 64 * j), _MM_HINT_T1);

@@ -1473,6 +1473,33 @@ inline void TransposeWords4(const __m256i (&v)[4], __m256i (&x)[4]) {
   x[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
+// The panel tiles of the AVX2 rows-in-the-lanes kernels: T tokens (rows arb
+// apart at act) against a panel of nb blocks of 32, K's steps of
+// K::kStepBlocks blocks (one block, or a super-block) in order, and within a
+// step kGroup tokens at a time, K::PanelGroup<G>(the step's panel, step,
+// the group's act, arb, its acc) loading each panel register once for the
+// group's G chains. One token at a time, the panel register and the
+// broadcast activation quants made two loads per vpmaddubsw, and the loads,
+// not the multiplies, set the pace. The order of every (row, token)'s
+// operations stays the same.
+template <class K, int T>
+__attribute__((always_inline)) inline void GroupedPanelTile(const uint8_t* panel, int64_t nb,
+                                                            const uint8_t* act, int64_t arb,
+                                                            __m256 (&acc)[T]) {
+  constexpr int kGroup = T < K::kGroup ? T : K::kGroup;
+  static_assert(T % kGroup == 0);
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t step = 0; step < nb / K::kStepBlocks; ++step) {
+    for (int t = 0; t < T; t += kGroup) {
+      const uint8_t* ps = panel + step * K::kStepBlocks * K::kPanelBlockBytes;
+      // Opaque: seeing the same addresses, GCC otherwise kept the registers
+      // one group loaded on the stack for the next.
+      __asm__("" : "+r"(ps));
+      K::template PanelGroup<kGroup>(ps, step, act + t * arb, arb, acc + t);
+    }
+  }
+}
+
 template <DType kType>
 struct RowLanes8 {
   static_assert(kType == DType::kQ4_0 || kType == DType::kQ8_0);
@@ -1612,39 +1639,39 @@ struct RowLanes8 {
     }
   }
 
-  // T tokens (rows arb apart at act) against a panel of nb blocks.
-  template <int T>
-  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
-                                                              const uint8_t* act, int64_t arb,
-                                                              __m256 (&acc)[T]) {
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    const auto reg = [](const uint8_t* pb, int j) {
-      return _mm256_load_si256((const __m256i*)(pb + 32 * j));
-    };
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* pb = panel + b * kPanelBlockBytes;
-      const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kPanelRegs));
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const ActBlockQ8C& a = ((const ActBlockQ8C*)(act + t * arb))[b];
-        // Words of 16 products of a nibble at most: |.| <= 30480.
-        __m256i aq = _mm256_set1_epi32((int)LoadU32(a.qs));
-        __m256i s = _mm256_maddubs_epi16(reg(pb, 0), aq);
-        __m256i sh = kNibbles ? s : _mm256_maddubs_epi16(reg(pb, 8), aq);
-        for (int j = 1; j < 8; ++j) {
-          aq = _mm256_set1_epi32((int)LoadU32(a.qs + 4 * j));
-          s = _mm256_add_epi16(s, _mm256_maddubs_epi16(reg(pb, j), aq));
-          if constexpr (!kNibbles) {
-            sh = _mm256_add_epi16(sh, _mm256_maddubs_epi16(reg(pb, 8 + j), aq));
-          }
-        }
-        __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(a.c));
+  // Block b of the panel (at pb) against G tokens (GroupedPanelTile).
+  static constexpr int kStepBlocks = 1;
+  static constexpr int kGroup = kNibbles ? 8 : 4;
+  template <int G>
+  __attribute__((always_inline)) static inline void PanelGroup(const uint8_t* pb, int64_t b,
+                                                               const uint8_t* act, int64_t arb,
+                                                               __m256* acc) {
+    const auto reg = [&](int j) { return _mm256_load_si256((const __m256i*)(pb + 32 * j)); };
+    const ActBlockQ8C* a[G];
+    for (int t = 0; t < G; ++t) a[t] = (const ActBlockQ8C*)(act + t * arb) + b;
+    // Words of 16 products of a nibble at most: |.| <= 30480.
+    __m256i s[G], sh[G];
+    for (int j = 0; j < 8; ++j) {
+      const __m256i w = reg(j);
+      const __m256i wh = kNibbles ? w : reg(8 + j);
+      for (int t = 0; t < G; ++t) {
+        const __m256i aq = _mm256_set1_epi32((int)LoadU32(a[t]->qs + 4 * j));
+        const __m256i p = _mm256_maddubs_epi16(w, aq);
+        s[t] = j == 0 ? p : _mm256_add_epi16(s[t], p);
         if constexpr (!kNibbles) {
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sh, _mm256_set1_epi16(16)));
+          const __m256i ph = _mm256_maddubs_epi16(wh, aq);
+          sh[t] = j == 0 ? ph : _mm256_add_epi16(sh[t], ph);
         }
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), Scale(dw, a.d), acc[t]);
       }
+    }
+    const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kPanelRegs));
+    for (int t = 0; t < G; ++t) {
+      __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s[t], _mm256_set1_epi16(1)),
+                                      _mm256_set1_epi32(a[t]->c));
+      if constexpr (!kNibbles) {
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sh[t], _mm256_set1_epi16(16)));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), Scale(dw, a[t]->d), acc[t]);
     }
   }
 
@@ -1667,7 +1694,7 @@ struct RowLanes8 {
   static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
                        int nr, float* y, int64_t ldy) {
     __m256 acc[T];
-    PanelTile<T>(panel, nb, act, arb, acc);
+    GroupedPanelTile<RowLanes8, T>(panel, nb, act, arb, acc);
     Store<T>(acc, nr, y, ldy);
   }
   template <int T>
@@ -1688,12 +1715,6 @@ struct RowLanes8 {
 
 // ---- K-quants x ActBlockQ8K --------------------------------------------------------
 
-// The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
-// the mins. `s` points at the block's 12 scale bytes; 16 bytes are read (the
-// last 4 are the block's next field). Scales and mins 0..3 are the low 6 bits
-// of bytes 0..3 and 4..7; scales 4..7 take the low nibbles of bytes 8..11 and
-// mins 4..7 the high nibbles, each with bits 6..7 of bytes 0..3 / 4..7 as
-// bits 4..5.
 // A vpshufb control: bytes {b0, b1, b2, b3} of each 32-bit lane (-1:
 // zero) to that lane's 4 bytes (the K-quant panels' scale and min registers).
 inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
@@ -1703,6 +1724,13 @@ inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
                        at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3));
 }
 
+#ifndef TERN_AVX512_VNNI
+// The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
+// the mins. `s` points at the block's 12 scale bytes; 16 bytes are read (the
+// last 4 are the block's next field). Scales and mins 0..3 are the low 6 bits
+// of bytes 0..3 and 4..7; scales 4..7 take the low nibbles of bytes 8..11 and
+// mins 4..7 the high nibbles, each with bits 6..7 of bytes 0..3 / 4..7 as
+// bits 4..5.
 inline __m128i KScalesMins(const uint8_t* s) {
   const __m128i v = _mm_loadu_si128((const __m128i*)s);
   const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7,
@@ -1724,111 +1752,6 @@ inline __m256i ScaleShuffle(int j) {
   return _mm256_set1_epi16((short)(0x8000 | j));
 }
 
-template <DType kType>
-struct KQuantKernel {
-  // Q4_K and Q5_K run Q45KRowLanes8 (AVX2) / Q45KRowLanes (AVX-512).
-  static_assert(kType == DType::kQ6_K);
-#ifdef TERN_AVX512_VNNI
-  static constexpr int kRows = 4;
-#else
-  // 2 x 4 on AVX2: 16 registers hold the tile's integer sums without
-  // spilling (Zen 3, 2 threads, 5632 x 2048 x 512: Q4_K 121-127 -> 144-151
-  // GFLOP/s against 4 x 2, Q5_K / Q6_K 75-79 -> 103-104).
-  static constexpr int kRows = 2;
-#endif
-#ifdef TERN_AVX512_VNNI
-  static constexpr int kTokens = 3;  // ymm16-31 are there for the accumulators
-#else
-  static constexpr int kTokens = 4;
-#endif
-  // Decode one row at a time, as LegacyKernel (Q4_K, 2 threads from memory:
-  // 0.93-0.95 of a plain read loop against 0.65).
-  static constexpr int kDecodeRows = 1;
-
-  template <int R, int T>
-  static void Tile(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                   int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 256;
-    constexpr int64_t bb = sizeof(BlockQ6_K);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    const ActBlockQ8K* a[T];
-    for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb);
-
-    for (int64_t b = 0; b < nb; ++b) {
-      {  // prefetch (decode and the first token tile of a batch)
-        for (int r = 0; r < R; ++r) {
-          const char* p = PrefetchAddress(w, wrb, r, R, (b + (R == 1 ? 16 : 3)) * bb, nb * bb);
-          for (int64_t off = 0; off < bb; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-        }
-      }
-      __m256i isum[R][T];
-      for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-      float d[R];
-      __m128i sc8[R];
-      for (int r = 0; r < R; ++r) {
-        const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-        d[r] = HalfToFloat(blk->d);
-        sc8[r] = _mm_loadu_si128((const __m128i*)blk->scales);
-        // Offset of the 6-bit quants: q - 32.
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
-        for (int t = 0; t < T; ++t) {
-          const __m256i s16 = _mm256_loadu_si256((const __m256i*)a[t][b].sums16);
-          isum[r][t] = _mm256_sub_epi32(
-              isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, s16), 5));
-        }
-      }
-      for (int half = 0; half < 2; ++half) {
-        for (int i = 0; i < 4; ++i) {
-          const int g = 4 * half + i;
-          const __m128i shuf = _mm_set_epi8(
-              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-              (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1), (char)(2 * g + 1),
-              (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g), (char)(2 * g),
-              (char)(2 * g), (char)(2 * g), (char)(2 * g));
-          __m256i av[T];
-          for (int t = 0; t < T; ++t) {
-            av[t] = _mm256_loadu_si256((const __m256i*)(a[t][b].qs + 32 * g));
-          }
-          for (int r = 0; r < R; ++r) {
-            const BlockQ6_K* blk = (const BlockQ6_K*)(w + r * wrb + b * bb);
-            const __m256i ql = _mm256_loadu_si256(
-                (const __m256i*)(blk->ql + 64 * half + 32 * (i & 1)));
-            const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * half));
-            const __m256i lo = (i < 2) ? _mm256_and_si256(ql, m4)
-                                       : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-            const int shift = 2 * i;  // qh bits (shift, shift+1) -> bits 4,5
-            __m256i hb;
-            if (shift <= 4) {
-              hb = _mm256_slli_epi16(qh, 4 - shift);
-            } else {
-              hb = _mm256_srli_epi16(qh, shift - 4);
-            }
-            hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
-            const __m256i q = _mm256_or_si256(lo, hb);
-            const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], shuf));
-            for (int t = 0; t < T; ++t) {
-              isum[r][t] = MaddAcc(isum[r][t], _mm256_maddubs_epi16(q, av[t]), scv);
-            }
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) {
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
-                                      _mm256_set1_ps(d[r] * a[t][b].d), acc[r][t]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = Hsum(acc[r][t]);
-  }
-};
-
-#ifndef TERN_AVX512_VNNI
 // ---- Q4_K / Q5_K x ActBlockQ8K, 8 weight rows in the lanes (AVX2) -----------------
 
 // Per (row, token) and super-block, in super-block order, with the exact
@@ -1964,42 +1887,52 @@ struct Q45KRowLanes8 {
     }
   }
 
-  // T tokens (rows arb apart at act) against a panel of nb / 8 super-blocks.
-  template <int T>
-  __attribute__((always_inline)) static inline void PanelTile(const uint8_t* panel, int64_t nb,
-                                                              const uint8_t* act, int64_t arb,
-                                                              __m256 (&acc)[T]) {
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kGroup = 4;
+  template <int G>
+  __attribute__((always_inline)) static inline void PanelGroup(const uint8_t* pb, int64_t b,
+                                                               const uint8_t* act, int64_t arb,
+                                                               __m256* acc) {
     constexpr int kRun = kFifthBits ? 4 : 8;  // words added in int16 (above)
-    for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* pb = panel + b * kSuperBytes;
-      const auto reg = [&](int i) { return _mm256_load_si256((const __m256i*)(pb + 32 * i)); };
-      const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kDReg));
-      const __m256 dmin = _mm256_load_ps((const float*)(pb + 32 * kDminReg));
+    const auto reg = [&](int i) { return _mm256_load_si256((const __m256i*)(pb + 32 * i)); };
+    const ActBlockQ8K* a[G];
+    __m256i s[G];
+    for (int t = 0; t < G; ++t) {
+      a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+      s[t] = _mm256_setzero_si256();
+    }
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
-        __m256i s = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const auto prod = [&](int k) {
-            return _mm256_maddubs_epi16(
-                reg(8 * j + k), _mm256_set1_epi32((int)LoadU32(a.qs + 32 * j + 4 * k)));
-          };
-          for (int k0 = 0; k0 < 8; k0 += kRun) {
-            __m256i c = prod(k0);
-            for (int k = k0 + 1; k < k0 + kRun; ++k) c = _mm256_add_epi16(c, prod(k));
-            s = MaddAcc(s, c, reg(kScaleReg + j));
+    for (int j = 0; j < 8; ++j) {
+      for (int k0 = 0; k0 < 8; k0 += kRun) {
+        __m256i c[G];
+        for (int k = k0; k < k0 + kRun; ++k) {
+          const __m256i w = reg(8 * j + k);
+          for (int t = 0; t < G; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(
+                w, _mm256_set1_epi32((int)LoadU32(a[t]->qs + 32 * j + 4 * k)));
+            c[t] = k == k0 ? p : _mm256_add_epi16(c[t], p);
           }
         }
-        __m256i m = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-          m = MaddAcc(m, reg(kMinReg + i), _mm256_set1_epi32((int)LoadU32(a.sums32 + 2 * i)));
+        const __m256i sc = reg(kScaleReg + j);
+        for (int t = 0; t < G; ++t) {
+          s[t] = MaddAcc(s[t], c[t], sc);
+          // One chain a token: GCC otherwise reassociated the adds into a
+          // tree and kept its leaves on the stack.
+          __asm__("" : "+x"(s[t]));
         }
-        const __m256 da = _mm256_set1_ps(a.d);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[t]);
       }
+    }
+    const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kDReg));
+    const __m256 dmin = _mm256_load_ps((const float*)(pb + 32 * kDminReg));
+    for (int t = 0; t < G; ++t) {
+      __m256i m = _mm256_setzero_si256();
+      for (int i = 0; i < 4; ++i) {
+        m = MaddAcc(m, reg(kMinReg + i), _mm256_set1_epi32((int)LoadU32(a[t]->sums32 + 2 * i)));
+      }
+      const __m256 da = _mm256_set1_ps(a[t]->d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, da), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[t]);
     }
   }
 
@@ -2007,7 +1940,7 @@ struct Q45KRowLanes8 {
   static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
                        int nr, float* y, int64_t ldy) {
     __m256 acc[T];
-    PanelTile<T>(panel, nb, act, arb, acc);
+    GroupedPanelTile<Q45KRowLanes8, T>(panel, nb, act, arb, acc);
     Lanes::Store<T>(acc, nr, y, ldy);
   }
 
@@ -2079,6 +2012,232 @@ struct Q45KRowLanes8 {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q45KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q6_K x ActBlockQ8K, 8 weight rows in the lanes (AVX2) --------------------------
+
+// Q6KRowLanes (AVX-512) on 256 bits: per (row, token) and super-block, in
+// super-block order, with the exact integer S = sum_j sc_j x sum_i (q_i - 32)
+// a_i over the 16 sub-blocks j of 16:
+//   acc = fma(float(S), d_w x d_a, acc)
+// the AVX-512 table's operations, so the outputs are bitwise its own (lanes
+// in RowLanes8's order).
+//
+// From kPanelMinTokens tokens on (RowLanesGemm), each 8-row tile is unpacked
+// once per token chunk into a panel, per super-block 89 registers:
+//   64 quant registers: register i, lane l = the 4 unsigned quants (0..63) of
+//                       elements 4i .. 4i + 3 of row(l) (sub-block j:
+//                       registers 4j .. 4j + 3)
+//   16 registers:       sc_j of the 8 rows in both int16 halves of a lane
+//   8 registers:        the int16 pairs (-32 sc_2p, -32 sc_2p+1)
+//   1 register:         d_w of the 8 rows as floats
+// and each token takes per sub-block 4 vpmaddubsw against its quants
+// broadcast 4 at a time, their words added two by two (2 x 2 x 63 x 127 <
+// 2^15), each pair's words vpmaddwd by sc_j into int32; then 8 vpmaddwd of
+// the offset pairs against the token's sums16 (the -32). Fewer tokens
+// (decode) take one row at a time (one stream, 16 blocks' prefetch ahead):
+// the row's 256 quants in 8 registers of 32 (Quants), a vpmaddubsw each
+// against the token's quants, vpmaddwd by the two sub-blocks' scales, the
+// offset against sums16, the lanes added up to S, and the same float
+// operations on a lane.
+struct Q6KRowLanes8 {
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
+  static constexpr int64_t kQhOffset = offsetof(BlockQ6_K, qh);
+  static constexpr int64_t kScalesOffset = offsetof(BlockQ6_K, scales);
+  static constexpr int64_t kDOffset = offsetof(BlockQ6_K, d);
+  // Panel registers of a super-block (layout above).
+  static constexpr int kScaleReg = 64, kOffReg = 80, kDReg = 88;
+  static constexpr int64_t kSuperBytes = 89 * 32;
+  // RowLanesGemm walks blocks of 32: a super-block is 8 of them.
+  static constexpr int64_t kPanelBlockBytes = kSuperBytes / 8;
+  static constexpr int64_t kPanelMinTokens = 4;
+  static constexpr int kPanelTokens = 8;
+  static constexpr int kRows = 8;
+
+  using Lanes = RowLanes8<DType::kQ4_0>;    // its row order, scales and store
+  using K45 = Q45KRowLanes8<DType::kQ4_K>;  // Load8, DwordBytes
+
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const uint8_t* p = w + b * kBlockBytes;
+      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
+      uint8_t* out = panel + b * kSuperBytes;
+      const auto put = [&](int reg, __m256i v) {
+        _mm256_store_si256((__m256i*)(out + 32 * reg), v);
+      };
+      // sx[i], lane: scales 4i .. 4i + 3 of the row (int8), put into the
+      // high byte of a word and shifted back down, sign-extended.
+      __m256i sx[4];
+      K45::Load8(p, kScalesOffset, wrb, sx);
+      const auto words = [&](int j0, int j1) {
+        return _mm256_srai_epi16(
+            _mm256_shuffle_epi8(sx[j0 / 4], K45::DwordBytes(-1, j0 % 4, -1, j1 % 4)), 8);
+      };
+      for (int j = 0; j < 16; ++j) put(kScaleReg + j, words(j, j));
+      for (int q = 0; q < 8; ++q) {
+        // |sc| <= 128: -32 sc fits int16.
+        const __m256i pair = words(2 * q, 2 * q + 1);
+        put(kOffReg + q, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5)));
+      }
+      _mm256_store_ps((float*)(out + 32 * kDReg), Lanes::Scales(p + kDOffset, wrb));
+      for (int h = 0; h < 2; ++h) {
+        // qh[c'], lane: qh bytes 32h + 16c' + 4i .. of the row; element
+        // 128h + 32jj + l has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l].
+        __m256i qh[2][4];
+        K45::Load8(p, kQhOffset + 32 * h, wrb, qh[0]);
+        K45::Load8(p, kQhOffset + 32 * h + 16, wrb, qh[1]);
+        // ql bytes 64h + 16c + 4i + b: low nibble element 128h + 16c + 4i + b,
+        // high nibble element 128h + 64 + 16c + 4i + b.
+        for (int c = 0; c < 4; ++c) {
+          __m256i x[4];
+          K45::Load8(p, 64 * h + 16 * c, wrb, x);
+          for (int i = 0; i < 4; ++i) {
+            for (int hi = 0; hi < 2; ++hi) {
+              const int jj = 2 * hi + c / 2;  // element 128h + 32jj + l
+              const __m256i bits = qh[c % 2][i];
+              // Bits 2jj, 2jj + 1 of each byte to bits 4-5 of the same byte.
+              const __m256i top = jj <= 2 ? _mm256_slli_epi32(bits, 4 - 2 * jj)
+                                          : _mm256_srli_epi32(bits, 2 * jj - 4);
+              const __m256i low = hi ? _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4)
+                                     : _mm256_and_si256(x[i], m4);
+              put(32 * h + 16 * hi + 4 * c + i,
+                  _mm256_or_si256(low, _mm256_and_si256(top, bits45)));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kGroup = 4;
+  template <int G>
+  __attribute__((always_inline)) static inline void PanelGroup(const uint8_t* pb, int64_t b,
+                                                               const uint8_t* act, int64_t arb,
+                                                               __m256* acc) {
+    const auto reg = [&](int i) { return _mm256_load_si256((const __m256i*)(pb + 32 * i)); };
+    const ActBlockQ8K* a[G];
+    __m256i s[G];
+    for (int t = 0; t < G; ++t) {
+      a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+      s[t] = _mm256_setzero_si256();
+    }
+    const auto bcast = [](const void* p) { return _mm256_set1_epi32((int)LoadU32(p)); };
+#pragma GCC unroll 32
+    for (int i = 0; i < 64; i += 2) {
+      const __m256i w0 = reg(i), w1 = reg(i + 1), sc = reg(kScaleReg + i / 4);
+      for (int t = 0; t < G; ++t) {
+        const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast(a[t]->qs + 4 * i)),
+                                           _mm256_maddubs_epi16(w1, bcast(a[t]->qs + 4 * i + 4)));
+        s[t] = MaddAcc(s[t], c, sc);
+        // One chain a token: GCC otherwise reassociated the adds into a
+        // tree and kept its leaves on the stack.
+        __asm__("" : "+x"(s[t]));
+      }
+    }
+    for (int q = 0; q < 8; ++q) {
+      const __m256i off = reg(kOffReg + q);
+      for (int t = 0; t < G; ++t) s[t] = MaddAcc(s[t], off, bcast(a[t]->sums16 + 2 * q));
+    }
+    const __m256 dw = _mm256_load_ps((const float*)(pb + 32 * kDReg));
+    for (int t = 0; t < G; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a[t]->d)),
+                               acc[t]);
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    __m256 acc[T];
+    GroupedPanelTile<Q6KRowLanes8, T>(panel, nb, act, arb, acc);
+    Lanes::Store<T>(acc, nr, y, ldy);
+  }
+
+  // The 256 quants (0..63) of a row's super-block in element order:
+  // register 4h + jj holds elements 128h + 32jj .. + 31 (sub-blocks 8h + 2jj
+  // and 8h + 2jj + 1 in its 128-bit lanes), low 4 bits from ql[64h + 32 (jj
+  // % 2) ..] (low nibbles for jj < 2, high ones after), bits 4-5 from bits
+  // 2jj, 2jj + 1 of qh[32h ..].
+  static inline void Quants(const uint8_t* blk, __m256i (&u)[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + kQhOffset + 32 * h));
+      for (int jj = 0; jj < 4; ++jj) {
+        const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32 * (jj % 2)));
+        const __m256i low = jj < 2 ? _mm256_and_si256(ql, m4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+        const __m256i top = jj <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * jj)
+                                    : _mm256_srli_epi16(qh, 2 * jj - 4);
+        u[4 * h + jj] = _mm256_or_si256(low, _mm256_and_si256(top, bits45));
+      }
+    }
+  }
+
+  // Rows r < nr of the 8 at w, one at a time, against T tokens.
+  template <int T>
+  static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                        int64_t arb, int nr, float* y, int64_t ldy) {
+    const int64_t nsb = nb / 8;
+    const int64_t rb = nsb * kBlockBytes;
+    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* row = w + r * wrb;
+      __m128 acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+      for (int64_t b = 0; b < nsb; ++b) {
+        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
+        const uint8_t* blk = row + b * kBlockBytes;
+        __m256i u[8];
+        Quants(blk, u);
+        // sc[g]: words of sub-block 2g's scale in the low 128-bit lane, of
+        // 2g + 1's in the high one (sign-extended from the high byte);
+        // sc16: the 16 scales in order, for the offset.
+        const __m128i sc8 = _mm_loadu_si128((const __m128i*)(blk + kScalesOffset));
+        const __m256i scb = _mm256_broadcastsi128_si256(sc8);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sc[8];
+        for (int g = 0; g < 8; ++g) {
+          const auto high = [](int j) { return _mm_set1_epi16((short)(j << 8 | 0x80)); };
+          sc[g] = _mm256_srai_epi16(
+              _mm256_shuffle_epi8(scb, _mm256_set_m128i(high(2 * g + 1), high(2 * g))), 8);
+        }
+        uint16_t dh;
+        std::memcpy(&dh, blk + kDOffset, 2);
+        const __m128 dw = _mm_set_ss(HalfToFloat(dh));
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+          // -32 x sum_j sc_j x sums16_j, then the scaled sums (|.| of a
+          // word <= 2 x 63 x 127).
+          __m256i v = _mm256_sub_epi32(
+              _mm256_setzero_si256(),
+              _mm256_slli_epi32(
+                  _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)a.sums16)), 5));
+          for (int g = 0; g < 8; ++g) {
+            const __m256i q = _mm256_loadu_si256((const __m256i*)(a.qs + 32 * g));
+            v = MaddAcc(v, _mm256_maddubs_epi16(u[g], q), sc[g]);
+          }
+          // The 8 lanes into lane 0, in the vector unit.
+          __m128i v4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+          v4 = _mm_add_epi32(v4, _mm_unpackhi_epi64(v4, v4));
+          v4 = _mm_add_epi32(v4, _mm_shuffle_epi32(v4, 1));
+          acc[t] = _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(a.d)), acc[t]);
+        }
+      }
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
+    }
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    RowLanesGemm<Q6KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // !TERN_AVX512_VNNI
@@ -4307,7 +4466,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
 #else
   set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
   set(DType::kQ5_K, kQ8KFormat, Q45KRowLanes8<DType::kQ5_K>::Gemm);
-  set(DType::kQ6_K, kQ8KFormat, TiledGemm<KQuantKernel<DType::kQ6_K>>);
+  set(DType::kQ6_K, kQ8KFormat, Q6KRowLanes8::Gemm);
 #endif
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
