@@ -71,6 +71,16 @@ using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 
+// Lane 0 of acc + float(the sum of v's 8 int32 lanes, exact, added in the
+// vector unit) x (dw x da) (lane 0 of dw): the one-row K-quant decodes'
+// step per super-block.
+inline __m128 FmaLaneSum(__m256i v, __m128 dw, float da, __m128 acc) {
+  __m128i v4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  v4 = _mm_add_epi32(v4, _mm_unpackhi_epi64(v4, v4));
+  v4 = _mm_add_epi32(v4, _mm_shuffle_epi32(v4, 1));
+  return _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(da)), acc);
+}
+
 inline float Hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -2223,11 +2233,7 @@ struct Q6KRowLanes8 {
             const __m256i q = _mm256_loadu_si256((const __m256i*)(a.qs + 32 * g));
             v = MaddAcc(v, _mm256_maddubs_epi16(u[g], q), sc[g]);
           }
-          // The 8 lanes into lane 0, in the vector unit.
-          __m128i v4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-          v4 = _mm_add_epi32(v4, _mm_unpackhi_epi64(v4, v4));
-          v4 = _mm_add_epi32(v4, _mm_shuffle_epi32(v4, 1));
-          acc[t] = _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(a.d)), acc[t]);
+          acc[t] = FmaLaneSum(v, dw, a.d, acc[t]);
         }
       }
       for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
@@ -2933,14 +2939,11 @@ struct Q6KRowLanes {
         const __m128 dw = _mm_set_ss(HalfToFloat(blk->d));
         for (int t = 0; t < T; ++t) {
           const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
-          // The 16 lanes into lane 0, in the vector unit.
+          // The 16 lanes into 8, then FmaLaneSum's.
           const __m512i v = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
-          const __m256i v8 =
-              _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-          __m128i v4 = _mm_add_epi32(_mm256_castsi256_si128(v8), _mm256_extracti128_si256(v8, 1));
-          v4 = _mm_add_epi32(v4, _mm_unpackhi_epi64(v4, v4));
-          v4 = _mm_add_epi32(v4, _mm_shuffle_epi32(v4, 1));
-          acc[t] = _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(a.d)), acc[t]);
+          acc[t] = FmaLaneSum(
+              _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)), dw,
+              a.d, acc[t]);
         }
       }
       for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
