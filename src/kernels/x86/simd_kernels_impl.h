@@ -81,6 +81,21 @@ inline __m128 FmaLaneSum(__m256i v, __m128 dw, float da, __m128 acc) {
   return _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(da)), acc);
 }
 
+// The one-row Q4_K/Q5_K decodes' step per super-block: S = the sum of
+// isum's 8 int32 lanes and M = the sum of msum's 4 (exact, in the vector
+// unit), then lane 0 of acc + S x d_w d_a - M x dmin_w d_a (dd = [d_w,
+// dmin_w, ..]).
+inline __m128 FmaSumsMins(__m256i isum, __m128i msum, __m128 dd, float da, __m128 acc) {
+  const __m128i s4 =
+      _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+  __m128i sm = _mm_hadd_epi32(s4, msum);  // [S01, S23, M01, M23]
+  sm = _mm_hadd_epi32(sm, sm);            // [S, M, S, M]
+  const __m128 f = _mm_cvtepi32_ps(sm);
+  const __m128 p = _mm_mul_ps(dd, _mm_set1_ps(da));  // [d_w d_a, dmin_w d_a, ..]
+  acc = _mm_fmadd_ss(f, p, acc);
+  return _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(p), acc);
+}
+
 inline float Hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -2004,14 +2019,7 @@ struct Q45KRowLanes8 {
         for (int t = 0; t < T; ++t) {
           const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
           const __m128i msum = _mm_madd_epi16(mins, _mm_loadu_si128((const __m128i*)a.sums32));
-          const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum[t]),
-                                           _mm256_extracti128_si256(isum[t], 1));
-          __m128i sm2 = _mm_hadd_epi32(s4, msum);  // [S01, S23, M01, M23]
-          sm2 = _mm_hadd_epi32(sm2, sm2);          // [S, M, S, M]
-          const __m128 f = _mm_cvtepi32_ps(sm2);
-          const __m128 p = _mm_mul_ps(dd, _mm_set1_ps(a.d));  // [d_w d_a, dmin_w d_a, ..]
-          acc[t] = _mm_fmadd_ss(f, p, acc[t]);
-          acc[t] = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(p), acc[t]);
+          acc[t] = FmaSumsMins(isum[t], msum, dd, a.d, acc[t]);
         }
       }
       for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
@@ -2744,16 +2752,9 @@ struct Q45KRowLanes {
           Q4KActivations(a, q);
           const __m512i isum = Q4KScaledSum(u0, u1, u2, u3, q, sc0, sc1);
           const __m128i msum = _mm512_castsi512_si128(Q4KMinSums(mins, a));
-          const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(isum),
-                                              _mm512_extracti64x4_epi64(isum, 1));
-          const __m128i s4 =
-              _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-          __m128i sm = _mm_hadd_epi32(s4, msum);  // [S01, S23, M01, M23]
-          sm = _mm_hadd_epi32(sm, sm);            // [S, M, S, M]
-          const __m128 f = _mm_cvtepi32_ps(sm);
-          const __m128 p = _mm_mul_ps(dd, _mm_set1_ps(a.d));  // [d_w d_a, dmin_w d_a, ..]
-          acc[t] = _mm_fmadd_ss(f, p, acc[t]);
-          acc[t] = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(p), acc[t]);
+          acc[t] = FmaSumsMins(_mm256_add_epi32(_mm512_castsi512_si256(isum),
+                                                _mm512_extracti64x4_epi64(isum, 1)),
+                               msum, dd, a.d, acc[t]);
         }
       }
       for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
