@@ -334,6 +334,38 @@ struct FloatKernel {
   static constexpr int64_t kPackCols = kWide || kPair ? 512 : 1024;
   static constexpr int64_t kPackStride = kPackCols + 64 / 4;
 
+  static constexpr int64_t WBytes() { return kType == DType::kF32 ? 4 : 2; }
+
+  // Where the weights of row r, column k are: the file's rows ...
+  struct PlainRows {
+    const uint8_t* w;
+    int64_t wrb;
+    const uint8_t* At(int64_t r, int64_t k) const { return w + r * wrb + k * WBytes(); }
+    PlainRows Sub(int64_t r0) const { return {w + r0 * wrb, wrb}; }
+    // Line i of the nrows rows' columns [c0, c1) (c1 - c0 a multiple of 16).
+    const uint8_t* Line(int64_t i, int64_t nrows, int64_t c0, int64_t c1) const {
+      const int64_t per_row = ((c1 - c0) * WBytes() + 63) / 64;
+      return At(i / per_row, c0) + (i % per_row) * 64;
+    }
+  };
+  // ... or a kPanel16 tile of 16-bit weights (Pack16): per group of 16
+  // columns the 16 rows' 32 bytes, row after row (512 bytes a group), then
+  // each row's last cols % 16 columns. row0: the first row this view reads.
+  struct TileRows {
+    const uint8_t* tile;
+    int64_t cols16, tail, row0;
+    const uint8_t* At(int64_t r, int64_t k) const {
+      r += row0;
+      return k < cols16 ? tile + (k / 16) * 512 + r * 32 + (k % 16) * 2
+                        : tile + cols16 * 32 + r * tail * 2 + (k - cols16) * 2;
+    }
+    TileRows Sub(int64_t r0) const { return {tile, cols16, tail, row0 + r0}; }
+    const uint8_t* Line(int64_t i, int64_t nrows, int64_t c0, int64_t) const {
+      const int64_t per_group = (nrows * 32 + 63) / 64;
+      return At(0, c0) + (i / per_group) * 512 + (i % per_group) * 64;
+    }
+  };
+
   // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (16-lane partial sums), k1 - k0 a
   // multiple of 16.
   template <int R, int T, bool kPrefetch = true>
@@ -381,12 +413,11 @@ struct FloatKernel {
     }
   }
 
-  static constexpr int64_t WBytes() { return kType == DType::kF32 ? 4 : 2; }
   static constexpr int64_t kPrefetchElems = 512;
 
-  template <int R, int T>
-  static inline void Finish(const uint8_t* w, int64_t wrb, const float* const* x,
-                            int64_t cols, const Reg (&acc)[R][T], float* y, int64_t ldy) {
+  template <int R, int T, class Rows = PlainRows>
+  static inline void Finish(const Rows& rows, const float* const* x, int64_t cols,
+                            const Reg (&acc)[R][T], float* y, int64_t ldy) {
     const int64_t cols8 = cols / kLanes * kLanes;
 #ifdef TERN_AVX512_VNNI
     if constexpr (kLanes == 16 && R == 8) {
@@ -402,7 +433,7 @@ struct FloatKernel {
         alignas(32) float s[8];
         _mm256_store_ps(s, sums);
         for (int r = 0; r < 8; ++r) {
-          for (int64_t k = cols8; k < cols; ++k) s[r] += LoadW1<kType>(w + r * wrb, k) * x[t][k];
+          for (int64_t k = cols8; k < cols; ++k) s[r] += LoadW1<kType>(rows.At(r, k), 0) * x[t][k];
           y[t * ldy + r] = s[r];
         }
       }
@@ -412,7 +443,7 @@ struct FloatKernel {
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) {
         float s = V::Sum(acc[r][t]);
-        for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(w + r * wrb, k) * x[t][k];
+        for (int64_t k = cols8; k < cols; ++k) s += LoadW1<kType>(rows.At(r, k), 0) * x[t][k];
         y[t * ldy + r] = s;
       }
     }
@@ -437,7 +468,7 @@ struct FloatKernel {
     for (int64_t r = 0; r < rows; ++r) {
       Reg acc[1][1] = {{V::Zero()}};
       Accumulate<1, 1, false>(w + r * wrb, wrb, &x, 0, cols8, acc);
-      Finish<1, 1>(w + r * wrb, wrb, &x, cols, acc, y + r, 1);
+      Finish<1, 1>(PlainRows{w + r * wrb, wrb}, &x, cols, acc, y + r, 1);
     }
   }
 
@@ -450,18 +481,17 @@ struct FloatKernel {
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
     Accumulate<R, T>(w, wrb, x, 0, cols / kLanes * kLanes, acc);
-    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+    Finish<R, T>(PlainRows{w, wrb}, x, cols, acc, y, ldy);
   }
 
   // R rows x num_tokens tokens, K-blocked; tokens in tiles of T.
-  // next_w, next_rows: the rows the caller takes next (16-bit weights: their
+  // next, next_rows: the rows the caller takes next (16-bit weights: their
   // first kPackCols columns are fetched into L2 while this tile's last block
   // is in use; none if next_rows is 0).
-  template <int R>
-  static void BlockedRows(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
+  template <int R, class Rows = PlainRows>
+  static void BlockedRows(const Rows& rows, const uint8_t* act, int64_t arb,
                           int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                          Reg* park, const uint8_t* next_w = nullptr,
-                          int64_t next_rows = 0) {
+                          Reg* park, const Rows& next, int64_t next_rows = 0) {
     constexpr int T = kTokens;
     const int64_t cols8 = cols / kLanes * kLanes;
     const int64_t tiles = (num_tokens + T - 1) / T;
@@ -489,7 +519,7 @@ struct FloatKernel {
         const int64_t s1 = std::min(cols8, s0 + kPackCols);
         for (int r = 0; r < R; ++r) {
           for (int64_t k = s0; k < s1; k += kLanes) {
-            V::Store(packed + r * kPackStride + (k - s0), V::template LoadW<kType>(w + r * wrb, k));
+            V::Store(packed + r * kPackStride + (k - s0), V::template LoadW<kType>(rows.At(r, k), 0));
           }
         }
         // The next block to convert (this tile's next columns, else the
@@ -497,16 +527,16 @@ struct FloatKernel {
         // without it each conversion waited on memory or L3 (a tile's rows
         // are read again for each token chunk and need not stay in L2).
         const bool more = s1 < cols8;
-        const uint8_t* nw = more ? w + s1 * WBytes() : next_w;
+        const Rows& nw = more ? rows : next;
         const int64_t nrows = more ? R : next_rows;
-        const int64_t nlines =
-            ((more ? std::min(cols8, s1 + kPackCols) - s1 : std::min(cols8, kPackCols)) *
-                 WBytes() + 63) / 64;
+        const int64_t c0 = more ? s1 : 0;
+        const int64_t c1 = more ? std::min(cols8, s1 + kPackCols) : std::min(cols8, kPackCols);
+        const int64_t nlines = ((c1 - c0) * WBytes() + 63) / 64;
         const int64_t per_tile = (nrows * nlines + tiles - 1) / tiles;
         const auto prefetch_slice = [&](int64_t tile) {
           const int64_t i1 = std::min(nrows * nlines, (tile + 1) * per_tile);
           for (int64_t i = tile * per_tile; i < i1; ++i) {
-            _mm_prefetch((const char*)(nw + (i / nlines) * wrb + (i % nlines) * 64), _MM_HINT_T1);
+            _mm_prefetch((const char*)nw.Line(i, nrows, c0, c1), _MM_HINT_T1);
           }
         };
         // The copy as f32 weights (rows kPackStride apart, column s0 first),
@@ -521,19 +551,21 @@ struct FloatKernel {
     } else {
       for (int64_t k0 = 0; k0 < cols8; k0 += kKBlock) {
         const int64_t k1 = std::min(cols8, k0 + kKBlock);
-        for_tiles([&](auto tokens, const uint8_t* a,
-                      Reg* p) { Step<R, decltype(tokens)::value>(w, wrb, a, arb, k0, k1, p); },
-                  [](int64_t) {});
+        for_tiles(
+            [&](auto tokens, const uint8_t* a, Reg* p) {
+              Step<R, decltype(tokens)::value>(rows.w, rows.wrb, a, arb, k0, k1, p);
+            },
+            [](int64_t) {});
       }
     }
     int64_t t = 0;
     for (int64_t tile = 0; tile < tiles; ++tile, t += T) {
       const Reg* p = park + tile * R * T;
       if (t + T <= num_tokens) {
-        Done<R, T>(w, wrb, act + t * arb, arb, cols, p, y + t * ldy, ldy);
+        Done<R, T>(rows, act + t * arb, arb, cols, p, y + t * ldy, ldy);
       } else {
         for (int64_t u = t; u < num_tokens; ++u) {
-          Done<R, 1>(w, wrb, act + u * arb, arb, cols, p + (u - t) * R, y + u * ldy, ldy);
+          Done<R, 1>(rows, act + u * arb, arb, cols, p + (u - t) * R, y + u * ldy, ldy);
         }
       }
     }
@@ -579,15 +611,15 @@ struct FloatKernel {
       for (int t = 0; t < T; ++t) park[t * R + r] = acc[r][t];
   }
 
-  template <int R, int T>
-  static inline void Done(const uint8_t* w, int64_t wrb, const uint8_t* act, int64_t arb,
-                          int64_t cols, const Reg* park, float* y, int64_t ldy) {
+  template <int R, int T, class Rows>
+  static inline void Done(const Rows& rows, const uint8_t* act, int64_t arb, int64_t cols,
+                          const Reg* park, float* y, int64_t ldy) {
     Reg acc[R][T];
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb);
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = park[t * R + r];
-    Finish<R, T>(w, wrb, x, cols, acc, y, ldy);
+    Finish<R, T>(rows, x, cols, acc, y, ldy);
   }
 };
 
@@ -598,6 +630,7 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                WorkerScratch* scratch) {
   using K = FloatKernel<kType, FloatVec>;
   using Reg = typename K::Reg;
+  using Rows = typename K::PlainRows;
   if (num_tokens == 1) {
     K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
     return;
@@ -611,13 +644,91 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
     // Next: the following rows, or after the last tile the first ones (the
     // next token chunk starts there).
     const int64_t next = r + R < rows ? r + R : 0;
-    K::template BlockedRows<R>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park,
-                               w + next * wrb, std::min<int64_t>(R, rows - next));
+    K::template BlockedRows<R>(Rows{w + r * wrb, wrb}, act, arb, num_tokens, cols, y + r, ldy,
+                               park, Rows{w + next * wrb, wrb}, std::min<int64_t>(R, rows - next));
   }
   for (; r < rows; ++r) {
-    K::template BlockedRows<1>(w + r * wrb, wrb, act, arb, num_tokens, cols, y + r, ldy, park);
+    K::template BlockedRows<1>(Rows{w + r * wrb, wrb}, act, arb, num_tokens, cols, y + r, ldy,
+                               park, Rows{w, wrb});
   }
 }
+
+// 16-bit weights in the kPanel16 layout (FloatKernel::TileRows): decode
+// reads a tile's 16 rows as one stream, 16 chains of 16-lane FMAs side by
+// side, each the chain DecodeRows gives its row (so the same bits); prefill
+// is BlockedRows on the tile's rows.
+template <DType kType>
+struct FloatPanel16 {
+  static constexpr DType kDType = kType;
+  using K = FloatKernel<kType, FloatVec>;
+  using Reg = typename K::Reg;
+  using Rows = typename K::TileRows;
+
+  static Rows Tile(const uint8_t* w, int64_t wrb, int64_t r0, int64_t cols) {
+    const int64_t cols16 = cols / 16 * 16;
+    return {w + r0 * wrb, cols16, cols - cols16, 0};
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const Rows tile = Tile(out, wrb, r0, cols);
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* row = w + (r0 + r) * wrb;
+        for (int64_t k = 0; k < cols; k += k < tile.cols16 ? 16 : cols) {
+          const int64_t n = k < tile.cols16 ? 16 : tile.tail;
+          std::memcpy((uint8_t*)tile.At(r, k), row + 2 * k, 2 * n);
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const Rows tile = Tile(w, wrb, row / 16 * 16, cols);
+    for (int64_t k = 0; k < cols; k += k < tile.cols16 ? 16 : cols) {
+      const int64_t n = k < tile.cols16 ? 16 : tile.tail;
+      std::memcpy(out + 2 * k, tile.At(row % 16, k), 2 * n);
+    }
+  }
+
+  static void Decode(const uint8_t* w, int64_t wrb, int64_t rows, const float* x, int64_t cols,
+                     float* y) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const Rows tile = Tile(w, wrb, r0, cols);
+      Reg acc[2][8][1];
+      for (auto& half : acc)
+        for (auto& a : half) a[0] = FloatVec::Zero();
+      for (int64_t k = 0; k < tile.cols16; k += 16) {
+        const uint8_t* g = tile.At(0, k);
+        const Reg xv = FloatVec::LoadX(x + k);
+        for (int r = 0; r < 16; ++r) {
+          const Reg wv = FloatVec::template LoadW<kType>(g + 32 * r, 0);
+          acc[r / 8][r % 8][0] = FloatVec::Fma(wv, xv, acc[r / 8][r % 8][0]);
+        }
+      }
+      K::template Finish<8, 1>(tile, &x, cols, acc[0], y + r0, 1);
+      K::template Finish<8, 1>(tile.Sub(8), &x, cols, acc[1], y + r0 + 8, 1);
+    }
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
+                   int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    if (num_tokens == 1) {
+      Decode(w, wrb, rows, (const float*)act, cols, y);
+      return;
+    }
+    constexpr int R = K::kRows;
+    static_assert(16 % R == 0);
+    const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
+    Reg* park = (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, K::kLanes * need);
+    for (int64_t r = 0; r < rows; r += R) {
+      const int64_t next = r + R < rows ? r + R : 0;
+      K::template BlockedRows<R>(Tile(w, wrb, r / 16 * 16, cols).Sub(r % 16), act, arb,
+                                 num_tokens, cols, y + r, ldy, park,
+                                 Tile(w, wrb, next / 16 * 16, cols).Sub(next % 16), R);
+    }
+  }
+};
 
 // ---- legacy formats x ActBlockQ8 ----------------------------------------------------
 
@@ -4443,14 +4554,23 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->isa = isa;
   auto set = [&](DType d, const ActFormat& a, GemmFn f) { t->matmul[(int)d] = {&a, f}; };
   set(DType::kF32, kF32Format, FloatGemm<DType::kF32>);
-  set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
-  set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #ifdef TERN_AVX512_VNNI
   // Kernels that also read their own 16-row tiles (WeightLayout::kPanel16).
   const auto set_packed = [&](DType d, const ActFormat& a, auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
   };
+  const auto set_float = [&](DType d, auto kernel) {
+    using K = decltype(kernel);
+    t->matmul[(int)d] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
+  };
+  set_float(DType::kF16, FloatPanel16<DType::kF16>{});
+  set_float(DType::kBF16, FloatPanel16<DType::kBF16>{});
+#else
+  set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
+  set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
+#endif
+#ifdef TERN_AVX512_VNNI
   set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>{});
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>{});
