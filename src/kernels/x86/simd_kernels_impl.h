@@ -348,21 +348,25 @@ struct FloatKernel {
       return At(i / per_row, c0) + (i % per_row) * 64;
     }
   };
-  // ... or a kPanel16 tile of 16-bit weights (Pack16): per group of 16
-  // columns the 16 rows' 32 bytes, row after row (512 bytes a group), then
-  // each row's last cols % 16 columns. row0: the first row this view reads.
+  // ... or a kPanel16 tile of 16-bit weights (FloatPanel16): the tile's
+  // rows in bands of kRows (the prefill tile's rows), one band after the
+  // other; in a band, per group of 16 columns the kRows rows' 32 bytes row
+  // after row, then each row's last cols % 16 columns. row0: the first row
+  // this view reads (a band's first row where Line is used).
   struct TileRows {
     const uint8_t* tile;
     int64_t cols16, tail, row0;
     const uint8_t* At(int64_t r, int64_t k) const {
       r += row0;
-      return k < cols16 ? tile + (k / 16) * 512 + r * 32 + (k % 16) * 2
-                        : tile + cols16 * 32 + r * tail * 2 + (k - cols16) * 2;
+      const uint8_t* band = tile + r / kRows * kRows * (cols16 + tail) * 2;
+      r %= kRows;
+      return k < cols16 ? band + (k / 16) * (kRows * 32) + r * 32 + (k % 16) * 2
+                        : band + cols16 * kRows * 2 + r * tail * 2 + (k - cols16) * 2;
     }
     TileRows Sub(int64_t r0) const { return {tile, cols16, tail, row0 + r0}; }
     const uint8_t* Line(int64_t i, int64_t nrows, int64_t c0, int64_t) const {
       const int64_t per_group = (nrows * 32 + 63) / 64;
-      return At(0, c0) + (i / per_group) * 512 + (i % per_group) * 64;
+      return At(0, c0) + (i / per_group) * (kRows * 32) + (i % per_group) * 64;
     }
   };
 
@@ -654,9 +658,10 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
 }
 
 // 16-bit weights in the kPanel16 layout (FloatKernel::TileRows): decode
-// reads a tile's 16 rows as one stream, 16 chains of 16-lane FMAs side by
-// side, each the chain DecodeRows gives its row (so the same bits); prefill
-// is BlockedRows on the tile's rows.
+// reads a band of kRows rows as one stream, their chains of 16-lane FMAs
+// side by side (AVX-512: 8 rows; AVX2: 4 rows, two chains each), each the
+// chain DecodeRows gives its row (so the same bits); prefill is
+// BlockedRows on a band.
 template <DType kType>
 struct FloatPanel16 {
   static constexpr DType kDType = kType;
@@ -692,21 +697,19 @@ struct FloatPanel16 {
 
   static void Decode(const uint8_t* w, int64_t wrb, int64_t rows, const float* x, int64_t cols,
                      float* y) {
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-      const Rows tile = Tile(w, wrb, r0, cols);
-      Reg acc[2][8][1];
-      for (auto& half : acc)
-        for (auto& a : half) a[0] = FloatVec::Zero();
-      for (int64_t k = 0; k < tile.cols16; k += 16) {
-        const uint8_t* g = tile.At(0, k);
+    constexpr int R = K::kRows;
+    for (int64_t r0 = 0; r0 < rows; r0 += R) {
+      const Rows band = Tile(w, wrb, r0 / 16 * 16, cols).Sub(r0 % 16);
+      Reg acc[R][1];
+      for (auto& a : acc) a[0] = FloatVec::Zero();
+      for (int64_t k = 0; k < band.cols16; k += 16) {
+        const uint8_t* g = band.At(0, k);
         const Reg xv = FloatVec::LoadX(x + k);
-        for (int r = 0; r < 16; ++r) {
-          const Reg wv = FloatVec::template LoadW<kType>(g + 32 * r, 0);
-          acc[r / 8][r % 8][0] = FloatVec::Fma(wv, xv, acc[r / 8][r % 8][0]);
+        for (int r = 0; r < R; ++r) {
+          acc[r][0] = FloatVec::Fma(FloatVec::template LoadW<kType>(g + 32 * r, 0), xv, acc[r][0]);
         }
       }
-      K::template Finish<8, 1>(tile, &x, cols, acc[0], y + r0, 1);
-      K::template Finish<8, 1>(tile.Sub(8), &x, cols, acc[1], y + r0 + 8, 1);
+      K::template Finish<R, 1>(band, &x, cols, acc, y + r0, 1);
     }
   }
 
@@ -4560,16 +4563,13 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
     using K = decltype(kernel);
     t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
   };
-  const auto set_float = [&](DType d, auto kernel) {
-    using K = decltype(kernel);
-    t->matmul[(int)d] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
-  };
-  set_float(DType::kF16, FloatPanel16<DType::kF16>{});
-  set_float(DType::kBF16, FloatPanel16<DType::kBF16>{});
-#else
-  set(DType::kF16, kF32Format, FloatGemm<DType::kF16>);
-  set(DType::kBF16, kF32Format, FloatGemm<DType::kBF16>);
 #endif
+  const auto set_float = [&](auto kernel) {
+    using K = decltype(kernel);
+    t->matmul[(int)K::kDType] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
+  };
+  set_float(FloatPanel16<DType::kF16>{});
+  set_float(FloatPanel16<DType::kBF16>{});
 #ifdef TERN_AVX512_VNNI
   set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>{});
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
