@@ -267,7 +267,10 @@ void GetRow(const WeightView& w, int64_t row, float* out) {
   if (w.layout == WeightLayout::kPanel16) {
     const MatMulKernel* k = ActiveKernelTable().FindMatMul(w.dtype);
     CHECK(k != nullptr && k->row16 != nullptr && "kPanel16 weights need the table's row16");
-    std::vector<uint8_t> bytes(row_bytes);
+    // The row's bytes in the file's layout; one buffer a thread (GetRow runs
+    // per token for the embedding).
+    thread_local std::vector<uint8_t> bytes;
+    if ((int64_t)bytes.size() < row_bytes) bytes.resize(row_bytes);
     k->row16((const uint8_t*)w.data, row_bytes, row, w.cols, bytes.data());
     quant::DequantizeRow(w.dtype, bytes.data(), out, w.cols);
     return;
