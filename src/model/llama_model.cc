@@ -216,8 +216,11 @@ Status LlamaModel::BindWeights() {
     TERN_RETURN_IF_ERROR(BindFeedForward(p, &L));
   }
   if (packed_bytes_ > 0) {
-    TERN_LOG_INFO("weights: %.1f MiB copied into the %s kernels' 16-row tiles in %.2f s",
-                  packed_bytes_ / 1048576.0, kernels::ActiveIsa(), pack_seconds_);
+    // Said where the copy adds to the load time a user sees; a small
+    // model's (a test's) stays out of the output.
+    const LogLevel level = pack_seconds_ >= 0.1 ? LogLevel::kInfo : LogLevel::kDebug;
+    Log(level, "weights: %.1f MiB copied into the %s kernels' 16-row tiles in %.2f s",
+        packed_bytes_ / 1048576.0, kernels::ActiveIsa(), pack_seconds_);
   }
   return BindRope();
 }
