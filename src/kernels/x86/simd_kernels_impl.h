@@ -341,7 +341,6 @@ struct FloatKernel {
     const uint8_t* w;
     int64_t wrb;
     const uint8_t* At(int64_t r, int64_t k) const { return w + r * wrb + k * WBytes(); }
-    PlainRows Sub(int64_t r0) const { return {w + r0 * wrb, wrb}; }
     // Line i of the nrows rows' columns [c0, c1) (c1 - c0 a multiple of 16).
     const uint8_t* Line(int64_t i, int64_t nrows, int64_t c0, int64_t c1) const {
       const int64_t per_row = ((c1 - c0) * WBytes() + 63) / 64;
@@ -418,6 +417,13 @@ struct FloatKernel {
   }
 
   static constexpr int64_t kPrefetchElems = 512;
+
+  // BlockedRows' parked accumulators for num_tokens tokens (64-byte
+  // aligned: WorkerScratch's buffers are).
+  static Reg* Park(int64_t num_tokens, WorkerScratch* scratch) {
+    const int64_t need = (num_tokens + kTokens - 1) / kTokens * kTokens * kRows;
+    return (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, kLanes * need);
+  }
 
   template <int R, int T, class Rows = PlainRows>
   static inline void Finish(const Rows& rows, const float* const* x, int64_t cols,
@@ -640,9 +646,7 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
     return;
   }
   constexpr int R = K::kRows;
-  const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
-  // 64-byte aligned (WorkerScratch's buffers are).
-  Reg* park = (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, K::kLanes * need);
+  Reg* park = K::Park(num_tokens, scratch);
   int64_t r = 0;
   for (; r + R <= rows; r += R) {
     // Next: the following rows, or after the last tile the first ones (the
@@ -673,6 +677,10 @@ struct FloatPanel16 {
     const int64_t cols16 = cols / 16 * 16;
     return {w + r0 * wrb, cols16, cols - cols16, 0};
   }
+  // The rows from row r of the matrix at w on (r a band's first row).
+  static Rows Band(const uint8_t* w, int64_t wrb, int64_t r, int64_t cols) {
+    return Tile(w, wrb, r / 16 * 16, cols).Sub(r % 16);
+  }
 
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
@@ -699,7 +707,7 @@ struct FloatPanel16 {
                      float* y) {
     constexpr int R = K::kRows;
     for (int64_t r0 = 0; r0 < rows; r0 += R) {
-      const Rows band = Tile(w, wrb, r0 / 16 * 16, cols).Sub(r0 % 16);
+      const Rows band = Band(w, wrb, r0, cols);
       Reg acc[R][1];
       for (auto& a : acc) a[0] = FloatVec::Zero();
       for (int64_t k = 0; k < band.cols16; k += 16) {
@@ -722,13 +730,12 @@ struct FloatPanel16 {
     }
     constexpr int R = K::kRows;
     static_assert(16 % R == 0);
-    const int64_t need = (num_tokens + K::kTokens - 1) / K::kTokens * K::kTokens * R;
-    Reg* park = (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, K::kLanes * need);
+    Reg* park = K::Park(num_tokens, scratch);
     for (int64_t r = 0; r < rows; r += R) {
       const int64_t next = r + R < rows ? r + R : 0;
-      K::template BlockedRows<R>(Tile(w, wrb, r / 16 * 16, cols).Sub(r % 16), act, arb,
+      K::template BlockedRows<R>(Band(w, wrb, r, cols), act, arb,
                                  num_tokens, cols, y + r, ldy, park,
-                                 Tile(w, wrb, next / 16 * 16, cols).Sub(next % 16), R);
+                                 Band(w, wrb, next, cols), R);
     }
   }
 };
