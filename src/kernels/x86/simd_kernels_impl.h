@@ -1957,82 +1957,120 @@ struct Q45KRowLanes8 {
     return _mm256_broadcastsi128_si256(DwordBytes128(b0, b1, b2, b3));
   }
 
-  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
-  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+  // From a super-block's heads (h: Load8 at offset 0; h[0] = d | dmin << 16,
+  // h[1..3] = the 12 bytes of 6-bit fields: scales 0-3 and mins 0-3 in their
+  // low 6 bits, 4-7 split over the nibbles of bytes 8-11 and the top bits of
+  // bytes 0-7): the 6-bit scales (sc03, sc47: byte j of a lane scale j /
+  // 4 + j) and mins (mn03, mn47) of the 8 rows.
+  struct HeadFields {
+    __m256i sc03, sc47, mn03, mn47;
+  };
+  static inline HeadFields Fields(const __m256i (&h)[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m3f = _mm256_set1_epi8(0x3F);
     const __m256i m30 = _mm256_set1_epi8(0x30);
-    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    HeadFields f;
+    f.sc03 = _mm256_and_si256(h[1], m3f);
+    f.mn03 = _mm256_and_si256(h[2], m3f);
+    f.sc47 = _mm256_or_si256(_mm256_and_si256(h[3], m4),
+                             _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m30));
+    f.mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m30));
+    return f;
+  }
+  // The panel's register kScaleReg + j: sc_j of the 8 rows in both int16
+  // halves of a lane.
+  static inline __m256i ScaleReg(const HeadFields& f, int j) {
+    return _mm256_shuffle_epi8(j < 4 ? f.sc03 : f.sc47, DwordBytes(j % 4, -1, j % 4, -1));
+  }
+  // The panel's register kMinReg + i: the int16 pairs (m_2i, m_2i+1).
+  static inline __m256i MinReg(const HeadFields& f, int i) {
+    return _mm256_shuffle_epi8(i < 2 ? f.mn03 : f.mn47,
+                               DwordBytes(2 * (i % 2), -1, 2 * (i % 2) + 1, -1));
+  }
+  // d_w and dmin_w of the 8 rows as floats from h[0].
+  static inline void Deltas(__m256i h0, __m256* d, __m256* dmin) {
+    // [d of lanes 0-3, dmin 0-3 | d 4-7, dmin 4-7] as halves, then d, dmin.
+    const __m256i halves = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(h0, _mm256_set1_epi32(0xFFFF)),
+                            _mm256_srli_epi32(h0, 16)),
+        0xD8);
+    *d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    *dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+  }
+
+  // Quant bytes 16c .. 16c + 15 (c = 0..7; x: Load8 at kQsOffset + 16c): the
+  // low nibbles (lo) are elements 16 (c % 2) .. of sub-block 2 (c / 2), the
+  // high nibbles (hi) of 2 (c / 2) + 1. Q5_K takes the fifth bits from
+  // qh[c % 2] (Load8 at 16 and 32: qh bytes 16c' + 4i .. of the row; element
+  // l of sub-block j has its fifth bit at bit j of qh[l]).
+  static inline void Quads(const __m256i (&x)[4], const __m256i (&qh)[2][4], int c,
+                           __m256i (&lo)[4], __m256i (&hi)[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int j = 2 * (c / 2);
+    for (int i = 0; i < 4; ++i) {
+      lo[i] = _mm256_and_si256(x[i], m4);
+      hi[i] = _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4);
+      if constexpr (kFifthBits) {
+        const __m256i bits = qh[c % 2][i];
+        const __m256i bit4 = _mm256_set1_epi8(0x10);
+        // Bit j (j + 1) of each byte to bit 4 of the same byte.
+        const auto to4 = [&](int bit) {
+          return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
+                                           : _mm256_srli_epi32(bits, bit - 4),
+                                  bit4);
+        };
+        lo[i] = _mm256_or_si256(lo[i], to4(j));
+        hi[i] = _mm256_or_si256(hi[i], to4(j + 1));
+      }
+    }
+  }
+
+  // The panel of nb / 8 super-blocks from load(b, off, x) (x[i], lane l:
+  // bytes off + 4i .. off + 4i + 3 of super-block b of lane l's row).
+  template <class Load>
+  static inline void Unpack(Load load, int64_t nb, uint8_t* panel) {
     for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m256i v) {
         _mm256_store_si256((__m256i*)(out + 32 * reg), v);
       };
-      // Heads: h[0] = d | dmin << 16, h[1..3] = the 12 bytes of 6-bit fields
-      // (scales 0-3 and mins 0-3 in their low 6 bits; 4-7 split over the
-      // nibbles of bytes 8-11 and the top bits of bytes 0-7).
       __m256i h[4];
-      Load8(p, 0, wrb, h);
-      const __m256i sc03 = _mm256_and_si256(h[1], m3f);
-      const __m256i mn03 = _mm256_and_si256(h[2], m3f);
-      const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(h[3], m4),
-                                           _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m30));
-      const __m256i mn47 =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m30));
-      for (int j = 0; j < 4; ++j) {
-        put(kScaleReg + j, _mm256_shuffle_epi8(sc03, DwordBytes(j, -1, j, -1)));
-        put(kScaleReg + 4 + j, _mm256_shuffle_epi8(sc47, DwordBytes(j, -1, j, -1)));
-      }
-      for (int i = 0; i < 2; ++i) {
-        put(kMinReg + i, _mm256_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-        put(kMinReg + 2 + i, _mm256_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-      }
-      // [d of lanes 0-3, dmin 0-3 | d 4-7, dmin 4-7] as halves, then d, dmin.
-      const __m256i halves = _mm256_permute4x64_epi64(
-          _mm256_packus_epi32(_mm256_and_si256(h[0], _mm256_set1_epi32(0xFFFF)),
-                              _mm256_srli_epi32(h[0], 16)),
-          0xD8);
-      _mm256_store_ps((float*)(out + 32 * kDReg),
-                      _mm256_cvtph_ps(_mm256_castsi256_si128(halves)));
-      _mm256_store_ps((float*)(out + 32 * kDminReg),
-                      _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)));
-      // Q5_K: qh[c], lane: qh bytes 16c + 4i .. of the row; element l of
-      // sub-block j has its fifth bit at bit j of qh[l].
+      load(b, 0, h);
+      const HeadFields f = Fields(h);
+      for (int j = 0; j < 8; ++j) put(kScaleReg + j, ScaleReg(f, j));
+      for (int i = 0; i < 4; ++i) put(kMinReg + i, MinReg(f, i));
+      __m256 d, dmin;
+      Deltas(h[0], &d, &dmin);
+      _mm256_store_ps((float*)(out + 32 * kDReg), d);
+      _mm256_store_ps((float*)(out + 32 * kDminReg), dmin);
       __m256i qh[2][4];
       if constexpr (kFifthBits) {
-        Load8(p, 16, wrb, qh[0]);
-        Load8(p, 32, wrb, qh[1]);
+        load(b, 16, qh[0]);
+        load(b, 32, qh[1]);
       }
-      // Quant bytes 16c .. 16c + 15 (c = 0..7): the low nibbles are elements
-      // 16 (c % 2) .. of sub-block 2 (c / 2), the high nibbles of 2 (c / 2) + 1.
       for (int c = 0; c < 8; ++c) {
-        __m256i x[4];
-        Load8(p, kQsOffset + 16 * c, wrb, x);
+        __m256i x[4], lo[4], hi[4];
+        load(b, kQsOffset + 16 * c, x);
+        Quads(x, qh, c, lo, hi);
         const int j = 2 * (c / 2), k0 = 4 * (c % 2);
         for (int i = 0; i < 4; ++i) {
-          __m256i lo = _mm256_and_si256(x[i], m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4);
-          if constexpr (kFifthBits) {
-            const __m256i bits = qh[c % 2][i];
-            // Bit j (j + 1) of each byte to bit 4 of the same byte.
-            const auto to4 = [&](int bit) {
-              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
-                                               : _mm256_srli_epi32(bits, bit - 4),
-                                      bit4);
-            };
-            lo = _mm256_or_si256(lo, to4(j));
-            hi = _mm256_or_si256(hi, to4(j + 1));
-          }
-          put(8 * j + k0 + i, lo);
-          put(8 * (j + 1) + k0 + i, hi);
+          put(8 * j + k0 + i, lo[i]);
+          put(8 * (j + 1) + k0 + i, hi[i]);
         }
       }
     }
   }
 
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    Unpack(
+        [&](int64_t b, int64_t off, __m256i(&x)[4]) {
+          if (off == 0) PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
+          Load8(w + b * kBlockBytes, off, wrb, x);
+        },
+        nb, panel);
+  }
   // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
   static constexpr int kStepBlocks = 8;
   static constexpr int kGroup = 4;
@@ -2151,6 +2189,208 @@ struct Q45KRowLanes8 {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q45KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q4_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
+
+// Q45KRowLanes8 reading the model's Q4_K matrices packed at load: per 16-row
+// tile and super-block (16 x kBlockBytes bytes, the rows' own), the tile's
+// two 8-row halves one after the other, and in each half, for each 16-byte
+// span g of the block (the heads, then the quants; Q5_K: heads, qh, quants)
+// 4 registers, register i's lane l = bytes 16g + 4i .. 16g + 4i + 3 of lane
+// l's row (RowLanes8's order: lane 4L + m, row 2m + L): what Load8 gathers
+// with 16-byte loads and transposes, stored. Decode (PackedTile) then reads
+// one stream and runs the panel's operations (PanelGroup's integers and
+// float operations, so the outputs equal the one-row decode's bitwise) on
+// registers unpacked on the way; 4 or more tokens unpack each half into
+// the panel (UnpackPacked) and run RowLanesGemm's panel tiles on it.
+template <DType kType>
+struct Q45KPacked16 {
+  using K8 = Q45KRowLanes8<kType>;
+  using Lanes = RowLanes8<DType::kQ4_0>;  // its store
+  static constexpr bool kFifthBits = K8::kFifthBits;
+  static constexpr int64_t kBlockBytes = K8::kBlockBytes;
+  static constexpr int64_t kQsOffset = K8::kQsOffset;
+  static_assert(kBlockBytes % 16 == 0);
+  static constexpr int64_t kHalfBytes = 8 * kBlockBytes;
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static constexpr int kRows = 16;
+  static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
+  static constexpr int kPanelTokens = K8::kPanelTokens;
+  // Both halves' panels, one after the other.
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+
+  // The row of an 8-row half in lane l, and the lane of row r.
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
+
+  // Load8's x for half `half` of super-block b of the packed tile at w.
+  static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
+                                __m256i (&x)[4]) {
+    const uint8_t* p = w + b * kPackedBlockBytes + half * kHalfBytes + 8 * off;  // span off / 16
+    for (int i = 0; i < 4; ++i) x[i] = _mm256_loadu_si256((const __m256i*)(p + 32 * i));
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int half = 0; half < 2; ++half) {
+          for (int l = 0; l < 8; ++l) {
+            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+              for (int i = 0; i < 4; ++i) {
+                std::memcpy(o + half * kHalfBytes + 32 * (4 * g + i) + 4 * l, blk + 16 * g + 4 * i,
+                            4);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int half = r / 8, l = RowLane(r % 8);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* o = tile + b * kPackedBlockBytes + half * kHalfBytes;
+      for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(out + b * kBlockBytes + 16 * g + 4 * i, o + 32 * (4 * g + i) + 4 * l, 4);
+        }
+      }
+    }
+  }
+
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    for (int half = 0; half < 2; ++half) {
+      K8::Unpack([&](int64_t b, int64_t off, __m256i(&x)[4]) { LoadPacked(w, b, half, off, x); },
+                 nb, panel + half * (nb / 8) * K8::kSuperBytes);
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
+                               y + 8 * half, ldy);
+    }
+  }
+
+  // T tokens against the packed tile at w: PanelGroup's operations on
+  // registers unpacked on the way (bitwise the one-row decode's sums). No
+  // software prefetch: the tiles are one sequential stream, which the
+  // hardware prefetcher follows, and every distance tried was slower
+  // (`tern bench kernels --type q4_k --panel16`, 5632 x 2048, 2 threads,
+  // 2 rounds: none 28.9 / 31.8 GB/s; each line of the super-block 1152,
+  // 2304, 4608, 9216 bytes ahead 27.2 / 27.8, 26.0 / 22.4, 24.5 / 23.3,
+  // 21.9 / 22.7).
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[2][T]) {
+    constexpr int kRun = kFifthBits ? 4 : 8;  // words added in int16 (Q45KRowLanes8)
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) acc[half][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const ActBlockQ8K* a[T];
+      for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m256i hd[4];
+        LoadPacked(w, b, half, 0, hd);
+        const typename K8::HeadFields f = K8::Fields(hd);
+        __m256i qh[2][4];
+        if constexpr (kFifthBits) {
+          LoadPacked(w, b, half, 16, qh[0]);
+          LoadPacked(w, b, half, 32, qh[1]);
+        }
+        __m256i s[T];
+        for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 8; j += 2) {
+          // Spans j and j + 1 of the quants: sub-blocks j (low nibbles) and
+          // j + 1 (high), element quads 0-3 from span j, 4-7 from j + 1.
+          __m256i raw[2][4];
+          LoadPacked(w, b, half, kQsOffset + 16 * j, raw[0]);
+          LoadPacked(w, b, half, kQsOffset + 16 * (j + 1), raw[1]);
+          const auto quant = [&](int u, int k) {
+            const __m256i r = raw[k / 4][k % 4];
+            __m256i v = _mm256_and_si256(u == 0 ? r : _mm256_srli_epi16(r, 4), m4);
+            if constexpr (kFifthBits) {
+              const int bit = j + u;
+              const __m256i bits = qh[k / 4][k % 4];
+              v = _mm256_or_si256(
+                  v, _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
+                                               : _mm256_srli_epi32(bits, bit - 4),
+                                      _mm256_set1_epi8(0x10)));
+            }
+            return v;
+          };
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; ++u) {
+            const int sj = j + u;
+#pragma GCC unroll 2
+            for (int k0 = 0; k0 < 8; k0 += kRun) {
+              __m256i c[T];
+#pragma GCC unroll 8
+              for (int k = k0; k < k0 + kRun; ++k) {
+                const __m256i wq = quant(u, k);
+                for (int t = 0; t < T; ++t) {
+                  const __m256i p = _mm256_maddubs_epi16(
+                      wq, _mm256_set1_epi32((int)LoadU32(a[t]->qs + 32 * sj + 4 * k)));
+                  c[t] = k == k0 ? p : _mm256_add_epi16(c[t], p);
+                }
+              }
+              const __m256i sc = K8::ScaleReg(f, sj);
+              for (int t = 0; t < T; ++t) {
+                s[t] = MaddAcc(s[t], c[t], sc);
+                __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
+              }
+            }
+          }
+        }
+        __m256 d, dmin;
+        K8::Deltas(hd[0], &d, &dmin);
+        for (int t = 0; t < T; ++t) {
+          __m256i m = _mm256_setzero_si256();
+          for (int i = 0; i < 4; ++i) {
+            m = MaddAcc(m, K8::MinReg(f, i),
+                        _mm256_set1_epi32((int)LoadU32(a[t]->sums32 + 2 * i)));
+          }
+          const __m256 da = _mm256_set1_ps(a[t]->d);
+          acc[half][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, da), acc[half][t]);
+          acc[half][t] =
+              _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[half][t]);
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Q45KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 
@@ -4566,13 +4806,11 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->isa = isa;
   auto set = [&](DType d, const ActFormat& a, GemmFn f) { t->matmul[(int)d] = {&a, f}; };
   set(DType::kF32, kF32Format, FloatGemm<DType::kF32>);
-#ifdef TERN_AVX512_VNNI
   // Kernels that also read their own 16-row tiles (WeightLayout::kPanel16).
   const auto set_packed = [&](DType d, const ActFormat& a, auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
   };
-#endif
   const auto set_float = [&](auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)K::kDType] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
@@ -4597,7 +4835,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
-  set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
+  set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
   set(DType::kQ5_K, kQ8KFormat, Q45KRowLanes8<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KFormat, Q6KRowLanes8::Gemm);
 #endif
