@@ -2437,59 +2437,75 @@ struct Q6KRowLanes8 {
   using Lanes = RowLanes8<DType::kQ4_0>;    // its row order, scales and store
   using K45 = Q45KRowLanes8<DType::kQ4_K>;  // Load8, DwordBytes
 
-  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
-  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+  // sx: Load8 of the scales (lane: scales 4i .. 4i + 3 of the row, int8).
+  // Scales j0 and j1 into the low and high words of each lane, sign-extended
+  // (put into the high byte of a word and shifted back down).
+  static inline __m256i ScaleWords(const __m256i (&sx)[4], int j0, int j1) {
+    return _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sx[j0 / 4], K45::DwordBytes(-1, j0 % 4, -1, j1 % 4)), 8);
+  }
+  // The panel's register kOffReg + q: -32 x the scales (2q, 2q + 1).
+  static inline __m256i OffReg(const __m256i (&sx)[4], int q) {
+    // |sc| <= 128: -32 sc fits int16.
+    return _mm256_sub_epi16(_mm256_setzero_si256(),
+                            _mm256_slli_epi16(ScaleWords(sx, 2 * q, 2 * q + 1), 5));
+  }
+  // Quant register 32h + 16hi + 4c + i (elements 128h + 64hi + 16c + 4i ..,
+  // unsigned 0..63) from x[i] (Load8 of ql bytes 64h + 16c ..) and
+  // qh[i] (Load8 of qh bytes 32h + 16 (c % 2) ..): element 128h + 32jj + l
+  // has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l], jj = 2hi + c / 2.
+  static inline __m256i Quant(__m256i x, __m256i qh, int hi, int c) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    const int jj = 2 * hi + c / 2;
+    // Bits 2jj, 2jj + 1 of each byte to bits 4-5 of the same byte.
+    const __m256i top =
+        jj <= 2 ? _mm256_slli_epi32(qh, 4 - 2 * jj) : _mm256_srli_epi32(qh, 2 * jj - 4);
+    const __m256i low =
+        hi ? _mm256_and_si256(_mm256_srli_epi16(x, 4), m4) : _mm256_and_si256(x, m4);
+    return _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  }
+
+  // The panel of nb / 8 super-blocks from load(b, off, x) (x[i], lane l:
+  // bytes off + 4i .. off + 4i + 3 of super-block b of lane l's row) and
+  // d(b) (d_w of super-block b of the 8 rows as floats, lane order).
+  template <class Load, class D>
+  static inline void Unpack(Load load, D d, int64_t nb, uint8_t* panel) {
     for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m256i v) {
         _mm256_store_si256((__m256i*)(out + 32 * reg), v);
       };
-      // sx[i], lane: scales 4i .. 4i + 3 of the row (int8), put into the
-      // high byte of a word and shifted back down, sign-extended.
       __m256i sx[4];
-      K45::Load8(p, kScalesOffset, wrb, sx);
-      const auto words = [&](int j0, int j1) {
-        return _mm256_srai_epi16(
-            _mm256_shuffle_epi8(sx[j0 / 4], K45::DwordBytes(-1, j0 % 4, -1, j1 % 4)), 8);
-      };
-      for (int j = 0; j < 16; ++j) put(kScaleReg + j, words(j, j));
-      for (int q = 0; q < 8; ++q) {
-        // |sc| <= 128: -32 sc fits int16.
-        const __m256i pair = words(2 * q, 2 * q + 1);
-        put(kOffReg + q, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5)));
-      }
-      _mm256_store_ps((float*)(out + 32 * kDReg), Lanes::Scales(p + kDOffset, wrb));
+      load(b, kScalesOffset, sx);
+      for (int j = 0; j < 16; ++j) put(kScaleReg + j, ScaleWords(sx, j, j));
+      for (int q = 0; q < 8; ++q) put(kOffReg + q, OffReg(sx, q));
+      _mm256_store_ps((float*)(out + 32 * kDReg), d(b));
       for (int h = 0; h < 2; ++h) {
-        // qh[c'], lane: qh bytes 32h + 16c' + 4i .. of the row; element
-        // 128h + 32jj + l has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l].
         __m256i qh[2][4];
-        K45::Load8(p, kQhOffset + 32 * h, wrb, qh[0]);
-        K45::Load8(p, kQhOffset + 32 * h + 16, wrb, qh[1]);
-        // ql bytes 64h + 16c + 4i + b: low nibble element 128h + 16c + 4i + b,
-        // high nibble element 128h + 64 + 16c + 4i + b.
+        load(b, kQhOffset + 32 * h, qh[0]);
+        load(b, kQhOffset + 32 * h + 16, qh[1]);
         for (int c = 0; c < 4; ++c) {
           __m256i x[4];
-          K45::Load8(p, 64 * h + 16 * c, wrb, x);
+          load(b, 64 * h + 16 * c, x);
           for (int i = 0; i < 4; ++i) {
             for (int hi = 0; hi < 2; ++hi) {
-              const int jj = 2 * hi + c / 2;  // element 128h + 32jj + l
-              const __m256i bits = qh[c % 2][i];
-              // Bits 2jj, 2jj + 1 of each byte to bits 4-5 of the same byte.
-              const __m256i top = jj <= 2 ? _mm256_slli_epi32(bits, 4 - 2 * jj)
-                                          : _mm256_srli_epi32(bits, 2 * jj - 4);
-              const __m256i low = hi ? _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4)
-                                     : _mm256_and_si256(x[i], m4);
-              put(32 * h + 16 * hi + 4 * c + i,
-                  _mm256_or_si256(low, _mm256_and_si256(top, bits45)));
+              put(32 * h + 16 * hi + 4 * c + i, Quant(x[i], qh[c % 2][i], hi, c));
             }
           }
         }
       }
     }
+  }
+
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    Unpack(
+        [&](int64_t b, int64_t off, __m256i(&x)[4]) {
+          if (off == kScalesOffset) PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
+          K45::Load8(w + b * kBlockBytes, off, wrb, x);
+        },
+        [&](int64_t b) { return Lanes::Scales(w + b * kBlockBytes + kDOffset, wrb); }, nb,
+        panel);
   }
 
   // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
@@ -2615,6 +2631,198 @@ struct Q6KRowLanes8 {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q6KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q6_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
+
+// Q6KRowLanes8 reading packed tiles, as Q45KPacked16 does for Q4_K: per
+// 16-row tile and super-block (16 x 210 bytes, the rows' own) the 16 rows'
+// d (lane order, half 0 then half 1), then the two 8-row halves one after
+// the other, each as the 4 registers per 16-byte span of the block's first
+// 208 bytes (ql, qh, the scales) that Load8 gathers, stored, the spans in
+// the order PackedTile reads them (Slot). Decode (PackedTile) reads one
+// stream and runs PanelGroup's operations on registers made on the way
+// (bitwise the one-row decode's sums). The layout decides the speed
+// (`tern bench kernels --type q6_k --panel16`, 5632 x 2048, 2 threads,
+// avx2 table): the spans in block order with the d after them (half 1's
+// registers 16 bytes off a 32-byte boundary) streamed at 12.6-12.7 GB/s
+// against the one-row decode's 31-45; every register 32-byte aligned (d
+// first) 13.2; with a software prefetch 1680-13440 bytes ahead 15-17; the
+// spans also in reading order 49.4 GB/s (30.4 with the prefetch 3360
+// bytes ahead, so none). Then, alternated 3 rounds on a slower moment of
+// the machine: 25.9 / 26.2 / 24.6 against the one-row decode's 22.5 /
+// 22.6 / 22.4 GB/s. (The AVX-512 table's packed Q6_K, dropped, kept the
+// block's order; docs/kernels.md.)
+struct Q6KPacked16 {
+  using K8 = Q6KRowLanes8;
+  using Lanes = RowLanes8<DType::kQ4_0>;  // its store
+  static constexpr int64_t kBlockBytes = K8::kBlockBytes;
+  static constexpr int kSpans = 13;  // 16-byte spans before d
+  static_assert(K8::kDOffset == 16 * kSpans);
+  // Per super-block of the tile: the 16 d (half 0's, then half 1's), then
+  // the halves' spans, so every register load is 32-byte aligned.
+  static constexpr int64_t kHalfBytes = 32 * 4 * kSpans;
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static constexpr int kRows = 16;
+  static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
+  static constexpr int kPanelTokens = K8::kPanelTokens;
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
+
+  static inline const uint8_t* HalfAt(const uint8_t* w, int64_t b, int half) {
+    return w + b * kPackedBlockBytes + 32 + half * kHalfBytes;
+  }
+  static inline const uint8_t* DAt(const uint8_t* w, int64_t b, int half) {
+    return w + b * kPackedBlockBytes + 16 * half;
+  }
+  // The slot of span g in a half: the spans in PackedTile's reading order.
+  static constexpr int Slot(int g) {
+    constexpr int kSlot[kSpans] = {2, 5, 3, 6, 8, 11, 9, 12, 1, 4, 7, 10, 0};
+    return kSlot[g];
+  }
+  static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
+                                __m256i (&x)[4]) {
+    const uint8_t* p = HalfAt(w, b, half) + 128 * Slot((int)(off / 16));
+    for (int i = 0; i < 4; ++i) x[i] = _mm256_loadu_si256((const __m256i*)(p + 32 * i));
+  }
+  static inline __m256 LoadD(const uint8_t* w, int64_t b, int half) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)DAt(w, b, half)));
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int half = 0; half < 2; ++half) {
+          uint8_t* oh = o + 32 + half * kHalfBytes;
+          for (int l = 0; l < 8; ++l) {
+            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            for (int g = 0; g < kSpans; ++g) {
+              for (int i = 0; i < 4; ++i) {
+                std::memcpy(oh + 32 * (4 * Slot(g) + i) + 4 * l, blk + 16 * g + 4 * i, 4);
+              }
+            }
+            std::memcpy(o + 16 * half + 2 * l, blk + K8::kDOffset, 2);
+          }
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int half = r / 8, l = RowLane(r % 8);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* oh = HalfAt(tile, b, half);
+      uint8_t* blk = out + b * kBlockBytes;
+      for (int g = 0; g < kSpans; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(blk + 16 * g + 4 * i, oh + 32 * (4 * Slot(g) + i) + 4 * l, 4);
+        }
+      }
+      std::memcpy(blk + K8::kDOffset, DAt(tile, b, half) + 2 * l, 2);
+    }
+  }
+
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    for (int half = 0; half < 2; ++half) {
+      K8::Unpack([&](int64_t b, int64_t off, __m256i(&x)[4]) { LoadPacked(w, b, half, off, x); },
+                 [&](int64_t b) { return LoadD(w, b, half); }, nb,
+                 panel + half * (nb / 8) * K8::kSuperBytes);
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
+                               y + 8 * half, ldy);
+    }
+  }
+
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[2][T]) {
+    const auto bcast = [](const void* p) { return _mm256_set1_epi32((int)LoadU32(p)); };
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) acc[half][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const ActBlockQ8K* a[T];
+      for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m256i sx[4];
+        LoadPacked(w, b, half, K8::kScalesOffset, sx);
+        __m256i s[T];
+        for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+          for (int cc = 0; cc < 2; ++cc) {
+            __m256i qh[4];
+            LoadPacked(w, b, half, K8::kQhOffset + 32 * h + 16 * cc, qh);
+#pragma GCC unroll 2
+            for (int c = cc; c < 4; c += 2) {
+              __m256i x[4];
+              LoadPacked(w, b, half, 64 * h + 16 * c, x);
+#pragma GCC unroll 2
+              for (int hi = 0; hi < 2; ++hi) {
+                const int n0 = 32 * h + 16 * hi + 4 * c;  // quant registers n0 .. n0 + 3
+                const __m256i sc = K8::ScaleWords(sx, n0 / 4, n0 / 4);
+#pragma GCC unroll 2
+                for (int i = 0; i < 4; i += 2) {
+                  const __m256i w0 = K8::Quant(x[i], qh[i], hi, c);
+                  const __m256i w1 = K8::Quant(x[i + 1], qh[i + 1], hi, c);
+                  for (int t = 0; t < T; ++t) {
+                    const int8_t* q = a[t]->qs + 4 * (n0 + i);
+                    const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast(q)),
+                                                         _mm256_maddubs_epi16(w1, bcast(q + 4)));
+                    s[t] = MaddAcc(s[t], c16, sc);
+                    __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
+                  }
+                }
+              }
+            }
+          }
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) {
+          const __m256i off = K8::OffReg(sx, q);
+          for (int t = 0; t < T; ++t) s[t] = MaddAcc(s[t], off, bcast(a[t]->sums16 + 2 * q));
+        }
+        const __m256 dw = LoadD(w, b, half);
+        for (int t = 0; t < T; ++t) {
+          acc[half][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+                                         _mm256_mul_ps(dw, _mm256_set1_ps(a[t]->d)), acc[half][t]);
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Q6KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // !TERN_AVX512_VNNI
@@ -4837,7 +5045,7 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
 #else
   set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
   set(DType::kQ5_K, kQ8KFormat, Q45KRowLanes8<DType::kQ5_K>::Gemm);
-  set(DType::kQ6_K, kQ8KFormat, Q6KRowLanes8::Gemm);
+  set_packed(DType::kQ6_K, kQ8KFormat, Q6KPacked16{});
 #endif
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
