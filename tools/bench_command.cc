@@ -407,6 +407,7 @@ struct KernelBenchOptions {
   int64_t cols = 2048;
   bool json = false;
   bool cpu_time = false;
+  bool panel16 = false;
   std::string types;
 };
 
@@ -517,8 +518,21 @@ int RunKernelBench(const KernelBenchOptions& o) {
     for (int64_t r = 0; r < copies * o.rows; ++r) {
       std::memcpy(w.data() + r * row_bytes, distinct.data() + (r % 64) * row_bytes, row_bytes);
     }
+    // --panel16: each copy in the table's 16-row tiles, as a model's
+    // weights are packed at load (LlamaModel::PackForKernels).
+    const bool packed = o.panel16 && kernels::CanPackPanel16(t) && o.rows % 16 == 0;
+    if (packed) {
+      std::vector<uint8_t> tmp((size_t)matrix_bytes);
+      for (int64_t c = 0; c < copies; ++c) {
+        uint8_t* m = w.data() + c * matrix_bytes;
+        std::memcpy(tmp.data(), m, (size_t)matrix_bytes);
+        kernels::PackPanel16(kernels::WeightView{t, tmp.data(), o.rows, o.cols}, m);
+      }
+    }
     auto view = [&](int64_t c) {
-      return kernels::WeightView{t, w.data() + c * matrix_bytes, o.rows, o.cols};
+      return kernels::WeightView{t, w.data() + c * matrix_bytes, o.rows, o.cols,
+                                 packed ? kernels::WeightLayout::kPanel16
+                                        : kernels::WeightLayout::kRowMajor};
     };
     // Decode: one token per matmul, cycling through the copies.
     kernels::MatMul(view(0), x.data(), 1, y.data(), &pool, &workspace);
@@ -547,6 +561,7 @@ int RunKernelBench(const KernelBenchOptions& o) {
       j["test"] = "kernel";
       j["type"] = DTypeName(t);
       j["isa"] = kernels::ActiveIsa();
+      j["panel16"] = packed;
       j["threads"] = threads;
       j["rows"] = o.rows;
       j["cols"] = o.cols;
@@ -559,7 +574,8 @@ int RunKernelBench(const KernelBenchOptions& o) {
       j["max_rel_err_vs_ref"] = err;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("| %s | %.1f | %.0f%% | %.0f | %.1f | %.0f%% | %.1e |\n", DTypeName(t),
+      std::printf("| %s%s | %.1f | %.0f%% | %.0f | %.1f | %.0f%% | %.1e |\n", DTypeName(t),
+                  packed ? " (16-row tiles)" : "",
                   decode_gbs, 100 * decode_gbs / read.best, decode_s * 1e6, prefill,
                   100 * prefill / fma.best, err);
     }
@@ -587,6 +603,9 @@ int RunBench(int argc, char** argv) {
     p.AddFlag("--json", &o.json, "one JSON object per line");
     p.AddFlag("--cpu-time", &o.cpu_time,
               "time by process CPU time / threads (for a busy machine; default wall time)");
+    p.AddFlag("--panel16", &o.panel16,
+              "weights in the table's 16-row tiles where it has them (kPanel16, as a model "
+              "packs them at load; default: the rows as quantized)");
     if (int rc = ParseOrExit(p, argc - 1, argv + 1, "bench kernels"); rc >= 0) return rc;
     if (o.rows <= 0 || o.cols <= 0 || o.tokens <= 0) {
       std::fprintf(stderr, "tern bench kernels: --rows, --cols and -p must be positive\n");

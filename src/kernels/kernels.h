@@ -69,7 +69,8 @@ void MatMulMany(std::span<const WeightView> ws, const float* x, int64_t num_toke
 bool HasMatMulKernel(DType dtype);
 
 // True when the active table's kernel for dtype reads kPanel16 weights
-// (today: Q4_0, Q8_0 and Q4_K on the AVX-512 VNNI table).
+// (today: F16 and BF16 on both x86 tables; Q4_0, Q8_0 and Q4_K on the
+// AVX-512 VNNI table; Q4_K, Q5_K and Q6_K on the AVX2 table).
 bool CanPackPanel16(DType dtype);
 // Writes row-major w (rows a multiple of 16) to out (rows x
 // RowBytes(dtype, cols) bytes) in the kPanel16 layout; returns the view of

@@ -1957,82 +1957,120 @@ struct Q45KRowLanes8 {
     return _mm256_broadcastsi128_si256(DwordBytes128(b0, b1, b2, b3));
   }
 
-  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
-  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+  // From a super-block's heads (h: Load8 at offset 0; h[0] = d | dmin << 16,
+  // h[1..3] = the 12 bytes of 6-bit fields: scales 0-3 and mins 0-3 in their
+  // low 6 bits, 4-7 split over the nibbles of bytes 8-11 and the top bits of
+  // bytes 0-7): the 6-bit scales (sc03, sc47: byte j of a lane scale j /
+  // 4 + j) and mins (mn03, mn47) of the 8 rows.
+  struct HeadFields {
+    __m256i sc03, sc47, mn03, mn47;
+  };
+  static inline HeadFields Fields(const __m256i (&h)[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m3f = _mm256_set1_epi8(0x3F);
     const __m256i m30 = _mm256_set1_epi8(0x30);
-    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    HeadFields f;
+    f.sc03 = _mm256_and_si256(h[1], m3f);
+    f.mn03 = _mm256_and_si256(h[2], m3f);
+    f.sc47 = _mm256_or_si256(_mm256_and_si256(h[3], m4),
+                             _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m30));
+    f.mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m30));
+    return f;
+  }
+  // The panel's register kScaleReg + j: sc_j of the 8 rows in both int16
+  // halves of a lane.
+  static inline __m256i ScaleReg(const HeadFields& f, int j) {
+    return _mm256_shuffle_epi8(j < 4 ? f.sc03 : f.sc47, DwordBytes(j % 4, -1, j % 4, -1));
+  }
+  // The panel's register kMinReg + i: the int16 pairs (m_2i, m_2i+1).
+  static inline __m256i MinReg(const HeadFields& f, int i) {
+    return _mm256_shuffle_epi8(i < 2 ? f.mn03 : f.mn47,
+                               DwordBytes(2 * (i % 2), -1, 2 * (i % 2) + 1, -1));
+  }
+  // d_w and dmin_w of the 8 rows as floats from h[0].
+  static inline void Deltas(__m256i h0, __m256* d, __m256* dmin) {
+    // [d of lanes 0-3, dmin 0-3 | d 4-7, dmin 4-7] as halves, then d, dmin.
+    const __m256i halves = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(h0, _mm256_set1_epi32(0xFFFF)),
+                            _mm256_srli_epi32(h0, 16)),
+        0xD8);
+    *d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    *dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+  }
+
+  // Quant bytes 16c .. 16c + 15 (c = 0..7; x: Load8 at kQsOffset + 16c): the
+  // low nibbles (lo) are elements 16 (c % 2) .. of sub-block 2 (c / 2), the
+  // high nibbles (hi) of 2 (c / 2) + 1. Q5_K takes the fifth bits from
+  // qh[c % 2] (Load8 at 16 and 32: qh bytes 16c' + 4i .. of the row; element
+  // l of sub-block j has its fifth bit at bit j of qh[l]).
+  static inline void Quads(const __m256i (&x)[4], const __m256i (&qh)[2][4], int c,
+                           __m256i (&lo)[4], __m256i (&hi)[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int j = 2 * (c / 2);
+    for (int i = 0; i < 4; ++i) {
+      lo[i] = _mm256_and_si256(x[i], m4);
+      hi[i] = _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4);
+      if constexpr (kFifthBits) {
+        const __m256i bits = qh[c % 2][i];
+        const __m256i bit4 = _mm256_set1_epi8(0x10);
+        // Bit j (j + 1) of each byte to bit 4 of the same byte.
+        const auto to4 = [&](int bit) {
+          return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
+                                           : _mm256_srli_epi32(bits, bit - 4),
+                                  bit4);
+        };
+        lo[i] = _mm256_or_si256(lo[i], to4(j));
+        hi[i] = _mm256_or_si256(hi[i], to4(j + 1));
+      }
+    }
+  }
+
+  // The panel of nb / 8 super-blocks from load(b, off, x) (x[i], lane l:
+  // bytes off + 4i .. off + 4i + 3 of super-block b of lane l's row).
+  template <class Load>
+  static inline void Unpack(Load load, int64_t nb, uint8_t* panel) {
     for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m256i v) {
         _mm256_store_si256((__m256i*)(out + 32 * reg), v);
       };
-      // Heads: h[0] = d | dmin << 16, h[1..3] = the 12 bytes of 6-bit fields
-      // (scales 0-3 and mins 0-3 in their low 6 bits; 4-7 split over the
-      // nibbles of bytes 8-11 and the top bits of bytes 0-7).
       __m256i h[4];
-      Load8(p, 0, wrb, h);
-      const __m256i sc03 = _mm256_and_si256(h[1], m3f);
-      const __m256i mn03 = _mm256_and_si256(h[2], m3f);
-      const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(h[3], m4),
-                                           _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m30));
-      const __m256i mn47 =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m30));
-      for (int j = 0; j < 4; ++j) {
-        put(kScaleReg + j, _mm256_shuffle_epi8(sc03, DwordBytes(j, -1, j, -1)));
-        put(kScaleReg + 4 + j, _mm256_shuffle_epi8(sc47, DwordBytes(j, -1, j, -1)));
-      }
-      for (int i = 0; i < 2; ++i) {
-        put(kMinReg + i, _mm256_shuffle_epi8(mn03, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-        put(kMinReg + 2 + i, _mm256_shuffle_epi8(mn47, DwordBytes(2 * i, -1, 2 * i + 1, -1)));
-      }
-      // [d of lanes 0-3, dmin 0-3 | d 4-7, dmin 4-7] as halves, then d, dmin.
-      const __m256i halves = _mm256_permute4x64_epi64(
-          _mm256_packus_epi32(_mm256_and_si256(h[0], _mm256_set1_epi32(0xFFFF)),
-                              _mm256_srli_epi32(h[0], 16)),
-          0xD8);
-      _mm256_store_ps((float*)(out + 32 * kDReg),
-                      _mm256_cvtph_ps(_mm256_castsi256_si128(halves)));
-      _mm256_store_ps((float*)(out + 32 * kDminReg),
-                      _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)));
-      // Q5_K: qh[c], lane: qh bytes 16c + 4i .. of the row; element l of
-      // sub-block j has its fifth bit at bit j of qh[l].
+      load(b, 0, h);
+      const HeadFields f = Fields(h);
+      for (int j = 0; j < 8; ++j) put(kScaleReg + j, ScaleReg(f, j));
+      for (int i = 0; i < 4; ++i) put(kMinReg + i, MinReg(f, i));
+      __m256 d, dmin;
+      Deltas(h[0], &d, &dmin);
+      _mm256_store_ps((float*)(out + 32 * kDReg), d);
+      _mm256_store_ps((float*)(out + 32 * kDminReg), dmin);
       __m256i qh[2][4];
       if constexpr (kFifthBits) {
-        Load8(p, 16, wrb, qh[0]);
-        Load8(p, 32, wrb, qh[1]);
+        load(b, 16, qh[0]);
+        load(b, 32, qh[1]);
       }
-      // Quant bytes 16c .. 16c + 15 (c = 0..7): the low nibbles are elements
-      // 16 (c % 2) .. of sub-block 2 (c / 2), the high nibbles of 2 (c / 2) + 1.
       for (int c = 0; c < 8; ++c) {
-        __m256i x[4];
-        Load8(p, kQsOffset + 16 * c, wrb, x);
+        __m256i x[4], lo[4], hi[4];
+        load(b, kQsOffset + 16 * c, x);
+        Quads(x, qh, c, lo, hi);
         const int j = 2 * (c / 2), k0 = 4 * (c % 2);
         for (int i = 0; i < 4; ++i) {
-          __m256i lo = _mm256_and_si256(x[i], m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4);
-          if constexpr (kFifthBits) {
-            const __m256i bits = qh[c % 2][i];
-            // Bit j (j + 1) of each byte to bit 4 of the same byte.
-            const auto to4 = [&](int bit) {
-              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
-                                               : _mm256_srli_epi32(bits, bit - 4),
-                                      bit4);
-            };
-            lo = _mm256_or_si256(lo, to4(j));
-            hi = _mm256_or_si256(hi, to4(j + 1));
-          }
-          put(8 * j + k0 + i, lo);
-          put(8 * (j + 1) + k0 + i, hi);
+          put(8 * j + k0 + i, lo[i]);
+          put(8 * (j + 1) + k0 + i, hi[i]);
         }
       }
     }
   }
 
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    Unpack(
+        [&](int64_t b, int64_t off, __m256i(&x)[4]) {
+          if (off == 0) PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
+          Load8(w + b * kBlockBytes, off, wrb, x);
+        },
+        nb, panel);
+  }
   // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
   static constexpr int kStepBlocks = 8;
   static constexpr int kGroup = 4;
@@ -2154,6 +2192,208 @@ struct Q45KRowLanes8 {
   }
 };
 
+// ---- Q4_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
+
+// Q45KRowLanes8 reading the model's Q4_K matrices packed at load: per 16-row
+// tile and super-block (16 x kBlockBytes bytes, the rows' own), the tile's
+// two 8-row halves one after the other, and in each half, for each 16-byte
+// span g of the block (the heads, then the quants; Q5_K: heads, qh, quants)
+// 4 registers, register i's lane l = bytes 16g + 4i .. 16g + 4i + 3 of lane
+// l's row (RowLanes8's order: lane 4L + m, row 2m + L): what Load8 gathers
+// with 16-byte loads and transposes, stored. Decode (PackedTile) then reads
+// one stream and runs the panel's operations (PanelGroup's integers and
+// float operations, so the outputs equal the one-row decode's bitwise) on
+// registers unpacked on the way; 4 or more tokens unpack each half into
+// the panel (UnpackPacked) and run RowLanesGemm's panel tiles on it.
+template <DType kType>
+struct Q45KPacked16 {
+  using K8 = Q45KRowLanes8<kType>;
+  using Lanes = RowLanes8<DType::kQ4_0>;  // its store
+  static constexpr bool kFifthBits = K8::kFifthBits;
+  static constexpr int64_t kBlockBytes = K8::kBlockBytes;
+  static constexpr int64_t kQsOffset = K8::kQsOffset;
+  static_assert(kBlockBytes % 16 == 0);
+  static constexpr int64_t kHalfBytes = 8 * kBlockBytes;
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static constexpr int kRows = 16;
+  static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
+  static constexpr int kPanelTokens = K8::kPanelTokens;
+  // Both halves' panels, one after the other.
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+
+  // The row of an 8-row half in lane l, and the lane of row r.
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
+
+  // Load8's x for half `half` of super-block b of the packed tile at w.
+  static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
+                                __m256i (&x)[4]) {
+    const uint8_t* p = w + b * kPackedBlockBytes + half * kHalfBytes + 8 * off;  // span off / 16
+    for (int i = 0; i < 4; ++i) x[i] = _mm256_loadu_si256((const __m256i*)(p + 32 * i));
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int half = 0; half < 2; ++half) {
+          for (int l = 0; l < 8; ++l) {
+            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+              for (int i = 0; i < 4; ++i) {
+                std::memcpy(o + half * kHalfBytes + 32 * (4 * g + i) + 4 * l, blk + 16 * g + 4 * i,
+                            4);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int half = r / 8, l = RowLane(r % 8);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* o = tile + b * kPackedBlockBytes + half * kHalfBytes;
+      for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(out + b * kBlockBytes + 16 * g + 4 * i, o + 32 * (4 * g + i) + 4 * l, 4);
+        }
+      }
+    }
+  }
+
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    for (int half = 0; half < 2; ++half) {
+      K8::Unpack([&](int64_t b, int64_t off, __m256i(&x)[4]) { LoadPacked(w, b, half, off, x); },
+                 nb, panel + half * (nb / 8) * K8::kSuperBytes);
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
+                               y + 8 * half, ldy);
+    }
+  }
+
+  // T tokens against the packed tile at w: PanelGroup's operations on
+  // registers unpacked on the way (bitwise the one-row decode's sums). No
+  // software prefetch: the tiles are one sequential stream, which the
+  // hardware prefetcher follows, and every distance tried was slower
+  // (`tern bench kernels --type q4_k --panel16`, 5632 x 2048, 2 threads,
+  // 2 rounds: none 28.9 / 31.8 GB/s; each line of the super-block 1152,
+  // 2304, 4608, 9216 bytes ahead 27.2 / 27.8, 26.0 / 22.4, 24.5 / 23.3,
+  // 21.9 / 22.7).
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[2][T]) {
+    constexpr int kRun = kFifthBits ? 4 : 8;  // words added in int16 (Q45KRowLanes8)
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) acc[half][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const ActBlockQ8K* a[T];
+      for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m256i hd[4];
+        LoadPacked(w, b, half, 0, hd);
+        const typename K8::HeadFields f = K8::Fields(hd);
+        __m256i qh[2][4];
+        if constexpr (kFifthBits) {
+          LoadPacked(w, b, half, 16, qh[0]);
+          LoadPacked(w, b, half, 32, qh[1]);
+        }
+        __m256i s[T];
+        for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 8; j += 2) {
+          // Spans j and j + 1 of the quants: sub-blocks j (low nibbles) and
+          // j + 1 (high), element quads 0-3 from span j, 4-7 from j + 1.
+          __m256i raw[2][4];
+          LoadPacked(w, b, half, kQsOffset + 16 * j, raw[0]);
+          LoadPacked(w, b, half, kQsOffset + 16 * (j + 1), raw[1]);
+          const auto quant = [&](int u, int k) {
+            const __m256i r = raw[k / 4][k % 4];
+            __m256i v = _mm256_and_si256(u == 0 ? r : _mm256_srli_epi16(r, 4), m4);
+            if constexpr (kFifthBits) {
+              const int bit = j + u;
+              const __m256i bits = qh[k / 4][k % 4];
+              v = _mm256_or_si256(
+                  v, _mm256_and_si256(bit <= 4 ? _mm256_slli_epi32(bits, 4 - bit)
+                                               : _mm256_srli_epi32(bits, bit - 4),
+                                      _mm256_set1_epi8(0x10)));
+            }
+            return v;
+          };
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; ++u) {
+            const int sj = j + u;
+#pragma GCC unroll 2
+            for (int k0 = 0; k0 < 8; k0 += kRun) {
+              __m256i c[T];
+#pragma GCC unroll 8
+              for (int k = k0; k < k0 + kRun; ++k) {
+                const __m256i wq = quant(u, k);
+                for (int t = 0; t < T; ++t) {
+                  const __m256i p = _mm256_maddubs_epi16(
+                      wq, _mm256_set1_epi32((int)LoadU32(a[t]->qs + 32 * sj + 4 * k)));
+                  c[t] = k == k0 ? p : _mm256_add_epi16(c[t], p);
+                }
+              }
+              const __m256i sc = K8::ScaleReg(f, sj);
+              for (int t = 0; t < T; ++t) {
+                s[t] = MaddAcc(s[t], c[t], sc);
+                __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
+              }
+            }
+          }
+        }
+        __m256 d, dmin;
+        K8::Deltas(hd[0], &d, &dmin);
+        for (int t = 0; t < T; ++t) {
+          __m256i m = _mm256_setzero_si256();
+          for (int i = 0; i < 4; ++i) {
+            m = MaddAcc(m, K8::MinReg(f, i),
+                        _mm256_set1_epi32((int)LoadU32(a[t]->sums32 + 2 * i)));
+          }
+          const __m256 da = _mm256_set1_ps(a[t]->d);
+          acc[half][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, da), acc[half][t]);
+          acc[half][t] =
+              _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[half][t]);
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Q45KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
 // ---- Q6_K x ActBlockQ8K, 8 weight rows in the lanes (AVX2) --------------------------
 
 // Q6KRowLanes (AVX-512) on 256 bits: per (row, token) and super-block, in
@@ -2197,59 +2437,75 @@ struct Q6KRowLanes8 {
   using Lanes = RowLanes8<DType::kQ4_0>;    // its row order, scales and store
   using K45 = Q45KRowLanes8<DType::kQ4_K>;  // Load8, DwordBytes
 
-  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
-  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+  // sx: Load8 of the scales (lane: scales 4i .. 4i + 3 of the row, int8).
+  // Scales j0 and j1 into the low and high words of each lane, sign-extended
+  // (put into the high byte of a word and shifted back down).
+  static inline __m256i ScaleWords(const __m256i (&sx)[4], int j0, int j1) {
+    return _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sx[j0 / 4], K45::DwordBytes(-1, j0 % 4, -1, j1 % 4)), 8);
+  }
+  // The panel's register kOffReg + q: -32 x the scales (2q, 2q + 1).
+  static inline __m256i OffReg(const __m256i (&sx)[4], int q) {
+    // |sc| <= 128: -32 sc fits int16.
+    return _mm256_sub_epi16(_mm256_setzero_si256(),
+                            _mm256_slli_epi16(ScaleWords(sx, 2 * q, 2 * q + 1), 5));
+  }
+  // Quant register 32h + 16hi + 4c + i (elements 128h + 64hi + 16c + 4i ..,
+  // unsigned 0..63) from x[i] (Load8 of ql bytes 64h + 16c ..) and
+  // qh[i] (Load8 of qh bytes 32h + 16 (c % 2) ..): element 128h + 32jj + l
+  // has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l], jj = 2hi + c / 2.
+  static inline __m256i Quant(__m256i x, __m256i qh, int hi, int c) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    const int jj = 2 * hi + c / 2;
+    // Bits 2jj, 2jj + 1 of each byte to bits 4-5 of the same byte.
+    const __m256i top =
+        jj <= 2 ? _mm256_slli_epi32(qh, 4 - 2 * jj) : _mm256_srli_epi32(qh, 2 * jj - 4);
+    const __m256i low =
+        hi ? _mm256_and_si256(_mm256_srli_epi16(x, 4), m4) : _mm256_and_si256(x, m4);
+    return _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  }
+
+  // The panel of nb / 8 super-blocks from load(b, off, x) (x[i], lane l:
+  // bytes off + 4i .. off + 4i + 3 of super-block b of lane l's row) and
+  // d(b) (d_w of super-block b of the 8 rows as floats, lane order).
+  template <class Load, class D>
+  static inline void Unpack(Load load, D d, int64_t nb, uint8_t* panel) {
     for (int64_t b = 0; b < nb / 8; ++b) {
-      const uint8_t* p = w + b * kBlockBytes;
-      PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
       uint8_t* out = panel + b * kSuperBytes;
       const auto put = [&](int reg, __m256i v) {
         _mm256_store_si256((__m256i*)(out + 32 * reg), v);
       };
-      // sx[i], lane: scales 4i .. 4i + 3 of the row (int8), put into the
-      // high byte of a word and shifted back down, sign-extended.
       __m256i sx[4];
-      K45::Load8(p, kScalesOffset, wrb, sx);
-      const auto words = [&](int j0, int j1) {
-        return _mm256_srai_epi16(
-            _mm256_shuffle_epi8(sx[j0 / 4], K45::DwordBytes(-1, j0 % 4, -1, j1 % 4)), 8);
-      };
-      for (int j = 0; j < 16; ++j) put(kScaleReg + j, words(j, j));
-      for (int q = 0; q < 8; ++q) {
-        // |sc| <= 128: -32 sc fits int16.
-        const __m256i pair = words(2 * q, 2 * q + 1);
-        put(kOffReg + q, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5)));
-      }
-      _mm256_store_ps((float*)(out + 32 * kDReg), Lanes::Scales(p + kDOffset, wrb));
+      load(b, kScalesOffset, sx);
+      for (int j = 0; j < 16; ++j) put(kScaleReg + j, ScaleWords(sx, j, j));
+      for (int q = 0; q < 8; ++q) put(kOffReg + q, OffReg(sx, q));
+      _mm256_store_ps((float*)(out + 32 * kDReg), d(b));
       for (int h = 0; h < 2; ++h) {
-        // qh[c'], lane: qh bytes 32h + 16c' + 4i .. of the row; element
-        // 128h + 32jj + l has its bits 4-5 at bits 2jj, 2jj + 1 of qh[32h + l].
         __m256i qh[2][4];
-        K45::Load8(p, kQhOffset + 32 * h, wrb, qh[0]);
-        K45::Load8(p, kQhOffset + 32 * h + 16, wrb, qh[1]);
-        // ql bytes 64h + 16c + 4i + b: low nibble element 128h + 16c + 4i + b,
-        // high nibble element 128h + 64 + 16c + 4i + b.
+        load(b, kQhOffset + 32 * h, qh[0]);
+        load(b, kQhOffset + 32 * h + 16, qh[1]);
         for (int c = 0; c < 4; ++c) {
           __m256i x[4];
-          K45::Load8(p, 64 * h + 16 * c, wrb, x);
+          load(b, 64 * h + 16 * c, x);
           for (int i = 0; i < 4; ++i) {
             for (int hi = 0; hi < 2; ++hi) {
-              const int jj = 2 * hi + c / 2;  // element 128h + 32jj + l
-              const __m256i bits = qh[c % 2][i];
-              // Bits 2jj, 2jj + 1 of each byte to bits 4-5 of the same byte.
-              const __m256i top = jj <= 2 ? _mm256_slli_epi32(bits, 4 - 2 * jj)
-                                          : _mm256_srli_epi32(bits, 2 * jj - 4);
-              const __m256i low = hi ? _mm256_and_si256(_mm256_srli_epi16(x[i], 4), m4)
-                                     : _mm256_and_si256(x[i], m4);
-              put(32 * h + 16 * hi + 4 * c + i,
-                  _mm256_or_si256(low, _mm256_and_si256(top, bits45)));
+              put(32 * h + 16 * hi + 4 * c + i, Quant(x[i], qh[c % 2][i], hi, c));
             }
           }
         }
       }
     }
+  }
+
+  // Super-blocks [0, nb / 8) of the 8 rows at w into the panel.
+  static void UnpackPanel(const uint8_t* w, int64_t wrb, int64_t nb, uint8_t* panel) {
+    Unpack(
+        [&](int64_t b, int64_t off, __m256i(&x)[4]) {
+          if (off == kScalesOffset) PrefetchNextTile<8, kBlockBytes>(w + 8 * wrb, b);
+          K45::Load8(w + b * kBlockBytes, off, wrb, x);
+        },
+        [&](int64_t b) { return Lanes::Scales(w + b * kBlockBytes + kDOffset, wrb); }, nb,
+        panel);
   }
 
   // Super-block b of the panel (at pb) against G tokens (GroupedPanelTile).
@@ -2375,6 +2631,198 @@ struct Q6KRowLanes8 {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q6KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q6_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
+
+// Q6KRowLanes8 reading packed tiles, as Q45KPacked16 does for Q4_K: per
+// 16-row tile and super-block (16 x 210 bytes, the rows' own) the 16 rows'
+// d (lane order, half 0 then half 1), then the two 8-row halves one after
+// the other, each as the 4 registers per 16-byte span of the block's first
+// 208 bytes (ql, qh, the scales) that Load8 gathers, stored, the spans in
+// the order PackedTile reads them (Slot). Decode (PackedTile) reads one
+// stream and runs PanelGroup's operations on registers made on the way
+// (bitwise the one-row decode's sums). The layout decides the speed
+// (`tern bench kernels --type q6_k --panel16`, 5632 x 2048, 2 threads,
+// avx2 table): the spans in block order with the d after them (half 1's
+// registers 16 bytes off a 32-byte boundary) streamed at 12.6-12.7 GB/s
+// against the one-row decode's 31-45; every register 32-byte aligned (d
+// first) 13.2; with a software prefetch 1680-13440 bytes ahead 15-17; the
+// spans also in reading order 49.4 GB/s (30.4 with the prefetch 3360
+// bytes ahead, so none). Then, alternated 3 rounds on a slower moment of
+// the machine: 25.9 / 26.2 / 24.6 against the one-row decode's 22.5 /
+// 22.6 / 22.4 GB/s. (The AVX-512 table's packed Q6_K, dropped, kept the
+// block's order; docs/kernels.md.)
+struct Q6KPacked16 {
+  using K8 = Q6KRowLanes8;
+  using Lanes = RowLanes8<DType::kQ4_0>;  // its store
+  static constexpr int64_t kBlockBytes = K8::kBlockBytes;
+  static constexpr int kSpans = 13;  // 16-byte spans before d
+  static_assert(K8::kDOffset == 16 * kSpans);
+  // Per super-block of the tile: the 16 d (half 0's, then half 1's), then
+  // the halves' spans, so every register load is 32-byte aligned.
+  static constexpr int64_t kHalfBytes = 32 * 4 * kSpans;
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static constexpr int kRows = 16;
+  static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
+  static constexpr int kPanelTokens = K8::kPanelTokens;
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
+
+  static inline const uint8_t* HalfAt(const uint8_t* w, int64_t b, int half) {
+    return w + b * kPackedBlockBytes + 32 + half * kHalfBytes;
+  }
+  static inline const uint8_t* DAt(const uint8_t* w, int64_t b, int half) {
+    return w + b * kPackedBlockBytes + 16 * half;
+  }
+  // The slot of span g in a half: the spans in PackedTile's reading order.
+  static constexpr int Slot(int g) {
+    constexpr int kSlot[kSpans] = {2, 5, 3, 6, 8, 11, 9, 12, 1, 4, 7, 10, 0};
+    return kSlot[g];
+  }
+  static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
+                                __m256i (&x)[4]) {
+    const uint8_t* p = HalfAt(w, b, half) + 128 * Slot((int)(off / 16));
+    for (int i = 0; i < 4; ++i) x[i] = _mm256_loadu_si256((const __m256i*)(p + 32 * i));
+  }
+  static inline __m256 LoadD(const uint8_t* w, int64_t b, int half) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)DAt(w, b, half)));
+  }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int half = 0; half < 2; ++half) {
+          uint8_t* oh = o + 32 + half * kHalfBytes;
+          for (int l = 0; l < 8; ++l) {
+            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            for (int g = 0; g < kSpans; ++g) {
+              for (int i = 0; i < 4; ++i) {
+                std::memcpy(oh + 32 * (4 * Slot(g) + i) + 4 * l, blk + 16 * g + 4 * i, 4);
+              }
+            }
+            std::memcpy(o + 16 * half + 2 * l, blk + K8::kDOffset, 2);
+          }
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int half = r / 8, l = RowLane(r % 8);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* oh = HalfAt(tile, b, half);
+      uint8_t* blk = out + b * kBlockBytes;
+      for (int g = 0; g < kSpans; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(blk + 16 * g + 4 * i, oh + 32 * (4 * Slot(g) + i) + 4 * l, 4);
+        }
+      }
+      std::memcpy(blk + K8::kDOffset, DAt(tile, b, half) + 2 * l, 2);
+    }
+  }
+
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    for (int half = 0; half < 2; ++half) {
+      K8::Unpack([&](int64_t b, int64_t off, __m256i(&x)[4]) { LoadPacked(w, b, half, off, x); },
+                 [&](int64_t b) { return LoadD(w, b, half); }, nb,
+                 panel + half * (nb / 8) * K8::kSuperBytes);
+    }
+  }
+
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
+                               y + 8 * half, ldy);
+    }
+  }
+
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&acc)[2][T]) {
+    const auto bcast = [](const void* p) { return _mm256_set1_epi32((int)LoadU32(p)); };
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) acc[half][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb / 8; ++b) {
+      const ActBlockQ8K* a[T];
+      for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m256i sx[4];
+        LoadPacked(w, b, half, K8::kScalesOffset, sx);
+        __m256i s[T];
+        for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+          for (int cc = 0; cc < 2; ++cc) {
+            __m256i qh[4];
+            LoadPacked(w, b, half, K8::kQhOffset + 32 * h + 16 * cc, qh);
+#pragma GCC unroll 2
+            for (int c = cc; c < 4; c += 2) {
+              __m256i x[4];
+              LoadPacked(w, b, half, 64 * h + 16 * c, x);
+#pragma GCC unroll 2
+              for (int hi = 0; hi < 2; ++hi) {
+                const int n0 = 32 * h + 16 * hi + 4 * c;  // quant registers n0 .. n0 + 3
+                const __m256i sc = K8::ScaleWords(sx, n0 / 4, n0 / 4);
+#pragma GCC unroll 2
+                for (int i = 0; i < 4; i += 2) {
+                  const __m256i w0 = K8::Quant(x[i], qh[i], hi, c);
+                  const __m256i w1 = K8::Quant(x[i + 1], qh[i + 1], hi, c);
+                  for (int t = 0; t < T; ++t) {
+                    const int8_t* q = a[t]->qs + 4 * (n0 + i);
+                    const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast(q)),
+                                                         _mm256_maddubs_epi16(w1, bcast(q + 4)));
+                    s[t] = MaddAcc(s[t], c16, sc);
+                    __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
+                  }
+                }
+              }
+            }
+          }
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) {
+          const __m256i off = K8::OffReg(sx, q);
+          for (int t = 0; t < T; ++t) s[t] = MaddAcc(s[t], off, bcast(a[t]->sums16 + 2 * q));
+        }
+        const __m256 dw = LoadD(w, b, half);
+        for (int t = 0; t < T; ++t) {
+          acc[half][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+                                         _mm256_mul_ps(dw, _mm256_set1_ps(a[t]->d)), acc[half][t]);
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
+  }
+
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Q6KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // !TERN_AVX512_VNNI
@@ -4566,13 +5014,11 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   t->isa = isa;
   auto set = [&](DType d, const ActFormat& a, GemmFn f) { t->matmul[(int)d] = {&a, f}; };
   set(DType::kF32, kF32Format, FloatGemm<DType::kF32>);
-#ifdef TERN_AVX512_VNNI
   // Kernels that also read their own 16-row tiles (WeightLayout::kPanel16).
   const auto set_packed = [&](DType d, const ActFormat& a, auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
   };
-#endif
   const auto set_float = [&](auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)K::kDType] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
@@ -4597,9 +5043,12 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
-  set(DType::kQ4_K, kQ8KFormat, Q45KRowLanes8<DType::kQ4_K>::Gemm);
-  set(DType::kQ5_K, kQ8KFormat, Q45KRowLanes8<DType::kQ5_K>::Gemm);
-  set(DType::kQ6_K, kQ8KFormat, Q6KRowLanes8::Gemm);
+  set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
+  // Q5_K packed decodes faster here, unlike on AVX-512 (tinyllama Q5_K_M
+  // tg128, avx2 table, 4 rounds alternated under chrt: 58.3 / 58.9 / 59.6 /
+  // 58.9 against 45.4 / 46.6 / 44.3 / 43.6 tok/s; docs/kernels.md).
+  set_packed(DType::kQ5_K, kQ8KFormat, Q45KPacked16<DType::kQ5_K>{});
+  set_packed(DType::kQ6_K, kQ8KFormat, Q6KPacked16{});
 #endif
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
