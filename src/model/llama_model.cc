@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "model/exact_logits.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -553,6 +554,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
                      xl_.data() + r * n_embd);
   }
   MatMul(output_, xl_.data(), R, logits, pool);  // [R, n_vocab]
+  RefineTopLogits(output_.view, xl_.data(), R, logits, pool);
   if (c.final_softcap > 0) {  // gemma2: cap * tanh(logit / cap)
     for (int64_t i = 0; i < R * c.n_vocab; ++i) {
       logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
