@@ -2194,6 +2194,20 @@ struct Q45KRowLanes8 {
 
 // ---- Q4_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
 
+// What the AVX2 16-row tiles (Q45KPacked16, Q6KPacked16) share: a tile's
+// panel is its two 8-row halves' K8 panels one after the other.
+template <class K8>
+struct Packed16Halves {
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
+                               y + 8 * half, ldy);
+    }
+  }
+};
+
 // Q45KRowLanes8 reading the model's Q4_K matrices packed at load: per 16-row
 // tile and super-block (16 x kBlockBytes bytes, the rows' own), the tile's
 // two 8-row halves one after the other, and in each half, for each 16-byte
@@ -2206,7 +2220,7 @@ struct Q45KRowLanes8 {
 // registers unpacked on the way; 4 or more tokens unpack each half into
 // the panel (UnpackPacked) and run RowLanesGemm's panel tiles on it.
 template <DType kType>
-struct Q45KPacked16 {
+struct Q45KPacked16 : Packed16Halves<Q45KRowLanes8<kType>> {
   using K8 = Q45KRowLanes8<kType>;
   using Lanes = RowLanes8<DType::kQ4_0>;  // its store
   static constexpr bool kFifthBits = K8::kFifthBits;
@@ -2273,14 +2287,6 @@ struct Q45KPacked16 {
     }
   }
 
-  template <int T>
-  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
-                       int nr, float* y, int64_t ldy) {
-    for (int half = 0; half < 2; ++half) {
-      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
-                               y + 8 * half, ldy);
-    }
-  }
 
   // T tokens against the packed tile at w: PanelGroup's operations on
   // registers unpacked on the way (bitwise the one-row decode's sums). No
@@ -2654,7 +2660,7 @@ struct Q6KRowLanes8 {
 // the machine: 25.9 / 26.2 / 24.6 against the one-row decode's 22.5 /
 // 22.6 / 22.4 GB/s. (The AVX-512 table's packed Q6_K, dropped, kept the
 // block's order; docs/kernels.md.)
-struct Q6KPacked16 {
+struct Q6KPacked16 : Packed16Halves<Q6KRowLanes8> {
   using K8 = Q6KRowLanes8;
   using Lanes = RowLanes8<DType::kQ4_0>;  // its store
   static constexpr int64_t kBlockBytes = K8::kBlockBytes;
@@ -2737,14 +2743,6 @@ struct Q6KPacked16 {
     }
   }
 
-  template <int T>
-  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
-                       int nr, float* y, int64_t ldy) {
-    for (int half = 0; half < 2; ++half) {
-      K8::template RunPanel<T>(panel + half * (nb / 8) * K8::kSuperBytes, nb, act, arb, 8,
-                               y + 8 * half, ldy);
-    }
-  }
 
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
