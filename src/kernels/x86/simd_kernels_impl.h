@@ -2194,10 +2194,30 @@ struct Q45KRowLanes8 {
 
 // ---- Q4_K in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------------
 
-// What the AVX2 16-row tiles (Q45KPacked16, Q6KPacked16) share: a tile's
-// panel is its two 8-row halves' K8 panels one after the other.
-template <class K8>
+// What the AVX2 16-row tiles (Q45KPacked16, Q6KPacked16; Tile: the one
+// derived) share: a tile is two 8-row halves, its panel their K8 panels one
+// after the other, its decode's sums two registers of 8 rows per token.
+template <class Tile, class K8>
 struct Packed16Halves {
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    Tile::template PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) {
+      RowLanes8<DType::kQ4_0>::Store<T>(acc[half], 8, y + 8 * half, ldy);
+    }
+  }
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    RowLanesGemm<Tile, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
   template <int T>
   static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
                        int nr, float* y, int64_t ldy) {
@@ -2220,7 +2240,7 @@ struct Packed16Halves {
 // registers unpacked on the way; 4 or more tokens unpack each half into
 // the panel (UnpackPacked) and run RowLanesGemm's panel tiles on it.
 template <DType kType>
-struct Q45KPacked16 : Packed16Halves<Q45KRowLanes8<kType>> {
+struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> {
   using K8 = Q45KRowLanes8<kType>;
   using Lanes = RowLanes8<DType::kQ4_0>;  // its store
   static constexpr bool kFifthBits = K8::kFifthBits;
@@ -2380,24 +2400,6 @@ struct Q45KPacked16 : Packed16Halves<Q45KRowLanes8<kType>> {
     }
   }
 
-  template <int T>
-  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                              int nr, float* y, int64_t ldy) {
-    __m256 acc[2][T];
-    PackedTile<T>(w, nb, act, arb, acc);
-    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
-  }
-
-  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                   WorkerScratch* scratch) {
-    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
-  }
-  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                         WorkerScratch* scratch) {
-    RowLanesGemm<Q45KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
-  }
 };
 
 // ---- Q6_K x ActBlockQ8K, 8 weight rows in the lanes (AVX2) --------------------------
@@ -2660,7 +2662,7 @@ struct Q6KRowLanes8 {
 // the machine: 25.9 / 26.2 / 24.6 against the one-row decode's 22.5 /
 // 22.6 / 22.4 GB/s. (The AVX-512 table's packed Q6_K, dropped, kept the
 // block's order; docs/kernels.md.)
-struct Q6KPacked16 : Packed16Halves<Q6KRowLanes8> {
+struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
   using K8 = Q6KRowLanes8;
   using Lanes = RowLanes8<DType::kQ4_0>;  // its store
   static constexpr int64_t kBlockBytes = K8::kBlockBytes;
@@ -2804,24 +2806,6 @@ struct Q6KPacked16 : Packed16Halves<Q6KRowLanes8> {
     }
   }
 
-  template <int T>
-  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                              int nr, float* y, int64_t ldy) {
-    __m256 acc[2][T];
-    PackedTile<T>(w, nb, act, arb, acc);
-    for (int half = 0; half < 2; ++half) Lanes::Store<T>(acc[half], 8, y + 8 * half, ldy);
-  }
-
-  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                   WorkerScratch* scratch) {
-    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
-  }
-  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                         WorkerScratch* scratch) {
-    RowLanesGemm<Q6KPacked16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
-  }
 };
 #endif  // !TERN_AVX512_VNNI
 
