@@ -546,11 +546,12 @@ struct FloatKernel {
         const auto prefetch_slice = [&](int64_t tile) {
           const int64_t i1 = std::min(nrows * nlines, (tile + 1) * per_tile);
           for (int64_t i = tile * per_tile; i < i1; ++i) {
-            // An asm prefetch: GCC 12 -O3 deleted the loop when it was
-            // _mm_prefetch (no prefetch instruction in any 16-bit
-            // BlockedRows of either table), and each block's conversion
-            // waited on memory again (AVX2, one thread: 22% of the time,
-            // against 7-10% with the prefetch).
+            // An asm prefetch: with _mm_prefetch GCC 12 judged this
+            // prefetch-only lambda free of side effects and deleted its
+            // calls (as it did PrefetchRowBlock's and PrefetchKvHead's):
+            // no prefetch instruction in any 16-bit BlockedRows of either
+            // table, and each block's conversion waited on memory (AVX2,
+            // one thread: 22% of the kernel's cycles, 6-10% with it).
             asm volatile("prefetcht1 %0" : : "m"(*(const char*)nw.Line(i, nrows, c0, c1)));
           }
         };
