@@ -3443,7 +3443,7 @@ struct Q6KRowLanes {
       for (int j = 0; j < 16; ++j) {
         __m512i c[T];
         for (int t = 0; t < T; ++t) c[t] = _mm512_setzero_si512();
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const __m512i wq = reg(4 * j + k);
 #pragma GCC unroll 16
