@@ -12,11 +12,6 @@ namespace {
 // token's f32 row at a time).
 constexpr int64_t kFloatKBlockBytes = 1024 * 4;
 
-int64_t F32RowBytes(int64_t cols) { return cols * (int64_t)sizeof(float); }
-const uint8_t* PassF32(const KernelTable&, const float* x, int64_t, int64_t,
-                       AlignedVector<uint8_t>*, ThreadPool*, Workspace*) {
-  return (const uint8_t*)x;
-}
 int64_t F32ChunkTokens(int64_t row_bytes) {
   return DefaultChunkTokens(std::min(row_bytes, kFloatKBlockBytes));
 }
@@ -32,6 +27,12 @@ void Q8KRow(const KernelTable& table, const float* x, int64_t cols, uint8_t* out
 }
 
 }  // namespace
+
+int64_t F32RowBytes(int64_t cols) { return cols * (int64_t)sizeof(float); }
+const uint8_t* PassF32(const KernelTable&, const float* x, int64_t, int64_t,
+                       AlignedVector<uint8_t>*, ThreadPool*, Workspace*) {
+  return (const uint8_t*)x;
+}
 
 const ActFormat kF32Format{.name = "f32",
                            .row_bytes = F32RowBytes,

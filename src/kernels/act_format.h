@@ -87,6 +87,12 @@ static_assert(sizeof(ActBlockQ8K) == 308);
 // in blocks of 4 KiB of a token's row, so only that much of each token of a
 // chunk needs to stay in L2.
 extern const ActFormat kF32Format;
+// kF32Format's row_bytes and prepare (for formats of f32 rows that chunk
+// the tokens otherwise).
+int64_t F32RowBytes(int64_t cols);
+const uint8_t* PassF32(const KernelTable& table, const float* x, int64_t num_tokens,
+                       int64_t cols, AlignedVector<uint8_t>* scratch, ThreadPool* pool,
+                       Workspace* workspace);
 // cols / 32 ActBlockQ8 per token, through table.quantize_q8.
 extern const ActFormat kQ8Format;
 // cols / 256 ActBlockQ8K per token, through table.quantize_q8k.

@@ -330,12 +330,14 @@ TEST(MatMulTest, BatchEqualsTokensAloneBitwise) {
 
 // Where a table reads weights in its own 16-row tiles (kPanel16: pack16,
 // gemm16, row16), row16 returns each row's bytes, and the packed copy gives
-// every token the bits the rows as they lie
-// give, for token counts on either side of the few-token path, across token
-// chunks (4096 columns), split over threads, and in one MatMulMany with a
-// row-major matrix of 24 rows before it (so the packed part starts off the
-// 16-row grain of the concatenated rows).
-TEST(MatMulTest, Panel16EqualsRowMajorBitwise) {
+// every token the bits the rows as they lie give (16-bit float weights,
+// whose tiles hold the rows in the lanes: the bits of the scalar chain
+// acc = fma(w, x, acc) over the columns in order, on every table), for token
+// counts on either side of the few-token path, across token chunks (4096
+// columns), split over threads, and in one MatMulMany with a row-major
+// matrix of 24 rows before it (so the packed part starts off the 16-row
+// grain of the concatenated rows).
+TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
   ThreadPool pool(3);
   int tested = 0;
   for (const KernelTable* table : AvailableTables()) {
@@ -345,12 +347,11 @@ TEST(MatMulTest, Panel16EqualsRowMajorBitwise) {
       SCOPED_TRACE(std::string(table->isa) + " " + DTypeName(t));
       ASSERT_NE(k->gemm16, nullptr);
       ++tested;
-      // Float weights: also a row length off the 16-column groups (their
-      // tiles keep each row's last cols % 16 columns apart).
+      // Float weights: also a row length off the 16-column groups.
       for (int64_t cols : {int64_t{4096}, int64_t{4104}}) {
       if (cols % BlockSize(t) != 0 || (cols != 4096 && BlockSize(t) != 1)) continue;
       SCOPED_TRACE(std::to_string(cols) + " columns");
-      const int64_t rows = 48;
+      const int64_t rows = 80;  // 5 tiles: a group of 4 and 1
       const auto w = RandomWeights(t, rows, cols, 41);
       std::vector<uint8_t> packed(w.size());
       k->pack16(w.data(), RowBytes(t, cols), rows, cols, packed.data());
@@ -371,7 +372,19 @@ TEST(MatMulTest, Panel16EqualsRowMajorBitwise) {
         const auto x = RandomActivations(tokens * cols, 42 + (uint32_t)tokens);
         std::vector<float> want(tokens * rows), got(tokens * rows), got_many(tokens * rows),
             other_y(tokens * 24), other_want(tokens * 24);
-        MatMulWith(*table, plain, x.data(), tokens, want.data(), &pool, nullptr);
+        if (BlockSize(t) == 1) {
+          std::vector<float> wf(cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            quant::DequantizeRow(t, w.data() + r * row_bytes, wf.data(), cols);
+            for (int64_t i = 0; i < tokens; ++i) {
+              float acc = 0.0f;
+              for (int64_t c = 0; c < cols; ++c) acc = std::fma(wf[c], x[i * cols + c], acc);
+              want[i * rows + r] = acc;
+            }
+          }
+        } else {
+          MatMulWith(*table, plain, x.data(), tokens, want.data(), &pool, nullptr);
+        }
         MatMulWith(*table, panel, x.data(), tokens, got.data(), &pool, nullptr);
         EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
             << tokens << " tokens";

@@ -34,6 +34,7 @@ struct ActFormat;
 // holds at once never share memory.
 enum class ScratchBuf : int {
   kFloatPark,       // x86 float gemm: accumulators parked between K blocks
+  kFloatTile,       // x86 16-bit float gemm: a tile group's K block converted to f32
   kAttnDecoded,     // AttendGroupGeneric: a K or V head row decoded to f32
   kAttnRows,        // x86 attend_group: a bundle's output rows
   kAttnQueryPairs,  // x86 attend_group (AVX-512): the queries in pairs

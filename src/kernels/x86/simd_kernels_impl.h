@@ -656,6 +656,16 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
     K::DecodeRows(w, wrb, rows, (const float*)act, cols, y);
     return;
   }
+  // 16-bit weights come with kF32TilesFormat's long chunks (for the tiles,
+  // FloatLanes16): this K-lane loop keeps kF32Format's, whose activations
+  // stay in L2.
+  if (const int64_t chunk = kF32Format.chunk_tokens(cols * 4); num_tokens > chunk) {
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += chunk) {
+      FloatGemm<kType>(w, wrb, rows, act + t0 * arb, arb, std::min(chunk, num_tokens - t0), cols,
+                       y + t0 * ldy, ldy, scratch);
+    }
+    return;
+  }
   constexpr int R = K::kRows;
   Reg* park = K::Park(num_tokens, scratch);
   int64_t r = 0;
@@ -672,81 +682,244 @@ void FloatGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
   }
 }
 
-// 16-bit weights in the kPanel16 layout (FloatKernel::TileRows): decode
-// reads a band of kRows rows as one stream, their chains of 16-lane FMAs
-// side by side (AVX-512: 8 rows; AVX2: 4 rows, two chains each), each the
-// chain DecodeRows gives its row (so the same bits); prefill is
-// BlockedRows on a band.
-template <DType kType>
-struct FloatPanel16 {
-  static constexpr DType kDType = kType;
-  using K = FloatKernel<kType, FloatVec>;
-  using Reg = typename K::Reg;
-  using Rows = typename K::TileRows;
+// The activations of the 16-bit float tiles (FloatLanes16): f32 rows as
+// given, in chunks of 512 tokens. Each chunk converts every weight block
+// to f32 once, and a tile reads the activations one broadcast column at a
+// time, so long chunks cost no L2 misses worth having: F16 5632 x 2048 x
+// 512 tokens (AMD EPYC Zen 4, 2 threads, thread CPU time) 196 GFLOP/s in
+// kF32Format's 48-token chunks, 213 in 192, 225 in 512 (FMA peak 234).
+int64_t F32TilesChunkTokens(int64_t) { return 512; }
+constexpr ActFormat kF32TilesFormat{.name = "f32_tiles",
+                                    .row_bytes = F32RowBytes,
+                                    .prepare = PassF32,
+                                    .chunk_tokens = F32TilesChunkTokens};
 
-  static Rows Tile(const uint8_t* w, int64_t wrb, int64_t r0, int64_t cols) {
-    const int64_t cols16 = cols / 16 * 16;
-    return {w + r0 * wrb, cols16, cols - cols16, 0};
-  }
-  // The rows from row r of the matrix at w on (r a band's first row).
-  static Rows Band(const uint8_t* w, int64_t wrb, int64_t r, int64_t cols) {
-    return Tile(w, wrb, r / 16 * 16, cols).Sub(r % 16);
-  }
+// 16-bit weights in the kPanel16 layout with the rows in the lanes: each
+// 16-row tile (at w + r0 x wrb, where its rows' bytes were) holds its rows'
+// values column after column, column k's 16 values (32 bytes) at tile +
+// 32 k. Every output is one chain of FMAs over the columns in order, acc =
+// fma(w[r][k], x[t][k], acc) for k = 0, 1, ... from acc = 0, in lane r % 16
+// of a 16-row accumulator (AVX2: an 8-row half): decode, small batches and
+// prefill, and both tables, give each output the same bits, those of the
+// scalar chain (kernels_test: Panel16FloatIsTheFmaChainBitwise). The
+// file's rows (FloatGemm) sum 16-lane partial sums instead; a matrix is
+// read in one layout, so a model stays batch-invariant.
+//
+// Why: in the rows-in-lanes tile a register of weights (16 rows at one
+// column) serves T tokens through one broadcast each, so per column the
+// 4 x 6 tile loads 4 weight registers and 6 scalars for 24 FMAs, and no
+// horizontal sums are left at the end (the outputs of 16 rows are one
+// store). The K-lane tile it replaces (8 rows x 3 tokens, 16 columns a
+// register) loaded 8 + 3 registers per 24 FMAs, so its weights had to sit
+// in L1 (512-column blocks, the accumulators parked between them) and each
+// output ended in a 16-lane shuffle tree.
+template <DType kType>
+struct FloatLanes16 {
+  static constexpr DType kDType = kType;
+  using V = FloatVec;
+  using Reg = typename V::Reg;
+  // Prefill tile: kGroup 16-row tiles x kTokens tokens (AVX-512 4 x 6: 24
+  // accumulators, 4 weight registers and a broadcast in 32 registers;
+  // AVX2 1 x 6: 12 of 16 256-bit registers, 2 weight halves, a broadcast).
+#ifdef TERN_AVX512_VNNI
+  static constexpr int kGroup = 4;
+#else
+  static constexpr int kGroup = 1;
+#endif
+  static constexpr int kTokens = 6;
+  // Decode: 4 tiles side by side (4 chains of 16 lanes, AVX2 8 of 8), each
+  // tile a sequential stream of 32 bytes a column.
+  static constexpr int kDecodeTiles = 4;
+  // Prefill converts a group's kKBlock columns to f32 once per token chunk
+  // (kGroup x 512 x 64 bytes: 128 KiB on AVX-512, in L2), column after
+  // column, the group's tiles side by side, so the token tiles read it as
+  // one stream; the accumulators are parked between blocks.
+  static constexpr int64_t kKBlock = 1024;
 
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-      const Rows tile = Tile(out, wrb, r0, cols);
-      for (int r = 0; r < 16; ++r) {
-        const uint8_t* row = w + (r0 + r) * wrb;
-        for (int64_t k = 0; k < cols; k += k < tile.cols16 ? 16 : cols) {
-          const int64_t n = k < tile.cols16 ? 16 : tile.tail;
-          std::memcpy((uint8_t*)tile.At(r, k), row + 2 * k, 2 * n);
+      uint8_t* tile = out + r0 * wrb;
+      for (int64_t k0 = 0; k0 < cols; k0 += 64) {
+        const int64_t k1 = std::min(cols, k0 + 64);
+        for (int r = 0; r < 16; ++r) {
+          const uint8_t* row = w + (r0 + r) * wrb;
+          for (int64_t k = k0; k < k1; ++k) std::memcpy(tile + 32 * k + 2 * r, row + 2 * k, 2);
         }
       }
     }
   }
 
   static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
-    const Rows tile = Tile(w, wrb, row / 16 * 16, cols);
-    for (int64_t k = 0; k < cols; k += k < tile.cols16 ? 16 : cols) {
-      const int64_t n = k < tile.cols16 ? 16 : tile.tail;
-      std::memcpy(out + 2 * k, tile.At(row % 16, k), 2 * n);
+    const uint8_t* tile = w + row / 16 * 16 * wrb;
+    for (int64_t k = 0; k < cols; ++k) std::memcpy(out + 2 * k, tile + 32 * k + 2 * (row % 16), 2);
+  }
+
+  static Reg Broadcast(float v) {
+#ifdef TERN_AVX512_VNNI
+    return _mm512_set1_ps(v);
+#else
+    const __m256 b = _mm256_set1_ps(v);
+    return {b, b};
+#endif
+  }
+
+  // NT tiles (16 NT rows from tile0, tiles wrb x 16 bytes apart) x T tokens
+  // straight from the 16-bit weights: decode and batches of a few tokens.
+  template <int NT, int T>
+  static void Direct(const uint8_t* tile0, int64_t wrb, const float* const* x, int64_t cols,
+                     float* y, int64_t ldy) {
+    Reg acc[NT][T];
+    for (int j = 0; j < NT; ++j)
+      for (int t = 0; t < T; ++t) acc[j][t] = V::Zero();
+    const int64_t tile_bytes = 16 * wrb;
+    for (int64_t k = 0; k < cols; ++k) {
+      Reg wv[NT];
+      for (int j = 0; j < NT; ++j) wv[j] = V::template LoadW<kType>(tile0 + j * tile_bytes, 16 * k);
+      for (int t = 0; t < T; ++t) {
+        const Reg b = Broadcast(x[t][k]);
+        for (int j = 0; j < NT; ++j) acc[j][t] = V::Fma(wv[j], b, acc[j][t]);
+      }
+    }
+    for (int j = 0; j < NT; ++j)
+      for (int t = 0; t < T; ++t) V::Store(y + t * ldy + 16 * j, acc[j][t]);
+  }
+
+  // Tiles side by side for T tokens in Direct: kDecodeTiles for one token;
+  // AVX2 fewer for more (16 256-bit registers: 2 x 2 x 2 accumulators for 2
+  // tokens, 1 x 3 x 2 for 3).
+  template <int T, int NT = (T == 1 || kGroup > 1) ? kDecodeTiles : T == 2 ? 2 : 1>
+  static void DirectRows(const uint8_t* w, int64_t wrb, int64_t tiles, const float* const* x,
+                         int64_t cols, float* y, int64_t ldy) {
+    int64_t i = 0;
+    for (; i + NT <= tiles; i += NT) Direct<NT, T>(w + 16 * i * wrb, wrb, x, cols, y + 16 * i, ldy);
+    if constexpr (NT > 1) {
+      if (i < tiles) DirectRows<T, NT - 1>(w + 16 * i * wrb, wrb, tiles - i, x, cols, y + 16 * i, ldy);
     }
   }
 
-  static void Decode(const uint8_t* w, int64_t wrb, int64_t rows, const float* x, int64_t cols,
-                     float* y) {
-    constexpr int R = K::kRows;
-    for (int64_t r0 = 0; r0 < rows; r0 += R) {
-      const Rows band = Band(w, wrb, r0, cols);
-      Reg acc[R][1];
-      for (auto& a : acc) a[0] = FloatVec::Zero();
-      for (int64_t k = 0; k < band.cols16; k += 16) {
-        const uint8_t* g = band.At(0, k);
-        const Reg xv = FloatVec::LoadX(x + k);
-        for (int r = 0; r < R; ++r) {
-          acc[r][0] = FloatVec::Fma(FloatVec::template LoadW<kType>(g + 32 * r, 0), xv, acc[r][0]);
+  // acc[j][t] over n columns of the converted block (column k of tile j at
+  // conv + (k x NG + j) x 16), tokens' activations from x[t].
+  template <int NG, int T>
+  static inline void Block(const float* conv, const float* const* x, int64_t n,
+                           Reg (&acc)[NG][T]) {
+    for (int64_t k = 0; k < n; ++k) {
+      Reg wv[NG];
+      for (int j = 0; j < NG; ++j) wv[j] = V::LoadX(conv + (k * NG + j) * 16);
+      for (int t = 0; t < T; ++t) {
+        const Reg b = Broadcast(x[t][k]);
+        for (int j = 0; j < NG; ++j) acc[j][t] = V::Fma(wv[j], b, acc[j][t]);
+      }
+    }
+  }
+
+  // T tokens (rows arb bytes apart from act, columns from k0) over a block:
+  // from zero (first), parked before; stored to y (last), else parked.
+  template <int NG, int T>
+  static inline void TokenTile(const float* conv, const uint8_t* act, int64_t arb, int64_t k0,
+                               int64_t n, bool first, bool last, Reg* park, float* y,
+                               int64_t ldy) {
+    Reg acc[NG][T];
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb) + k0;
+    for (int j = 0; j < NG; ++j)
+      for (int t = 0; t < T; ++t) acc[j][t] = first ? V::Zero() : park[t * NG + j];
+    Block<NG, T>(conv, x, n, acc);
+    for (int j = 0; j < NG; ++j) {
+      for (int t = 0; t < T; ++t) {
+        if (last) V::Store(y + t * ldy + 16 * j, acc[j][t]);
+        else park[t * NG + j] = acc[j][t];
+      }
+    }
+  }
+
+  // NG tiles from tile0 x num_tokens tokens, K-blocked. next, next_tiles:
+  // the tiles the caller takes next; their first block is fetched into L2
+  // while this group's last block is in use (as each next block is).
+  template <int NG>
+  static void Group(const uint8_t* tile0, int64_t wrb, const uint8_t* act, int64_t arb,
+                    int64_t num_tokens, int64_t cols, float* y, int64_t ldy, float* conv,
+                    Reg* park, const uint8_t* next, int next_tiles) {
+    constexpr int T = kTokens;
+    const int64_t tile_bytes = 16 * wrb;
+    const int64_t token_tiles = (num_tokens + T - 1) / T;
+    for (int64_t k0 = 0; k0 < cols; k0 += kKBlock) {
+      const int64_t n = std::min(kKBlock, cols - k0);
+      for (int64_t k = 0; k < n; ++k) {
+        for (int j = 0; j < NG; ++j) {
+          V::Store(conv + (k * NG + j) * 16,
+                   V::template LoadW<kType>(tile0 + j * tile_bytes, 16 * (k0 + k)));
         }
       }
-      K::template Finish<R, 1>(band, &x, cols, acc, y + r0, 1);
+      // The next block (this group's next columns, else the next tiles'
+      // first ones), a slice of its lines per token tile. An asm prefetch:
+      // GCC 12 deletes _mm_prefetch in a prefetch-only lambda.
+      const bool more = k0 + n < cols;
+      const uint8_t* nw = more ? tile0 : next;
+      const int ntiles = more ? NG : next_tiles;
+      const int64_t c0 = more ? k0 + n : 0;
+      const int64_t lines_per_tile = (std::min(kKBlock, cols - c0) * 32 + 63) / 64;
+      const int64_t lines = ntiles * lines_per_tile;
+      const int64_t per_tile = (lines + token_tiles - 1) / token_tiles;
+      const auto prefetch_slice = [&](int64_t tt) {
+        const int64_t i1 = std::min(lines, (tt + 1) * per_tile);
+        for (int64_t i = tt * per_tile; i < i1; ++i) {
+          const uint8_t* p = nw + (i / lines_per_tile) * tile_bytes + 32 * c0 +
+                             (i % lines_per_tile) * 64;
+          asm volatile("prefetcht1 %0" : : "m"(*(const char*)p));
+        }
+      };
+      const bool first = k0 == 0, last = !more;
+      int64_t t = 0;
+      for (int64_t tt = 0; tt < token_tiles; ++tt, t += T) {
+        prefetch_slice(tt);
+        Reg* p = park + tt * T * NG;
+        if (t + T <= num_tokens) {
+          TokenTile<NG, T>(conv, act + t * arb, arb, k0, n, first, last, p, y + t * ldy, ldy);
+        } else {
+          for (int64_t u = t; u < num_tokens; ++u) {
+            TokenTile<NG, 1>(conv, act + u * arb, arb, k0, n, first, last, p + (u - t) * NG,
+                             y + u * ldy, ldy);
+          }
+        }
+      }
     }
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
                    int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
-    if (num_tokens == 1) {
-      Decode(w, wrb, rows, (const float*)act, cols, y);
+    // A few tokens: straight from the weights (the conversion would cost
+    // about what the FMAs do).
+    if (num_tokens < 4) {
+      const float* x[3];
+      for (int64_t t = 0; t < num_tokens; ++t) x[t] = (const float*)(act + t * arb);
+      if (num_tokens == 1) DirectRows<1>(w, wrb, rows / 16, x, cols, y, ldy);
+      else if (num_tokens == 2) DirectRows<2>(w, wrb, rows / 16, x, cols, y, ldy);
+      else DirectRows<3>(w, wrb, rows / 16, x, cols, y, ldy);
       return;
     }
-    constexpr int R = K::kRows;
-    static_assert(16 % R == 0);
-    Reg* park = K::Park(num_tokens, scratch);
-    for (int64_t r = 0; r < rows; r += R) {
-      const int64_t next = r + R < rows ? r + R : 0;
-      K::template BlockedRows<R>(Band(w, wrb, r, cols), act, arb,
-                                 num_tokens, cols, y + r, ldy, park,
-                                 Band(w, wrb, next, cols), R);
+    constexpr int T = kTokens;
+    const int64_t tiles = rows / 16;
+    float* conv = scratch->Get<float>(ScratchBuf::kFloatTile, kGroup * kKBlock * 16);
+    const int64_t token_tiles = (num_tokens + T - 1) / T;
+    Reg* park = (Reg*)scratch->Get<float>(ScratchBuf::kFloatPark, token_tiles * T * kGroup * 16);
+    for (int64_t i = 0; i < tiles; i += kGroup) {
+      const int ng = (int)std::min<int64_t>(kGroup, tiles - i);
+      // Next: the following tiles, or after the last group the first ones
+      // (the next token chunk starts there).
+      const int64_t ni = i + ng < tiles ? i + ng : 0;
+      const int nng = (int)std::min<int64_t>(kGroup, tiles - ni);
+      const uint8_t* g = w + 16 * i * wrb;
+      const uint8_t* nx = w + 16 * ni * wrb;
+      float* yg = y + 16 * i;
+      switch (ng) {
+#ifdef TERN_AVX512_VNNI
+        case 4: Group<4>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
+        case 3: Group<3>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
+        case 2: Group<2>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
+#endif
+        default: Group<1>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
+      }
     }
   }
 };
@@ -5014,10 +5187,10 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   };
   const auto set_float = [&](auto kernel) {
     using K = decltype(kernel);
-    t->matmul[(int)K::kDType] = {&kF32Format, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
+    t->matmul[(int)K::kDType] = {&kF32TilesFormat, FloatGemm<K::kDType>, K::Pack, K::Gemm, K::Row};
   };
-  set_float(FloatPanel16<DType::kF16>{});
-  set_float(FloatPanel16<DType::kBF16>{});
+  set_float(FloatLanes16<DType::kF16>{});
+  set_float(FloatLanes16<DType::kBF16>{});
 #ifdef TERN_AVX512_VNNI
   set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes<DType::kQ4_0>{});
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
