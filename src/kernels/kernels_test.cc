@@ -368,7 +368,7 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
       const WeightView panel{t, packed.data(), rows, cols, WeightLayout::kPanel16};
       const auto other_w = RandomWeights(t, 24, cols, 43);
       const WeightView other{t, other_w.data(), 24, cols};
-      for (int64_t tokens : {1, 2, 3, 4, 5, 16, 17, 33, 80}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7, 16, 17, 33, 80}) {
         const auto x = RandomActivations(tokens * cols, 42 + (uint32_t)tokens);
         std::vector<float> want(tokens * rows), got(tokens * rows), got_many(tokens * rows),
             other_y(tokens * 24), other_want(tokens * 24);

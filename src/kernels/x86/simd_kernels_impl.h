@@ -336,7 +336,7 @@ struct FloatKernel {
 
   static constexpr int64_t WBytes() { return kType == DType::kF32 ? 4 : 2; }
 
-  // Where the weights of row r, column k are: the file's rows ...
+  // Where the weights of row r, column k are: the file's rows.
   struct PlainRows {
     const uint8_t* w;
     int64_t wrb;
@@ -347,28 +347,6 @@ struct FloatKernel {
       return At(i / per_row, c0) + (i % per_row) * 64;
     }
   };
-  // ... or a kPanel16 tile of 16-bit weights (FloatPanel16): the tile's
-  // rows in bands of kRows (the prefill tile's rows), one band after the
-  // other; in a band, per group of 16 columns the kRows rows' 32 bytes row
-  // after row, then each row's last cols % 16 columns. row0: the first row
-  // this view reads (a band's first row where Line is used).
-  struct TileRows {
-    const uint8_t* tile;
-    int64_t cols16, tail, row0;
-    const uint8_t* At(int64_t r, int64_t k) const {
-      r += row0;
-      const uint8_t* band = tile + r / kRows * kRows * (cols16 + tail) * 2;
-      r %= kRows;
-      return k < cols16 ? band + (k / 16) * (kRows * 32) + r * 32 + (k % 16) * 2
-                        : band + cols16 * kRows * 2 + r * tail * 2 + (k - cols16) * 2;
-    }
-    TileRows Sub(int64_t r0) const { return {tile, cols16, tail, row0 + r0}; }
-    const uint8_t* Line(int64_t i, int64_t nrows, int64_t c0, int64_t) const {
-      const int64_t per_group = (nrows * 32 + 63) / 64;
-      return At(0, c0) + (i / per_group) * (kRows * 32) + (i % per_group) * 64;
-    }
-  };
-
   // acc[r][t] += w[r, k0:k1) * x[t, k0:k1) (16-lane partial sums), k1 - k0 a
   // multiple of 16.
   template <int R, int T, bool kPrefetch = true>
@@ -726,7 +704,7 @@ struct FloatLanes16 {
 #else
   static constexpr int kGroup = 1;
 #endif
-  static constexpr int kTokens = 6;
+  static constexpr int kTokens = 6;  // Group's last-tile switch covers 1-5
   // Decode: 4 tiles side by side (4 chains of 16 lanes, AVX2 8 of 8), each
   // tile a sequential stream of 32 bytes a column.
   static constexpr int kDecodeTiles = 4;
@@ -861,11 +839,15 @@ struct FloatLanes16 {
       const int64_t lines = ntiles * lines_per_tile;
       const int64_t per_tile = (lines + token_tiles - 1) / token_tiles;
       const auto prefetch_slice = [&](int64_t tt) {
-        const int64_t i1 = std::min(lines, (tt + 1) * per_tile);
-        for (int64_t i = tt * per_tile; i < i1; ++i) {
-          const uint8_t* p = nw + (i / lines_per_tile) * tile_bytes + 32 * c0 +
-                             (i % lines_per_tile) * 64;
+        int64_t i = tt * per_tile;
+        const int64_t i1 = std::min(lines, i + per_tile);
+        if (i >= i1) return;
+        int64_t j = i / lines_per_tile, l = i % lines_per_tile;
+        const uint8_t* p = nw + j * tile_bytes + 32 * c0 + l * 64;
+        for (; i < i1; ++i) {
           asm volatile("prefetcht1 %0" : : "m"(*(const char*)p));
+          p += 64;
+          if (++l == lines_per_tile) l = 0, p += tile_bytes - lines_per_tile * 64;
         }
       };
       const bool first = k0 == 0, last = !more;
@@ -876,9 +858,17 @@ struct FloatLanes16 {
         if (t + T <= num_tokens) {
           TokenTile<NG, T>(conv, act + t * arb, arb, k0, n, first, last, p, y + t * ldy, ldy);
         } else {
-          for (int64_t u = t; u < num_tokens; ++u) {
-            TokenTile<NG, 1>(conv, act + u * arb, arb, k0, n, first, last, p + (u - t) * NG,
-                             y + u * ldy, ldy);
+          // The last few tokens as one narrower tile.
+          const auto rest = [&](auto tokens) {
+            TokenTile<NG, decltype(tokens)::value>(conv, act + t * arb, arb, k0, n, first, last,
+                                                   p, y + t * ldy, ldy);
+          };
+          switch (num_tokens - t) {
+            case 1: rest(std::integral_constant<int, 1>()); break;
+            case 2: rest(std::integral_constant<int, 2>()); break;
+            case 3: rest(std::integral_constant<int, 3>()); break;
+            case 4: rest(std::integral_constant<int, 4>()); break;
+            default: rest(std::integral_constant<int, 5>()); break;
           }
         }
       }
