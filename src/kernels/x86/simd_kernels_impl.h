@@ -700,10 +700,14 @@ struct FloatLanes16 {
   // accumulators, 4 weight registers and a broadcast in 32 registers;
   // AVX2 1 x 6: 12 of 16 256-bit registers, 2 weight halves, a broadcast).
 #ifdef TERN_AVX512_VNNI
-  static constexpr int kGroup = 4;
+  static constexpr int kWidth = 4;
 #else
-  static constexpr int kGroup = 1;
+  static constexpr int kWidth = 1;
 #endif
+  // Tiles converted together: the register tile walks them one after
+  // another for each token tile, so a token tile's activations come from
+  // L1/L2 after the first.
+  static constexpr int kGroup = 4;
   static constexpr int kTokens = 6;  // Group's last-tile switch covers 1-5
   // Decode: 4 tiles side by side (4 chains of 16 lanes, AVX2 8 of 8), each
   // tile a sequential stream of 32 bytes a column.
@@ -810,22 +814,28 @@ struct FloatLanes16 {
     }
   }
 
-  // NG tiles from tile0 x num_tokens tokens, K-blocked. next, next_tiles:
+  // NG tiles from tile0 x num_tokens tokens, K-blocked, in register tiles
+  // of W tiles (NG / W of them: column k of tile s W + i at conv + ((s n +
+  // k) W + i) 16 for a block of n columns). next, next_tiles:
   // the tiles the caller takes next; their first block is fetched into L2
   // while this group's last block is in use (as each next block is).
-  template <int NG>
+  template <int NG, int W>
   static void Group(const uint8_t* tile0, int64_t wrb, const uint8_t* act, int64_t arb,
                     int64_t num_tokens, int64_t cols, float* y, int64_t ldy, float* conv,
                     Reg* park, const uint8_t* next, int next_tiles) {
     constexpr int T = kTokens;
+    constexpr int NS = NG / W;
+    static_assert(NS * W == NG);
     const int64_t tile_bytes = 16 * wrb;
     const int64_t token_tiles = (num_tokens + T - 1) / T;
     for (int64_t k0 = 0; k0 < cols; k0 += kKBlock) {
       const int64_t n = std::min(kKBlock, cols - k0);
-      for (int64_t k = 0; k < n; ++k) {
-        for (int j = 0; j < NG; ++j) {
-          V::Store(conv + (k * NG + j) * 16,
-                   V::template LoadW<kType>(tile0 + j * tile_bytes, 16 * (k0 + k)));
+      for (int s = 0; s < NS; ++s) {
+        for (int64_t k = 0; k < n; ++k) {
+          for (int i = 0; i < W; ++i) {
+            V::Store(conv + ((s * n + k) * W + i) * 16,
+                     V::template LoadW<kType>(tile0 + (s * W + i) * tile_bytes, 16 * (k0 + k)));
+          }
         }
       }
       // The next block (this group's next columns, else the next tiles'
@@ -854,22 +864,22 @@ struct FloatLanes16 {
       int64_t t = 0;
       for (int64_t tt = 0; tt < token_tiles; ++tt, t += T) {
         prefetch_slice(tt);
-        Reg* p = park + tt * T * NG;
-        if (t + T <= num_tokens) {
-          TokenTile<NG, T>(conv, act + t * arb, arb, k0, n, first, last, p, y + t * ldy, ldy);
-        } else {
-          // The last few tokens as one narrower tile.
-          const auto rest = [&](auto tokens) {
-            TokenTile<NG, decltype(tokens)::value>(conv, act + t * arb, arb, k0, n, first, last,
-                                                   p, y + t * ldy, ldy);
-          };
-          switch (num_tokens - t) {
-            case 1: rest(std::integral_constant<int, 1>()); break;
-            case 2: rest(std::integral_constant<int, 2>()); break;
-            case 3: rest(std::integral_constant<int, 3>()); break;
-            case 4: rest(std::integral_constant<int, 4>()); break;
-            default: rest(std::integral_constant<int, 5>()); break;
+        // The sub-tiles one after another for tokens' tile; the last few
+        // tokens as one narrower tile.
+        const auto tiles = [&](auto tokens) {
+          for (int s = 0; s < NS; ++s) {
+            TokenTile<W, decltype(tokens)::value>(conv + s * n * W * 16, act + t * arb, arb, k0,
+                                                  n, first, last, park + (tt * NS + s) * T * W,
+                                                  y + t * ldy + 16 * W * s, ldy);
           }
+        };
+        switch (std::min<int64_t>(T, num_tokens - t)) {
+          case 1: tiles(std::integral_constant<int, 1>()); break;
+          case 2: tiles(std::integral_constant<int, 2>()); break;
+          case 3: tiles(std::integral_constant<int, 3>()); break;
+          case 4: tiles(std::integral_constant<int, 4>()); break;
+          case 5: tiles(std::integral_constant<int, 5>()); break;
+          default: tiles(std::integral_constant<int, T>()); break;
         }
       }
     }
@@ -902,13 +912,20 @@ struct FloatLanes16 {
       const uint8_t* g = w + 16 * i * wrb;
       const uint8_t* nx = w + 16 * ni * wrb;
       float* yg = y + 16 * i;
+      const auto group = [&](auto tiles, auto width) {
+        Group<decltype(tiles)::value, decltype(width)::value>(g, wrb, act, arb, num_tokens, cols,
+                                                              yg, ldy, conv, park, nx, nng);
+      };
+      using I1 = std::integral_constant<int, 1>;
+      using I2 = std::integral_constant<int, 2>;
+      using I3 = std::integral_constant<int, 3>;
+      using I4 = std::integral_constant<int, 4>;
+      static_assert(kGroup == 4 && (kWidth == 4 || kWidth == 1));
       switch (ng) {
-#ifdef TERN_AVX512_VNNI
-        case 4: Group<4>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
-        case 3: Group<3>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
-        case 2: Group<2>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
-#endif
-        default: Group<1>(g, wrb, act, arb, num_tokens, cols, yg, ldy, conv, park, nx, nng); break;
+        case 4: group(I4(), std::integral_constant<int, kWidth>()); break;
+        case 3: group(I3(), std::integral_constant<int, kWidth == 1 ? 1 : 3>()); break;
+        case 2: group(I2(), std::integral_constant<int, kWidth == 1 ? 1 : 2>()); break;
+        default: group(I1(), I1()); break;
       }
     }
   }
