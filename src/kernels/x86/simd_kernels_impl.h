@@ -769,7 +769,7 @@ struct FloatLanes16 {
   // Tiles side by side for T tokens in Direct: kDecodeTiles for one token;
   // AVX2 fewer for more (16 256-bit registers: 2 x 2 x 2 accumulators for 2
   // tokens, 1 x 3 x 2 for 3).
-  template <int T, int NT = (T == 1 || kGroup > 1) ? kDecodeTiles : T == 2 ? 2 : 1>
+  template <int T, int NT = (T == 1 || kWidth > 1) ? kDecodeTiles : T == 2 ? 2 : 1>
   static void DirectRows(const uint8_t* w, int64_t wrb, int64_t tiles, const float* const* x,
                          int64_t cols, float* y, int64_t ldy) {
     int64_t i = 0;
