@@ -61,7 +61,9 @@ struct MatMulKernel {
   GemmFn gemm = nullptr;
   // Optional: the kPanel16 layout. gemm16 is gemm on pack16's output (w at
   // a tile's first row, w_row_bytes the row-major row bytes, rows a
-  // multiple of 16), each result bitwise equal to gemm's.
+  // multiple of 16), each result bitwise equal to gemm's; for 16-bit float
+  // weights (rows in the lanes, x86 FloatLanes16) instead the scalar chain
+  // acc = fma(w[r][k], x[t][k], acc) over k in order, on every table.
   PackFn pack16 = nullptr;
   GemmFn gemm16 = nullptr;
   // Row `row` of pack16's output at w (the whole matrix) back in row-major
