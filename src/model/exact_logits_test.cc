@@ -122,6 +122,34 @@ TEST(ExactLogitsTest, AtMostKRefineMaxPerRow) {
   }
 }
 
+// A large vocabulary's one row is scanned in parts over the pool's threads:
+// the same logits as the scan on one thread, with more candidates than
+// kRefineMax (ties by token id across the parts) and with few.
+TEST(ExactLogitsTest, SplitScanOfOneRowEqualsSerial) {
+  const int64_t rows = 40000, cols = 64;
+  for (float spread : {0.0002f, 0.05f}) {
+    SCOPED_TRACE(spread);
+    const auto base = Random(cols, 11, 0.05f);
+    // Rows repeat every 997 (ties across the parts), scaled by up to 1 + spread.
+    const Matrix m = MakeMatrix(DType::kQ8_0, rows, cols, [&](int64_t j, int64_t k) {
+      return base[k] * (1.0f + spread * (float)((j * 7) % 997) / 997.0f);
+    });
+    const auto x = Random(cols, 12, 1.0f);
+    std::vector<float> y(rows);
+    kernels::MatMul(m.View(), x.data(), 1, y.data(), nullptr, nullptr);
+    std::vector<float> serial = y, split = y;
+    RefineTopLogits(m.View(), x.data(), 1, serial.data(), nullptr);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      split = y;
+      RefineTopLogits(m.View(), x.data(), 1, split.data(), &pool);
+      EXPECT_EQ(0, std::memcmp(serial.data(), split.data(), rows * sizeof(float)))
+          << threads << " threads";
+    }
+    EXPECT_NE(0, std::memcmp(serial.data(), y.data(), rows * sizeof(float)));
+  }
+}
+
 // Float matrices' kernels read f32 activations: nothing to refine.
 TEST(ExactLogitsTest, FloatMatricesUnchanged) {
   const int64_t rows = 50, cols = 128;
