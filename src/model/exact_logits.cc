@@ -103,21 +103,17 @@ void KeepTop(std::vector<std::pair<float, int32_t>>* top) {
 // candidates against the largest of all, in index order.
 void PickOneRowSplit(const float* y, int64_t n, ThreadPool* pool, std::vector<int32_t>* ids) {
   const int parts = pool->num_threads();
-  std::vector<float> part_max(parts, -INFINITY);
-  std::vector<uint8_t> part_ran(parts, 0);
+  std::vector<float> part_max(parts, -INFINITY);  // a part left empty adds nothing
   std::vector<std::vector<std::pair<float, int32_t>>> part_top(parts);
   constexpr int64_t kGrain = 1024;
   pool->ParallelFor(n, [&](int64_t i0, int64_t i1, int slot) {
     part_max[slot] = RowMax(y + i0, i1 - i0);
-    part_ran[slot] = 1;
   }, kGrain);
-  bool any = false, nan = false;
-  float m = 0.0f;
-  for (int p = 0; p < parts; ++p) {
-    if (!part_ran[p]) continue;
-    nan |= part_max[p] != part_max[p];
-    m = !any || part_max[p] > m ? part_max[p] : m;
-    any = true;
+  bool nan = false;
+  float m = -INFINITY;
+  for (const float p : part_max) {
+    nan |= p != p;
+    m = p > m ? p : m;
   }
   // A NaN: the serial scan's answer depends on where it lies.
   if (nan) m = *std::max_element(y, y + n);

@@ -679,7 +679,7 @@ constexpr ActFormat kF32TilesFormat{.name = "f32_tiles",
 // fma(w[r][k], x[t][k], acc) for k = 0, 1, ... from acc = 0, in lane r % 16
 // of a 16-row accumulator (AVX2: an 8-row half): decode, small batches and
 // prefill, and both tables, give each output the same bits, those of the
-// scalar chain (kernels_test: Panel16FloatIsTheFmaChainBitwise). The
+// scalar chain (kernels_test: Panel16EqualsRowMajorOrFmaChainBitwise). The
 // file's rows (FloatGemm) sum 16-lane partial sums instead; a matrix is
 // read in one layout, so a model stays batch-invariant.
 //
@@ -713,9 +713,9 @@ struct FloatLanes16 {
   // tile a sequential stream of 32 bytes a column.
   static constexpr int kDecodeTiles = 4;
   // Prefill converts a group's kKBlock columns to f32 once per token chunk
-  // (kGroup x 512 x 64 bytes: 128 KiB on AVX-512, in L2), column after
-  // column, the group's tiles side by side, so the token tiles read it as
-  // one stream; the accumulators are parked between blocks.
+  // (kGroup x 1024 x 64 bytes: 256 KiB, in L2), column after column with a
+  // register tile's tiles side by side, so a token tile reads it as one
+  // stream; the accumulators are parked between blocks.
   static constexpr int64_t kKBlock = 1024;
 
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
@@ -745,6 +745,20 @@ struct FloatLanes16 {
 #endif
   }
 
+  // acc[j][t] = fma(w_j(k), x[t][k], acc[j][t]) for k in [0, n): the chains
+  // of every path; load(k, j) gives tile j's 16 weights of column k.
+  template <int NT, int T, class Load>
+  static inline void Chains(Load load, const float* const* x, int64_t n, Reg (&acc)[NT][T]) {
+    for (int64_t k = 0; k < n; ++k) {
+      Reg wv[NT];
+      for (int j = 0; j < NT; ++j) wv[j] = load(k, j);
+      for (int t = 0; t < T; ++t) {
+        const Reg b = Broadcast(x[t][k]);
+        for (int j = 0; j < NT; ++j) acc[j][t] = V::Fma(wv[j], b, acc[j][t]);
+      }
+    }
+  }
+
   // NT tiles (16 NT rows from tile0, tiles wrb x 16 bytes apart) x T tokens
   // straight from the 16-bit weights: decode and batches of a few tokens.
   template <int NT, int T>
@@ -754,14 +768,9 @@ struct FloatLanes16 {
     for (int j = 0; j < NT; ++j)
       for (int t = 0; t < T; ++t) acc[j][t] = V::Zero();
     const int64_t tile_bytes = 16 * wrb;
-    for (int64_t k = 0; k < cols; ++k) {
-      Reg wv[NT];
-      for (int j = 0; j < NT; ++j) wv[j] = V::template LoadW<kType>(tile0 + j * tile_bytes, 16 * k);
-      for (int t = 0; t < T; ++t) {
-        const Reg b = Broadcast(x[t][k]);
-        for (int j = 0; j < NT; ++j) acc[j][t] = V::Fma(wv[j], b, acc[j][t]);
-      }
-    }
+    Chains<NT, T>(
+        [&](int64_t k, int j) { return V::template LoadW<kType>(tile0 + j * tile_bytes, 16 * k); },
+        x, cols, acc);
     for (int j = 0; j < NT; ++j)
       for (int t = 0; t < T; ++t) V::Store(y + t * ldy + 16 * j, acc[j][t]);
   }
@@ -779,22 +788,8 @@ struct FloatLanes16 {
     }
   }
 
-  // acc[j][t] over n columns of the converted block (column k of tile j at
-  // conv + (k x NG + j) x 16), tokens' activations from x[t].
-  template <int NG, int T>
-  static inline void Block(const float* conv, const float* const* x, int64_t n,
-                           Reg (&acc)[NG][T]) {
-    for (int64_t k = 0; k < n; ++k) {
-      Reg wv[NG];
-      for (int j = 0; j < NG; ++j) wv[j] = V::LoadX(conv + (k * NG + j) * 16);
-      for (int t = 0; t < T; ++t) {
-        const Reg b = Broadcast(x[t][k]);
-        for (int j = 0; j < NG; ++j) acc[j][t] = V::Fma(wv[j], b, acc[j][t]);
-      }
-    }
-  }
-
-  // T tokens (rows arb bytes apart from act, columns from k0) over a block:
+  // T tokens (rows arb bytes apart from act, columns from k0) over a block
+  // of n converted columns (column k of tile j at conv + (k NG + j) 16):
   // from zero (first), parked before; stored to y (last), else parked.
   template <int NG, int T>
   static inline void TokenTile(const float* conv, const uint8_t* act, int64_t arb, int64_t k0,
@@ -805,7 +800,8 @@ struct FloatLanes16 {
     for (int t = 0; t < T; ++t) x[t] = (const float*)(act + t * arb) + k0;
     for (int j = 0; j < NG; ++j)
       for (int t = 0; t < T; ++t) acc[j][t] = first ? V::Zero() : park[t * NG + j];
-    Block<NG, T>(conv, x, n, acc);
+    Chains<NG, T>([&](int64_t k, int j) { return V::LoadX(conv + (k * NG + j) * 16); }, x, n,
+                  acc);
     for (int j = 0; j < NG; ++j) {
       for (int t = 0; t < T; ++t) {
         if (last) V::Store(y + t * ldy + 16 * j, acc[j][t]);
