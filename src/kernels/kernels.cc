@@ -48,8 +48,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, const ActFormat& for
   return act;
 }
 
-// Like ForRange, but in pieces, each half of what is left of a share
-// (a multiple of grain; guided self-scheduling). Each thread owns a
+// Like ForRange, but in pieces, the owner's each half of what is left of
+// its share (a multiple of grain; guided self-scheduling). Each thread owns a
 // contiguous share of [0, n) and works through it front to back, so its
 // row streams run on from piece to piece (a thread that jumped to an
 // unrelated piece would start it cold). A thread done with its share takes
@@ -79,6 +79,11 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     return;
   }
   const int nt = pool->max_parallel();
+  // Another thread's pieces stay small (1/16 of a share until half of
+  // what is left is smaller): with more threads than cores a thief can be
+  // descheduled holding its piece.
+  const int64_t steal_piece =
+      std::max<int64_t>(grain, (n / (nt * 16) + grain - 1) / grain * grain);
   // A share's rows left: [next, end), packed as next | end << 32.
   struct alignas(64) Share {
     std::atomic<uint64_t> range;
@@ -104,7 +109,8 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
       const int64_t next = (int64_t)(r & 0xFFFFFFFFu), end = (int64_t)(r >> 32);
       if (next >= end) return false;
       const int64_t left = end - next;
-      const int64_t size = std::max(grain, (left / 2 + grain - 1) / grain * grain);
+      const int64_t half = std::max(grain, (left / 2 + grain - 1) / grain * grain);
+      const int64_t size = front || left <= 2 * steal_piece ? half : steal_piece;
       uint64_t updated;
       if (front) {
         *b = next;
