@@ -48,8 +48,8 @@ const uint8_t* PrepareActivations(const KernelTable& table, const ActFormat& for
   return act;
 }
 
-// Like ForRange, but in pieces, the owner's each half of what is left of
-// its share (a multiple of grain; guided self-scheduling). Each thread owns a
+// Like ForRange, but in pieces, each half of what is left of a share
+// (a multiple of grain; guided self-scheduling). Each thread owns a
 // contiguous share of [0, n) and works through it front to back, so its
 // row streams run on from piece to piece (a thread that jumped to an
 // unrelated piece would start it cold). A thread done with its share takes
@@ -66,7 +66,12 @@ const uint8_t* PrepareActivations(const KernelTable& table, const ActFormat& for
 // fixed pieces of 1/16 of a share (54.0-58.3, 0.85-0.92); those 1/16 walked
 // without atomics or stealing were as slow (51.5-58.8: the piece count
 // costs, not the stealing), 1/64 slower still (48.9-56.0), one piece a
-// share (no stealing) as fast as halving (53.6-60.6). There is a share per
+// share (no stealing) as fast as halving (53.6-60.6). Thieves take halves
+// too: kept at 1/16 of a share, a thread that steals a starved thread's
+// whole share (its core busy elsewhere) walks it in 16 pieces (tinyllama
+// Q4_0 tg128 -t 2 on a loaded machine, alternated: halves 48.5-52.8 tok/s
+// in 5 rounds, the former pieces 45.4-46.9, small thefts 47.2-48.0 in 3;
+// -t 8, 2 rounds: 49.1-49.4, 45.6-47.3, 43.1-47.0). There is a share per
 // thread that can run at once (pool->max_parallel()): with more threads
 // than cores, the slots beyond it only steal, so the shares stay long and
 // are walked front to back (tinyllama Q4_0 tg at -t 8 on 2 cores, 5
@@ -79,11 +84,6 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     return;
   }
   const int nt = pool->max_parallel();
-  // Another thread's pieces stay small (1/16 of a share until half of
-  // what is left is smaller): with more threads than cores a thief can be
-  // descheduled holding its piece.
-  const int64_t steal_piece =
-      std::max<int64_t>(grain, (n / (nt * 16) + grain - 1) / grain * grain);
   // A share's rows left: [next, end), packed as next | end << 32.
   struct alignas(64) Share {
     std::atomic<uint64_t> range;
@@ -109,8 +109,7 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
       const int64_t next = (int64_t)(r & 0xFFFFFFFFu), end = (int64_t)(r >> 32);
       if (next >= end) return false;
       const int64_t left = end - next;
-      const int64_t half = std::max(grain, (left / 2 + grain - 1) / grain * grain);
-      const int64_t size = front || left <= 2 * steal_piece ? half : steal_piece;
+      const int64_t size = std::max(grain, (left / 2 + grain - 1) / grain * grain);
       uint64_t updated;
       if (front) {
         *b = next;
