@@ -48,20 +48,35 @@ const uint8_t* PrepareActivations(const KernelTable& table, const ActFormat& for
   return act;
 }
 
-// Like ForRange, but in pieces of about n / (threads x kPiecesPerThread)
-// rows (a multiple of grain). Each thread owns a contiguous share of [0, n)
-// and works through it front to back, so its row streams run on from piece
-// to piece (the kernels prefetch past a tile's end into the rows that
-// follow; a thread that jumped to an unrelated piece would start it cold).
-// A thread done with its share takes pieces from the back of the share with
-// the most rows left, so a thread slowed by the machine does not hold the
-// others back at the end of the op. There is a share per thread that can
-// run at once (pool->max_parallel()): with more threads than cores, the
-// slots beyond it only steal, so the shares stay long and are walked front
-// to back (tinyllama Q4_0 tg at -t 8 on 2 cores, 5 alternating pairs on a
-// loaded machine: 15-32 -> 25-40 tok/s; -t 2 there: 20-34).
-// Results do not depend on who takes which piece.
-constexpr int64_t kPiecesPerThread = 16;
+// Like ForRange, but in pieces, each half of what is left of a share
+// (a multiple of grain; guided self-scheduling). Each thread owns a
+// contiguous share of [0, n) and works through it front to back, so its
+// row streams run on from piece to piece (a thread that jumped to an
+// unrelated piece would start it cold). A thread done with its share takes
+// pieces from the back of the share with the most rows left, so a thread
+// slowed by the machine does not hold the others back at the end of the
+// op; the halving pieces let the threads finish within about a grain of
+// each other. Every piece costs decode bandwidth although the rows run on
+// (one more call of the kernel's tile walk, its loops restarted): Zen 4,
+// 2 threads, a tinyllama-shaped Q4_0 decode token (7 packed matrices x 22
+// layers), each round timed against the read probe over the same bytes,
+// 10 rounds a run alternated, the 14 runs with both cores free (probe
+// medians 61-67 GB/s), run medians: halving pieces 54.5-60.5 GB/s
+// (0.90-0.93 of the probe), faster in every run by 1-4% than the former
+// fixed pieces of 1/16 of a share (54.0-58.3, 0.85-0.92); those 1/16 walked
+// without atomics or stealing were as slow (51.5-58.8: the piece count
+// costs, not the stealing), 1/64 slower still (48.9-56.0), one piece a
+// share (no stealing) as fast as halving (53.6-60.6). Thieves take halves
+// too: kept at 1/16 of a share, a thread that steals a starved thread's
+// whole share (its core busy elsewhere) walks it in 16 pieces (tinyllama
+// Q4_0 tg128 -t 2 on a loaded machine, alternated: halves 48.5-52.8 tok/s
+// in 5 rounds, the former pieces 45.4-46.9, small thefts 47.2-48.0 in 3;
+// -t 8, 2 rounds: 49.1-49.4, 45.6-47.3, 43.1-47.0). There is a share per
+// thread that can run at once (pool->max_parallel()): with more threads
+// than cores, the slots beyond it only steal, so the shares stay long and
+// are walked front to back (tinyllama Q4_0 tg at -t 8 on 2 cores, 5
+// alternating pairs on a loaded machine: 15-32 -> 25-40 tok/s; -t 2
+// there: 20-34). Results do not depend on who takes which piece.
 void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
                      const ThreadPool::RangeFn& fn) {
   if (pool == nullptr || pool->num_threads() <= 1 || n <= grain) {
@@ -69,8 +84,6 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     return;
   }
   const int nt = pool->max_parallel();
-  const int64_t piece =
-      std::max<int64_t>(grain, (n / (nt * kPiecesPerThread) + grain - 1) / grain * grain);
   // A share's rows left: [next, end), packed as next | end << 32.
   struct alignas(64) Share {
     std::atomic<uint64_t> range;
@@ -95,11 +108,8 @@ void ForRangeDynamic(ThreadPool* pool, int64_t n, int64_t grain,
     for (;;) {
       const int64_t next = (int64_t)(r & 0xFFFFFFFFu), end = (int64_t)(r >> 32);
       if (next >= end) return false;
-      // Pieces shrink to half of what is left near a share's end, so the
-      // threads finish within about a grain of each other.
       const int64_t left = end - next;
-      const int64_t size =
-          left > 2 * piece ? piece : std::max(grain, (left / 2 + grain - 1) / grain * grain);
+      const int64_t size = std::max(grain, (left / 2 + grain - 1) / grain * grain);
       uint64_t updated;
       if (front) {
         *b = next;
