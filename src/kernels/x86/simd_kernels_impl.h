@@ -2076,16 +2076,16 @@ inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
                        at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3));
 }
 
-// The packed Q6_K tiles (Q6KPacked16, Q6KRowLanes's) hold the quants of a
+// The AVX2 table's packed Q6_K tiles (Q6KPacked16) hold the quants of a
 // group (h, c', n < 16) re-encoded: its four quants q_jj (element 128h +
 // 32jj + 16c' + n, jj = 0..3, sub-block 8h + 2jj + c'; from the low
 // nibbles of ql[64h + 16c' + n] and ql[64h + 32 + 16c' + n], then their
 // high nibbles, with bits 2jj, 2jj + 1 of qh[32h + 16c' + n] on top) in
 // three bytes e[k] = q_k | (bits 2k, 2k + 1 of q_3) << 6, the same 24 bits.
 // Then q_0..q_2 are one AND with 0x3F each and q_3 five operations on the
-// three top bit pairs (Q6KPacked16::Quads; 11 a group on AVX2, 9 on
-// AVX-512), where ql and qh took 17 (13): a mask, a shift of qh and a
-// merge each, the high nibbles one more shift.
+// three top bit pairs (Q6KPacked16::Quads: 11 operations a group), where
+// ql and qh took 17: a mask, a shift of qh and a merge each, the high
+// nibbles one more shift.
 inline void Q6KEncodeGroup(const uint8_t* blk, int h, int cp, int n, uint8_t* e) {
   const uint8_t b0 = blk[64 * h + 16 * cp + n], b1 = blk[64 * h + 32 + 16 * cp + n];
   const uint8_t qh = blk[128 + 32 * h + 16 * cp + n];
@@ -3637,11 +3637,9 @@ struct Q45KRowLanes {
 // token's quants broadcast 4 at a time, one vpmulld by sc_j and an add, then
 // 8 vpdpwssd of the offset pairs against the token's sums16 (the -32), and the
 // float operations above. Lanes hold rows in RowLanes's order. Fewer tokens
-// (decode) on the file's rows take one row at a time with Q6KKernel512's
-// integer sum (16 blocks' prefetch ahead) and add its lanes into S: the same
-// integer, the same float operations. A model's Q6_K matrices are packed at
-// load (the packed layout below), whose decode (PackedTile) reads one
-// stream and runs the panel's integers on registers made on the way.
+// (decode) take one row at a time with Q6KKernel512's integer sum (16 blocks'
+// prefetch ahead) and add its lanes into S: the same integer, the same float
+// operations.
 struct Q6KRowLanes {
   static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
   static constexpr int kScaleReg = 64, kOffReg = 80, kDReg = 88;
@@ -3803,237 +3801,6 @@ struct Q6KRowLanes {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<Q6KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
-  }
-
-  // ---- the packed layout (WeightLayout::kPanel16) ----
-  // Per 16-row tile, super-blocks in pairs: the pair's d (16 halves of
-  // super-block 2p in lane order, then 2p + 1's: 64 bytes), then each
-  // super-block's 13 slots of 256 bytes (the rows' other 208 bytes each),
-  // so every register load is 64-byte aligned (a pair short of its second
-  // super-block at an odd end: its 32 bytes of d, then its slots). The
-  // slots, in the order PackedTile reads them:
-  //   slot 0:                byte 16j + l = sc_j of lane l's row (one
-  //                          vpmovsxbd a sub-block)
-  //   slots 1 + 3 (2h + c') ..: the groups (h, c') (Q6KEncodeGroup), 12
-  //                          registers (i, e), 3i + e: lane l = byte e of
-  //                          the groups (h, c', 4i .. 4i + 3) of lane l's
-  //                          row (read in this order: the slots in the
-  //                          order e, i took 37.3 against 43.9 GB/s in L3)
-  // Measured (`tern bench kernels --type q6_k`, 5632 x 2048, medians of
-  // 6-8 alternated runs): in L3 (--rows 128, 1 thread) the one-row decode
-  // 27.0 GB/s, the file's spans packed in reading order 38.8-41.4, these
-  // groups 43.9; from memory (2 threads) 72-74% of the read probe, the
-  // spans 76-80%, the groups 82%. A software prefetch (each span 1680 to
-  // 13440 bytes ahead, into L1 or L2) or vpdpbusd's embedded broadcast of
-  // the activations changed nothing measurable; the spans read alone (no
-  // arithmetic) streamed at 88-92%.
-  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
-  static constexpr int64_t kSlotsBytes = 13 * 256;
-  static_assert(kPackedBlockBytes == kSlotsBytes + 32);
-
-  static inline const uint8_t* PairAt(const uint8_t* w, int64_t b) {
-    return w + (b / 2) * 2 * kPackedBlockBytes;
-  }
-  static inline const uint8_t* DAt(const uint8_t* w, int64_t b) {
-    return PairAt(w, b) + 32 * (b % 2);
-  }
-  static inline const uint8_t* SlotsAt(const uint8_t* w, int64_t nsb, int64_t b) {
-    return PairAt(w, b) + ((b | 1) < nsb ? 64 + (b % 2) * kSlotsBytes : 32);
-  }
-  // Byte offset of register (i, e) of group (h, c') in a super-block's slots.
-  static constexpr int GroupReg(int h, int cp, int i, int e) {
-    return 256 + 768 * (2 * h + cp) + 64 * (3 * i + e);
-  }
-  static inline __m512i LoadGroup(const uint8_t* sp, int h, int cp, int i, int e) {
-    return _mm512_loadu_si512((const void*)(sp + GroupReg(h, cp, i, e)));
-  }
-  static inline __m512i PackedScale(const uint8_t* sp, int j) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(sp + 16 * j)));
-  }
-  static inline __m512 PackedD(const uint8_t* w, int64_t b) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)DAt(w, b)));
-  }
-
-  // Super-block b of lane l's row (blk) and its bytes in the packed tile
-  // (to(packed, row, n) moves n bytes one way or the other; group bytes
-  // through Q6KEncodeGroup / Q6KDecodeGroup).
-  template <class P, class R, class Move, class Groups>
-  static inline void PackedBlock(P tile, int64_t nsb, int64_t b, int l, R blk, Move to,
-                                 Groups groups) {
-    P sp = tile + (SlotsAt(tile, nsb, b) - tile);
-    for (int j = 0; j < 16; ++j) to(sp + 16 * j + l, blk + 192 + j, 1);
-    to(tile + (DAt(tile, b) - tile) + 2 * l, blk + 208, 2);
-    for (int h = 0; h < 2; ++h) {
-      for (int cp = 0; cp < 2; ++cp) {
-        for (int n = 0; n < 16; ++n) {
-          P e[3];
-          for (int k = 0; k < 3; ++k) e[k] = sp + GroupReg(h, cp, n / 4, k) + 4 * l + n % 4;
-          groups(e, h, cp, n);
-        }
-      }
-    }
-  }
-
-  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
-    CHECK_EQ(rows % kRows, 0);
-    const int64_t nsb = cols / 256;
-    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const uint8_t* rs[16];
-      Lanes::LaneRowStarts(w + r0 * wrb, wrb, rs);
-      uint8_t* tile = out + r0 * wrb;
-      for (int64_t b = 0; b < nsb; ++b) {
-        for (int l = 0; l < 16; ++l) {
-          const uint8_t* blk = rs[l] + b * kBlockBytes;
-          PackedBlock(
-              tile, nsb, b, l, blk,
-              [](uint8_t* dst, const uint8_t* src, int n) { std::memcpy(dst, src, n); },
-              [&](uint8_t* const (&e)[3], int h, int cp, int n) {
-                uint8_t v[3];
-                Q6KEncodeGroup(blk, h, cp, n, v);
-                for (int k = 0; k < 3; ++k) *e[k] = v[k];
-              });
-        }
-      }
-    }
-  }
-
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
-    const uint8_t* tile = w + row / kRows * kRows * wrb;
-    const int r = (int)(row % kRows);
-    const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
-    const int64_t nsb = cols / 256;
-    for (int64_t b = 0; b < nsb; ++b) {
-      uint8_t* blk = out + b * kBlockBytes;
-      PackedBlock(
-          tile, nsb, b, l, blk,
-          [](const uint8_t* src, uint8_t* dst, int n) { std::memcpy(dst, src, n); },
-          [&](const uint8_t* const (&e)[3], int h, int cp, int n) {
-            const uint8_t v[3] = {*e[0], *e[1], *e[2]};
-            Q6KDecodeGroup(v, h, cp, n, blk);
-          });
-    }
-  }
-
-  // Q6KPacked16::Quads on 512 bits: q_0..q_2 the low 6 bits of e[0..2],
-  // q_3 = ((t0 >> 2 | t1) >> 2 | t2) >> 2 of their top 2 bits t0..t2 (the
-  // merges vpternlogd's (a & 0xC0) | b).
-  static inline void Quads(const __m512i (&e)[3], __m512i (&q)[4]) {
-    const __m512i m3f = _mm512_set1_epi8(0x3F);
-    const __m512i mc0 = _mm512_set1_epi8((char)0xC0);
-    for (int k = 0; k < 3; ++k) q[k] = _mm512_and_si512(e[k], m3f);
-    const __m512i t0 = _mm512_andnot_si512(m3f, e[0]);
-    // (e1 & 0xC0) | (t0 >> 2), then (e2 & 0xC0) | (that >> 2)
-    __m512i t = _mm512_ternarylogic_epi32(e[1], mc0, _mm512_srli_epi16(t0, 2), 0xEA);
-    t = _mm512_ternarylogic_epi32(e[2], mc0, _mm512_srli_epi16(t, 2), 0xEA);
-    q[3] = _mm512_srli_epi16(t, 2);
-  }
-
-  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
-    const int64_t nsb = nb / 8;
-    for (int64_t b = 0; b < nsb; ++b) {
-      const uint8_t* sp = SlotsAt(w, nsb, b);
-      uint8_t* out = panel + b * kSuperBytes;
-      const auto put = [&](int reg, __m512i v) {
-        _mm512_store_si512((void*)(out + 64 * reg), v);
-      };
-      __m512i sc[16];
-      for (int j = 0; j < 16; ++j) {
-        sc[j] = PackedScale(sp, j);
-        put(kScaleReg + j, sc[j]);
-      }
-      for (int q = 0; q < 8; ++q) {
-        const __m512i lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * q], 5));
-        const __m512i hi =
-            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * q + 1], 21));
-        put(kOffReg + q, _mm512_mask_blend_epi16(0xAAAAAAAA, lo, hi));
-      }
-      _mm512_store_ps((float*)(out + 64 * kDReg), PackedD(w, b));
-      for (int h = 0; h < 2; ++h) {
-        for (int cp = 0; cp < 2; ++cp) {
-          for (int i = 0; i < 4; ++i) {
-            __m512i e[3], q[4];
-            for (int k = 0; k < 3; ++k) e[k] = LoadGroup(sp, h, cp, i, k);
-            Quads(e, q);
-            for (int jj = 0; jj < 4; ++jj) put(4 * (8 * h + 2 * jj + cp) + i, q[jj]);
-          }
-        }
-      }
-    }
-  }
-
-  // T tokens against the packed tile at w, one stream: per sub-block j,
-  // C_j - 32 sums16_j (the vpdpbusd chain started at -32 sums16_j) times
-  // sc_j into S: the panel's integer, and its float operations (bitwise
-  // RunDecode's and PanelTile's).
-  template <int T>
-  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
-                                                   const uint8_t* act, int64_t arb,
-                                                   __m512 (&acc)[T]) {
-    const int64_t nsb = nb / 8;
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nsb; ++b) {
-      const uint8_t* sp = SlotsAt(w, nsb, b);
-      const ActBlockQ8K* a[T];
-      alignas(64) int32_t off[T][16];
-      for (int t = 0; t < T; ++t) {
-        a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
-        const __m512i s16 = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i*)a[t]->sums16));
-        _mm512_store_si512((void*)off[t],
-                           _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s16, 5)));
-      }
-      __m512i s[T];
-      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 2
-        for (int cp = 0; cp < 2; ++cp) {
-          // The group's four sub-blocks j = 8h + 2jj + c', quad by quad.
-          __m512i cj[4][T];
-          for (int jj = 0; jj < 4; ++jj) {
-            for (int t = 0; t < T; ++t) cj[jj][t] = _mm512_set1_epi32(off[t][8 * h + 2 * jj + cp]);
-          }
-#pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) {
-            __m512i e[3], q[4];
-            for (int k = 0; k < 3; ++k) e[k] = LoadGroup(sp, h, cp, i, k);
-            Quads(e, q);
-            for (int jj = 0; jj < 4; ++jj) {
-              const int j = 8 * h + 2 * jj + cp;
-              for (int t = 0; t < T; ++t) {
-                cj[jj][t] = _mm512_dpbusd_epi32(
-                    cj[jj][t], q[jj], _mm512_set1_epi32((int)LoadU32(a[t]->qs + 16 * j + 4 * i)));
-              }
-            }
-          }
-          for (int jj = 0; jj < 4; ++jj) {
-            const __m512i sc = PackedScale(sp, 8 * h + 2 * jj + cp);
-            for (int t = 0; t < T; ++t) {
-              s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(cj[jj][t], sc));
-              __asm__("" : "+v"(s[t]));  // as in Q45KRowLanes
-            }
-          }
-        }
-      }
-      const __m512 dw = PackedD(w, b);
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(a[t]->d)), acc[t]);
-      }
-    }
-  }
-
-  template <int T>
-  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                              int nr, float* y, int64_t ldy) {
-    __m512 acc[T];
-    PackedTile<T>(w, nb, act, arb, acc);
-    Lanes::Store<T>(acc, nr, y, ldy);
-  }
-
-  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
-                         WorkerScratch* scratch) {
-    RowLanesGemm<Q6KRowLanes, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // TERN_AVX512_VNNI
@@ -5549,9 +5316,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   // Q5_K packed decoded no faster (tinyllama Q5_K_M tg128, 4 rounds: 37.2
   // against 39.3 tok/s, docs/kernels.md): the file's rows.
   set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
-  // Q6_K packed (the quants re-encoded, read in order): tinyllama Q6_K
-  // tg128 8 rounds alternated, median 31.6 -> 42.0 tok/s (docs/kernels.md).
-  set_packed(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes{});
+  // Q6_K keeps the file's rows: packed with the quants re-encoded it was
+  // faster on a Zen 4 but slower on a Zen 5 (docs/kernels.md).
+  set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
   set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
   // Q5_K packed decodes faster here, unlike on AVX-512 (tinyllama Q5_K_M
