@@ -2128,6 +2128,37 @@ inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
                        at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3));
 }
 
+// The AVX2 table's packed Q6_K tiles (Q6KPacked16) hold the quants of a
+// group (h, c', n < 16) re-encoded: its four quants q_jj (element 128h +
+// 32jj + 16c' + n, jj = 0..3, sub-block 8h + 2jj + c'; from the low
+// nibbles of ql[64h + 16c' + n] and ql[64h + 32 + 16c' + n], then their
+// high nibbles, with bits 2jj, 2jj + 1 of qh[32h + 16c' + n] on top) in
+// three bytes e[k] = q_k | (bits 2k, 2k + 1 of q_3) << 6, the same 24 bits.
+// Then q_0..q_2 are one AND with 0x3F each and q_3 five operations on the
+// three top bit pairs (Q6KPacked16::Quads: 11 operations a group), where
+// ql and qh took 17: a mask, a shift of qh and a merge each, the high
+// nibbles one more shift.
+inline void Q6KEncodeGroup(const uint8_t* blk, int h, int cp, int n, uint8_t* e) {
+  const uint8_t b0 = blk[64 * h + 16 * cp + n], b1 = blk[64 * h + 32 + 16 * cp + n];
+  const uint8_t qh = blk[128 + 32 * h + 16 * cp + n];
+  uint8_t q[4];
+  q[0] = (uint8_t)((b0 & 0x0F) | (qh & 0x03) << 4);
+  q[1] = (uint8_t)((b1 & 0x0F) | (qh >> 2 & 0x03) << 4);
+  q[2] = (uint8_t)((b0 >> 4) | (qh >> 4 & 0x03) << 4);
+  q[3] = (uint8_t)((b1 >> 4) | (qh >> 6) << 4);
+  for (int k = 0; k < 3; ++k) e[k] = (uint8_t)(q[k] | (q[3] >> (2 * k) & 0x03) << 6);
+}
+// Its inverse: the group's ql and qh bytes back into blk.
+inline void Q6KDecodeGroup(const uint8_t* e, int h, int cp, int n, uint8_t* blk) {
+  uint8_t q[4];
+  for (int k = 0; k < 3; ++k) q[k] = e[k] & 0x3F;
+  q[3] = (uint8_t)((e[0] >> 6) | (e[1] >> 6) << 2 | (e[2] >> 6) << 4);
+  blk[64 * h + 16 * cp + n] = (uint8_t)((q[0] & 0x0F) | (q[2] & 0x0F) << 4);
+  blk[64 * h + 32 + 16 * cp + n] = (uint8_t)((q[1] & 0x0F) | (q[3] & 0x0F) << 4);
+  blk[128 + 32 * h + 16 * cp + n] =
+      (uint8_t)((q[0] >> 4) | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+}
+
 #ifndef TERN_AVX512_VNNI
 // The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
 // the mins. `s` points at the block's 12 scale bytes; 16 bytes are read (the
@@ -2905,30 +2936,31 @@ struct Q6KRowLanes8 {
 // Q6KRowLanes8 reading packed tiles, as Q45KPacked16 does for Q4_K: per
 // 16-row tile and super-block (16 x 210 bytes, the rows' own) the 16 rows'
 // d (lane order, half 0 then half 1), then the two 8-row halves one after
-// the other, each as the 4 registers per 16-byte span of the block's first
-// 208 bytes (ql, qh, the scales) that Load8 gathers, stored, the spans in
-// the order PackedTile reads them (Slot). Decode (PackedTile) reads one
-// stream and runs PanelGroup's operations on registers made on the way
-// (bitwise the one-row decode's sums). The layout decides the speed
-// (`tern bench kernels --type q6_k --panel16`, 5632 x 2048, 2 threads,
-// avx2 table): the spans in block order with the d after them (half 1's
-// registers 16 bytes off a 32-byte boundary) streamed at 12.6-12.7 GB/s
-// against the one-row decode's 31-45; every register 32-byte aligned (d
-// first) 13.2; with a software prefetch 1680-13440 bytes ahead 15-17; the
-// spans also in reading order 49.4 GB/s (30.4 with the prefetch 3360
-// bytes ahead, so none). Then, alternated 3 rounds on a slower moment of
-// the machine: 25.9 / 26.2 / 24.6 against the one-row decode's 22.5 /
-// 22.6 / 22.4 GB/s. (The AVX-512 table's packed Q6_K, dropped, kept the
-// block's order; docs/kernels.md.)
+// the other, each as registers of 8 rows (lane l: row LaneRow(l)): the
+// scales as Load8 gathers them, then the quants re-encoded by groups
+// (Q6KEncodeGroup, GroupReg), in the order PackedTile reads them. Decode
+// (PackedTile) reads one stream and runs PanelGroup's operations on
+// registers made on the way (bitwise the one-row decode's sums). The
+// layout decides the speed (`tern bench kernels --type q6_k --panel16`,
+// 5632 x 2048, 2 threads, avx2 table): the file's 16-byte spans in block
+// order with the d after them streamed at 12.6-12.7 GB/s against the
+// one-row decode's 31-45; every register 32-byte aligned (d first) 13.2;
+// with a software prefetch 1680-13440 bytes ahead 15-17; the spans also
+// in reading order 49.4 GB/s (30.4 with the prefetch 3360 bytes ahead, so
+// none). The groups re-encoded cut the quant work from 17 to 11 operations
+// a register of 4 quads (Quads): in L3 (--rows 128, 1 thread, medians of
+// 6 alternated runs) 29.8 -> 35.4-36.0 GB/s, from memory (2 threads, 8
+// runs) level at 74-75% of the read probe, prefill 16 tokens 116 -> 129
+// GFLOP/s.
 struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
   using K8 = Q6KRowLanes8;
   using Lanes = RowLanes8<DType::kQ4_0>;  // its store
   static constexpr int64_t kBlockBytes = K8::kBlockBytes;
-  static constexpr int kSpans = 13;  // 16-byte spans before d
-  static_assert(K8::kDOffset == 16 * kSpans);
+  static constexpr int kSlots = 13;  // 16-byte spans of a row before d
+  static_assert(K8::kDOffset == 16 * kSlots);
   // Per super-block of the tile: the 16 d (half 0's, then half 1's), then
-  // the halves' spans, so every register load is 32-byte aligned.
-  static constexpr int64_t kHalfBytes = 32 * 4 * kSpans;
+  // the halves' slots, so every register load is 32-byte aligned.
+  static constexpr int64_t kHalfBytes = 32 * 4 * kSlots;
   static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
   static constexpr int kRows = 16;
   static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
@@ -2944,22 +2976,34 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
   static inline const uint8_t* DAt(const uint8_t* w, int64_t b, int half) {
     return w + b * kPackedBlockBytes + 16 * half;
   }
-  // The slot of span g in a half: the spans in PackedTile's reading order.
-  static constexpr int Slot(int g) {
-    constexpr int kSlot[kSpans] = {2, 5, 3, 6, 8, 11, 9, 12, 1, 4, 7, 10, 0};
-    return kSlot[g];
+  // A half's registers: 0..3 the scales (Load8's), then per group (h, c')
+  // (Q6KEncodeGroup) 12, 3i + e: lane l = byte e of the groups (h, c',
+  // 4i .. 4i + 3) of lane l's row; PackedTile's reading order.
+  static constexpr int GroupReg(int h, int cp, int i, int e) {
+    return 4 + 12 * (2 * h + cp) + 3 * i + e;
   }
-  static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
-                                __m256i (&x)[4]) {
-    const uint8_t* p = HalfAt(w, b, half) + 128 * Slot((int)(off / 16));
-    for (int i = 0; i < 4; ++i) x[i] = _mm256_loadu_si256((const __m256i*)(p + 32 * i));
+  // Byte k of register reg's lane l in a half.
+  static constexpr int64_t RegByte(int reg, int l, int k) { return 32 * reg + 4 * l + k; }
+  static inline __m256i LoadReg(const uint8_t* w, int64_t b, int half, int reg) {
+    return _mm256_loadu_si256((const __m256i*)(HalfAt(w, b, half) + 32 * reg));
   }
   static inline __m256 LoadD(const uint8_t* w, int64_t b, int half) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)DAt(w, b, half)));
   }
 
+  // The bytes of super-block b of lane l's row of a half (at oh, d at dh)
+  // and the row's block: to(packed, row) moves n bytes one way or the other.
+  template <class P, class R, class Move>
+  static inline void Block(P oh, P dh, R blk, int l, Move to) {
+    for (int i = 0; i < 4; ++i) {
+      for (int k = 0; k < 4; ++k) to(oh + RegByte(i, l, k), blk + K8::kScalesOffset + 4 * i + k, 1);
+    }
+    to(dh + 2 * l, blk + K8::kDOffset, 2);
+  }
+
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
     CHECK_EQ(rows % kRows, 0);
+    const auto copy = [](uint8_t* dst, const uint8_t* src, int n) { std::memcpy(dst, src, n); };
     for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
       for (int64_t b = 0; b < cols / 256; ++b) {
         uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
@@ -2967,12 +3011,16 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
           uint8_t* oh = o + 32 + half * kHalfBytes;
           for (int l = 0; l < 8; ++l) {
             const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
-            for (int g = 0; g < kSpans; ++g) {
-              for (int i = 0; i < 4; ++i) {
-                std::memcpy(oh + 32 * (4 * Slot(g) + i) + 4 * l, blk + 16 * g + 4 * i, 4);
+            Block(oh, o + 16 * half, blk, l, copy);
+            for (int h = 0; h < 2; ++h) {
+              for (int cp = 0; cp < 2; ++cp) {
+                for (int n = 0; n < 16; ++n) {
+                  uint8_t e[3];
+                  Q6KEncodeGroup(blk, h, cp, n, e);
+                  for (int k = 0; k < 3; ++k) oh[RegByte(GroupReg(h, cp, n / 4, k), l, n % 4)] = e[k];
+                }
               }
             }
-            std::memcpy(o + 16 * half + 2 * l, blk + K8::kDOffset, 2);
           }
         }
       }
@@ -2983,26 +3031,67 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
     const int half = r / 8, l = RowLane(r % 8);
+    const auto copy = [](const uint8_t* src, uint8_t* dst, int n) { std::memcpy(dst, src, n); };
     for (int64_t b = 0; b < cols / 256; ++b) {
       const uint8_t* oh = HalfAt(tile, b, half);
       uint8_t* blk = out + b * kBlockBytes;
-      for (int g = 0; g < kSpans; ++g) {
-        for (int i = 0; i < 4; ++i) {
-          std::memcpy(blk + 16 * g + 4 * i, oh + 32 * (4 * Slot(g) + i) + 4 * l, 4);
+      Block(oh, DAt(tile, b, half), blk, l, copy);
+      for (int h = 0; h < 2; ++h) {
+        for (int cp = 0; cp < 2; ++cp) {
+          for (int n = 0; n < 16; ++n) {
+            uint8_t e[3];
+            for (int k = 0; k < 3; ++k) e[k] = oh[RegByte(GroupReg(h, cp, n / 4, k), l, n % 4)];
+            Q6KDecodeGroup(e, h, cp, n, blk);
+          }
         }
       }
-      std::memcpy(blk + K8::kDOffset, DAt(tile, b, half) + 2 * l, 2);
     }
+  }
+
+  // The unsigned quants q[jj] (elements 128h + 32jj + 16c' + 4i ..: quad i
+  // of sub-block 8h + 2jj + c') from register i of the group's slots
+  // e[0..2] (Q6KEncodeGroup): q_0..q_2 their low 6 bits; q_3 from their
+  // top 2 bits, masked first so that the 16-bit shifts move nothing across
+  // a byte: ((t0 >> 2 | t1) >> 2 | t2) >> 2.
+  static inline void Quads(const __m256i (&e)[3], __m256i (&q)[4]) {
+    const __m256i m3f = _mm256_set1_epi8(0x3F);
+    __m256i top[3];
+    for (int k = 0; k < 3; ++k) {
+      q[k] = _mm256_and_si256(e[k], m3f);
+      top[k] = _mm256_xor_si256(e[k], q[k]);
+    }
+    __m256i t = _mm256_or_si256(_mm256_srli_epi16(top[0], 2), top[1]);
+    t = _mm256_or_si256(_mm256_srli_epi16(t, 2), top[2]);
+    q[3] = _mm256_srli_epi16(t, 2);
   }
 
   static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
     for (int half = 0; half < 2; ++half) {
-      K8::Unpack([&](int64_t b, int64_t off, __m256i(&x)[4]) { LoadPacked(w, b, half, off, x); },
-                 [&](int64_t b) { return LoadD(w, b, half); }, nb,
-                 panel + half * (nb / 8) * K8::kSuperBytes);
+      uint8_t* hp = panel + half * (nb / 8) * K8::kSuperBytes;
+      for (int64_t b = 0; b < nb / 8; ++b) {
+        uint8_t* out = hp + b * K8::kSuperBytes;
+        const auto put = [&](int reg, __m256i v) {
+          _mm256_store_si256((__m256i*)(out + 32 * reg), v);
+        };
+        __m256i sx[4];
+        for (int i = 0; i < 4; ++i) sx[i] = LoadReg(w, b, half, i);
+        for (int j = 0; j < 16; ++j) put(K8::kScaleReg + j, K8::ScaleWords(sx, j, j));
+        for (int q = 0; q < 8; ++q) put(K8::kOffReg + q, K8::OffReg(sx, q));
+        _mm256_store_ps((float*)(out + 32 * K8::kDReg), LoadD(w, b, half));
+        for (int h = 0; h < 2; ++h) {
+          for (int cp = 0; cp < 2; ++cp) {
+            for (int i = 0; i < 4; ++i) {
+              __m256i e[3], q[4];
+              for (int k = 0; k < 3; ++k) e[k] = LoadReg(w, b, half, GroupReg(h, cp, i, k));
+              Quads(e, q);
+              // Panel register 4j + i: quad i of sub-block j.
+              for (int jj = 0; jj < 4; ++jj) put(4 * (8 * h + 2 * jj + cp) + i, q[jj]);
+            }
+          }
+        }
+      }
     }
   }
-
 
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
@@ -3017,34 +3106,32 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         __m256i sx[4];
-        LoadPacked(w, b, half, K8::kScalesOffset, sx);
+        for (int i = 0; i < 4; ++i) sx[i] = LoadReg(w, b, half, i);
         __m256i s[T];
         for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 2
-          for (int cc = 0; cc < 2; ++cc) {
-            __m256i qh[4];
-            LoadPacked(w, b, half, K8::kQhOffset + 32 * h + 16 * cc, qh);
+          for (int cp = 0; cp < 2; ++cp) {
 #pragma GCC unroll 2
-            for (int c = cc; c < 4; c += 2) {
-              __m256i x[4];
-              LoadPacked(w, b, half, 64 * h + 16 * c, x);
-#pragma GCC unroll 2
-              for (int hi = 0; hi < 2; ++hi) {
-                const int n0 = 32 * h + 16 * hi + 4 * c;  // quant registers n0 .. n0 + 3
-                const __m256i sc = K8::ScaleWords(sx, n0 / 4, n0 / 4);
-#pragma GCC unroll 2
-                for (int i = 0; i < 4; i += 2) {
-                  const __m256i w0 = K8::Quant(x[i], qh[i], hi, c);
-                  const __m256i w1 = K8::Quant(x[i + 1], qh[i + 1], hi, c);
-                  for (int t = 0; t < T; ++t) {
-                    const int8_t* q = a[t]->qs + 4 * (n0 + i);
-                    const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast(q)),
-                                                         _mm256_maddubs_epi16(w1, bcast(q + 4)));
-                    s[t] = MaddAcc(s[t], c16, sc);
-                    __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
-                  }
+            for (int i = 0; i < 4; i += 2) {
+              // Quads i and i + 1 of the group's four sub-blocks.
+              __m256i q[2][4];
+              for (int u = 0; u < 2; ++u) {
+                __m256i e[3];
+                for (int k = 0; k < 3; ++k) e[k] = LoadReg(w, b, half, GroupReg(h, cp, i + u, k));
+                Quads(e, q[u]);
+              }
+#pragma GCC unroll 4
+              for (int jj = 0; jj < 4; ++jj) {
+                const int j = 8 * h + 2 * jj + cp;
+                const __m256i sc = K8::ScaleWords(sx, j, j);
+                for (int t = 0; t < T; ++t) {
+                  const int8_t* qa = a[t]->qs + 16 * j + 4 * i;
+                  const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][jj], bcast(qa)),
+                                                       _mm256_maddubs_epi16(q[1][jj], bcast(qa + 4)));
+                  s[t] = MaddAcc(s[t], c16, sc);
+                  __asm__("" : "+x"(s[t]));  // one chain a token (PanelGroup)
                 }
               }
             }
@@ -5281,6 +5368,8 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   // Q5_K packed decoded no faster (tinyllama Q5_K_M tg128, 4 rounds: 37.2
   // against 39.3 tok/s, docs/kernels.md): the file's rows.
   set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
+  // Q6_K keeps the file's rows: packed with the quants re-encoded it was
+  // faster on a Zen 4 but slower on a Zen 5 (docs/kernels.md).
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
   set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
