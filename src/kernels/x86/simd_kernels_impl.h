@@ -1398,6 +1398,17 @@ struct ImageKernel {
   }
 };
 
+// acc + w x the 4 activation bytes at a broadcast to the 16 lanes, the
+// broadcast folded into vpdpbusd's memory operand ({1to16}): GCC 12 emits a
+// separate vpbroadcastd for _mm512_set1_epi32 of a load. (Accumulators
+// passed in by reference alias the asm's memory operand for GCC: keep them
+// in locals, or GCC stores them after every call.)
+typedef int32_t __attribute__((may_alias, aligned(1))) UnalignedWord;
+inline __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* a) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const UnalignedWord*)a));
+  return acc;
+}
+
 // ---- Q4_0 / Q8_0 x ActBlockQ8C, 16 weight rows in the lanes (AVX-512 VNNI) ----------
 
 // Per (row, token) and block b of 32, in block order, with isum the exact
@@ -1717,15 +1728,6 @@ struct RowLanes {
       for (int j = 0; j < 8; ++j) _mm512_store_si512((void*)(out + 64 * j), wq[j]);
       _mm512_store_ps((float*)(out + 512), dw);
     }
-  }
-
-  // acc + w x the 4 activation bytes at a broadcast to the 16 lanes, the
-  // broadcast folded into vpdpbusd's memory operand ({1to16}): GCC 12 emits
-  // a separate vpbroadcastd for _mm512_set1_epi32 of a load.
-  typedef int32_t __attribute__((may_alias, aligned(1))) Word;
-  static inline __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* a) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const Word*)a));
-    return acc;
   }
 
   // T tokens against the packed tile at w: DecodeTile's block sums (exact
@@ -3560,12 +3562,54 @@ struct Q45KRowLanes {
     Unpack([&](int64_t b, int64_t off, __m512i(&x)[4]) { LoadPacked(w, b, off, x); }, nb, panel);
   }
 
+  // Q4_K: s[t] += super-block b's sub-block sums of the packed tile at w
+  // times their scales, AddSubBlock's integers (exact, so bitwise) in
+  // fewer instructions, since decode streams the tile once with nothing to
+  // overlap the arithmetic with: per quant register one load, two ANDs
+  // (the high nibbles masked in place, 16 x q, into a chain of their own
+  // that one shift brings back a sub-block) and two vpdpbusd with the
+  // token's 4 quants broadcast from memory, where AddSubBlock's operands
+  // took a shift and two vpbroadcastd more. |16 x C_j| <= 16 x 32 x 15 x
+  // 128 < 2^20.
+  template <int T, class Image>
+  __attribute__((always_inline)) static inline void Q4KSums(const uint8_t* w, int64_t b,
+                                                            const __m512i (&sc)[8], Image image,
+                                                            __m512i (&s)[T]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m4hi = _mm512_set1_epi8((char)0xF0);
+#pragma GCC unroll 4
+    for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
+      __m512i lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+      for (int c = j; c < j + 2; ++c) {
+        __m512i x[4];
+        LoadPacked(w, b, kQsOffset + 16 * c, x);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m512i l = _mm512_and_si512(x[i], m4), h = _mm512_and_si512(x[i], m4hi);
+          const int k = 4 * (c % 2) + i;  // the quad of sub-blocks j and j + 1
+          for (int t = 0; t < T; ++t) {
+            lo[t] = DpbusdBroadcast(lo[t], l, image(t)->qs + ImageOffset(j) + 4 * k);
+            hi[t] = DpbusdBroadcast(hi[t], h, image(t)->qs + ImageOffset(j + 1) + 4 * k);
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(lo[t], sc[j]));
+        s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(_mm512_srai_epi32(hi[t], 4), sc[j + 1]));
+        __asm__("" : "+v"(s[t]));  // as in AddSubBlock
+      }
+    }
+  }
+
   // T tokens against the packed tile at w: PanelTile's operations on
   // registers unpacked on the way (bitwise RunDecode's sums).
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
-                                                   __m512 (&acc)[T]) {
+                                                   __m512 (&out)[T]) {
+    // Local accumulators: out could alias Q4KSums's asm memory operands.
+    __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb / 8; ++b) {
       const auto image = [&](int t) {
@@ -3582,6 +3626,11 @@ struct Q45KRowLanes {
       }
       __m512i s[T];
       for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+      if constexpr (!kFifthBits) {
+        Q4KSums<T>(w, b, sc, image, s);
+        AddSuperBlock<T>(s, mn, d, dmin, image, acc);
+        continue;
+      }
       for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
         __m512i wa[8], wb[8];
         for (int c = j; c < j + 2; ++c) {
@@ -3599,6 +3648,7 @@ struct Q45KRowLanes {
       }
       AddSuperBlock<T>(s, mn, d, dmin, image, acc);
     }
+    for (int t = 0; t < T; ++t) out[t] = acc[t];
   }
 
   template <int T>
