@@ -348,7 +348,7 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
       ASSERT_NE(k->gemm16, nullptr);
       ++tested;
       // Float weights: also a row length off the 16-column groups; K-quants
-      // an odd count of super-blocks (AVX-512 Q6_K packs them in pairs).
+      // also an odd count of super-blocks.
       for (int64_t cols : {int64_t{4096}, int64_t{4104}, int64_t{3840}}) {
       if (cols % BlockSize(t) != 0) continue;
       if (cols == 4104 && BlockSize(t) != 1) continue;

@@ -2130,6 +2130,7 @@ inline __m128i DwordBytes128(int b0, int b1, int b2, int b3) {
                        at(b0, 3), at(b1, 3), at(b2, 3), at(b3, 3));
 }
 
+#ifndef TERN_AVX512_VNNI
 // The AVX2 table's packed Q6_K tiles (Q6KPacked16) hold the quants of a
 // group (h, c', n < 16) re-encoded: its four quants q_jj (element 128h +
 // 32jj + 16c' + n, jj = 0..3, sub-block 8h + 2jj + c'; from the low
@@ -2161,7 +2162,6 @@ inline void Q6KDecodeGroup(const uint8_t* e, int h, int cp, int n, uint8_t* blk)
       (uint8_t)((q[0] >> 4) | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
 }
 
-#ifndef TERN_AVX512_VNNI
 // The 6-bit scales and mins of Q4_K/Q5_K as 16 bytes: 0..7 the scales, 8..15
 // the mins. `s` points at the block's 12 scale bytes; 16 bytes are read (the
 // last 4 are the block's next field). Scales and mins 0..3 are the low 6 bits
@@ -3603,11 +3603,13 @@ struct Q45KRowLanes {
   }
 
   // T tokens against the packed tile at w: PanelTile's operations on
-  // registers unpacked on the way (bitwise RunDecode's sums).
+  // registers unpacked on the way (bitwise RunDecode's sums). Q4_K only:
+  // the table keeps Q5_K in the file's rows (FillSimdTable).
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
                                                    __m512 (&out)[T]) {
+    static_assert(!kFifthBits, "Q5_K is not packed on this table");
     // Local accumulators: out could alias Q4KSums's asm memory operands.
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -3619,33 +3621,9 @@ struct Q45KRowLanes {
       __m512 d, dmin;
       LoadPacked(w, b, 0, h);
       Heads(h, sc, mn, &d, &dmin);
-      __m512i qh[2][4];
-      if constexpr (kFifthBits) {
-        LoadPacked(w, b, 16, qh[0]);
-        LoadPacked(w, b, 32, qh[1]);
-      }
       __m512i s[T];
       for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
-      if constexpr (!kFifthBits) {
-        Q4KSums<T>(w, b, sc, image, s);
-        AddSuperBlock<T>(s, mn, d, dmin, image, acc);
-        continue;
-      }
-      for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
-        __m512i wa[8], wb[8];
-        for (int c = j; c < j + 2; ++c) {
-          __m512i x[4], lo[4], hi[4];
-          LoadPacked(w, b, kQsOffset + 16 * c, x);
-          Quads(x, qh, c, lo, hi);
-          const int k0 = 4 * (c % 2);
-          for (int i = 0; i < 4; ++i) {
-            wa[k0 + i] = lo[i];
-            wb[k0 + i] = hi[i];
-          }
-        }
-        AddSubBlock<T>(wa, j, sc[j], image, s);
-        AddSubBlock<T>(wb, j + 1, sc[j + 1], image, s);
-      }
+      Q4KSums<T>(w, b, sc, image, s);
       AddSuperBlock<T>(s, mn, d, dmin, image, acc);
     }
     for (int t = 0; t < T; ++t) out[t] = acc[t];
