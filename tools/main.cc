@@ -5,6 +5,7 @@
 
 #include "base/atomic_file.h"
 #include "base/env_settings.h"
+#include "base/log.h"
 #include "base/thread_pool.h"
 #include "kernels/kernel_table.h"
 #include "tools/arg_parser.h"
@@ -63,6 +64,14 @@ int main(int argc, char** argv) {
   // The kernel table, chosen once before anything runs a kernel (TERN_ISA
   // caps it).
   tern::kernels::SelectKernelTable(env.isa);
+  if (env.weight_layout == "tiles" || env.weight_layout == "rows") {
+    tern::kernels::SetWeightLayoutChoice(env.weight_layout == "tiles"
+                                             ? tern::kernels::WeightLayoutChoice::kTiles
+                                             : tern::kernels::WeightLayoutChoice::kRows);
+  } else if (!env.weight_layout.empty() && env.weight_layout != "auto") {
+    TERN_LOG_WARN("TERN_WEIGHT_LAYOUT=%s is not one of auto, tiles, rows; timing both layouts",
+                  env.weight_layout.c_str());
+  }
   if (argc < 2) {
     PrintUsage(stderr);
     return 1;

@@ -21,6 +21,7 @@ EnvSettings EnvSettings::Read(const std::function<const char*(const char*)>& get
   }
 
   s.isa = get("TERN_ISA");
+  s.weight_layout = get("TERN_WEIGHT_LAYOUT");
 
   // Memory and paths.
   s.kv_huge_pages = get("TERN_KV_HUGEPAGES") != "0";

@@ -7,6 +7,10 @@
 //                         (ThreadPool::SetMaxSpinMicros, applied by main)
 //   TERN_ISA=NAME         caps the kernel table (kernels::SelectKernelTable,
 //                         applied by main)
+//   TERN_WEIGHT_LAYOUT=tiles|rows  where the faster weight layout depends
+//                         on the CPU, always the kernels' tiles / the file's
+//                         rows instead of timing both at load
+//                         (kernels::SetWeightLayoutChoice, applied by main)
 //   TERN_KV_HUGEPAGES=0   4 KiB pages for the KV cache instead of 2 MiB
 //                         (EngineConfig::kv_huge_pages -> KvShape::huge_pages)
 //   TERN_MODELS_DIR=DIR   where the shared models are (base/paths.h's
@@ -29,6 +33,9 @@ struct EnvSettings {
   // TERN_ISA: the kernel table to start the choice from ("" = the best this
   // CPU runs; kernel_table.h's ChooseKernelTable).
   std::string isa;
+  // TERN_WEIGHT_LAYOUT: "tiles", "rows", or "" (time both; kernels.h's
+  // WeightLayoutChoice). Other values are kept for main to reject.
+  std::string weight_layout;
 
   // Memory and paths.
   bool kv_huge_pages = true;  // TERN_KV_HUGEPAGES=0: false

@@ -70,6 +70,10 @@ struct MatMulKernel {
   // bytes (w_row_bytes of them) at out.
   void (*row16)(const uint8_t* w, int64_t w_row_bytes, int64_t row, int64_t cols,
                 uint8_t* out) = nullptr;
+  // Whether gemm16 on tiles or gemm on the file's rows decodes faster
+  // depends on the CPU: models time both (UsePanel16, kernels.h) instead of
+  // always packing.
+  bool panel16_timed = false;
 };
 
 constexpr int kMaxDTypeId = 40;
@@ -153,5 +157,17 @@ void MatMulWith(const KernelTable& table, const WeightView& w, const float* x,
 void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, const float* x,
                     int64_t num_tokens, float* const* ys, ThreadPool* pool,
                     Workspace* workspace);
+
+// Decode (one token, one thread, MatMulWith) through dtype matrices of
+// 2048 x 2048 in buffer_bytes (0: 1.5 x the last-level cache, 24-96 MiB),
+// the file's rows and table's kPanel16 tiles in alternated rounds; the best
+// round of each, in GB/s of weights. Only where table has dtype's gemm16.
+struct Panel16Timing {
+  double rows_gbs = 0;
+  double tiles_gbs = 0;
+  double seconds = 0;  // the whole timing, set-up included
+  bool TilesWin() const { return tiles_gbs >= rows_gbs; }
+};
+Panel16Timing TimePanel16(const KernelTable& table, DType dtype, int64_t buffer_bytes = 0);
 
 }  // namespace tern::kernels

@@ -1485,6 +1485,40 @@ TEST(KernelsTest, SelectKernelTableSetsTheActiveTable) {
   EXPECT_EQ(&ActiveKernelTable(), &best);
 }
 
+// The layout a model uses (UsePanel16): the table's tiles for every type
+// it packs, except the types whose faster layout depends on the CPU (the
+// AVX2 K-quants), which follow the choice (TERN_WEIGHT_LAYOUT) or, by
+// default, a timing of both layouts.
+TEST(WeightLayoutTest, TimedTypesFollowTheChoiceOthersKeepTheirTiles) {
+  const KernelTable* avx2 = Avx2KernelTable();
+  if (avx2 == nullptr) GTEST_SKIP() << "no AVX2 on this CPU";
+  struct Restore {
+    ~Restore() {
+      SetWeightLayoutChoice(WeightLayoutChoice::kTimed);
+      SelectKernelTable("");
+    }
+  } restore;
+  SelectKernelTable("avx2");
+  for (DType d : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    ASSERT_TRUE(avx2->matmul[(int)d].panel16_timed) << DTypeName(d);
+    SetWeightLayoutChoice(WeightLayoutChoice::kTiles);
+    EXPECT_TRUE(UsePanel16(d)) << DTypeName(d);
+    SetWeightLayoutChoice(WeightLayoutChoice::kRows);
+    EXPECT_FALSE(UsePanel16(d)) << DTypeName(d);
+  }
+  // Untimed: F16 keeps its tiles (its rows would change results).
+  ASSERT_FALSE(avx2->matmul[(int)DType::kF16].panel16_timed);
+  EXPECT_TRUE(UsePanel16(DType::kF16));
+  // The timing measures both layouts.
+  const Panel16Timing t = TimePanel16(*avx2, DType::kQ6_K, 8ll << 20);
+  EXPECT_GT(t.rows_gbs, 0);
+  EXPECT_GT(t.tiles_gbs, 0);
+  EXPECT_GT(t.seconds, 0);
+  SetWeightLayoutChoice(WeightLayoutChoice::kTimed);
+  const bool timed = UsePanel16(DType::kQ6_K);
+  EXPECT_EQ(UsePanel16(DType::kQ6_K), timed);  // timed once, then kept
+}
+
 // The kernels keep nothing between calls: one Workspace reused by the calls
 // of every table, format, token count and thread count (buffers grown by
 // big calls, then reused by small ones) gives what a fresh Workspace gives,

@@ -97,7 +97,7 @@ Status LlamaModel::BindMatrix(const std::string& name, int64_t rows, int64_t col
 
 void LlamaModel::PackForKernels(Weight* w) {
   const kernels::WeightView v = w->view;  // the file's rows
-  if (!kernels::CanPackPanel16(v.dtype) || v.rows % 16 != 0) return;
+  if (!kernels::UsePanel16(v.dtype) || v.rows % 16 != 0) return;
   const auto start = std::chrono::steady_clock::now();
   const int64_t bytes = v.rows * RowBytes(v.dtype, v.cols);
   packed_.emplace_back((size_t)bytes);

@@ -87,8 +87,8 @@ class LlamaModel : public Model {
   // whose parts do not start on 16-row tiles).
   Status BindMatrix(const std::string& name, int64_t rows, int64_t cols, Weight* out,
                     bool pack = true);
-  // Copies w into the active kernel table's kPanel16 layout where it has one
-  // for w's type (kernels::CanPackPanel16) and lets the file's pages of the
+  // Copies w into the active kernel table's kPanel16 layout where a model
+  // uses it for w's type (kernels::UsePanel16) and lets the file's pages of the
   // original go.
   void PackForKernels(Weight* w);
   // y = x W^T for num_tokens rows of x, reported to the observer first.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -13,6 +14,7 @@
 
 #include "base/paths.h"
 #include "gguf/gguf_writer.h"
+#include "kernels/kernel_table.h"
 #include "model/sequence_runner.h"
 
 namespace tern {
@@ -477,6 +479,57 @@ TEST(ModelTest, QuantizedTinyKAgreesWithF32) {
                        {{"Q8_0", 0.9}, {"Q6_K", 0.8}, {"Q5_K_M", 0.7}, {"Q4_K_M", 0.6},
                         {"Q4_K_S", 0.6}, {"Q4_0", 0.5}, {"Q3_K_M", 0.4}, {"Q2_K", 0.2}},
                        Greedy(*f32, {1}, 64), /*same_steps=*/0);
+}
+
+// Where the faster weight layout depends on the CPU (kernels::UsePanel16:
+// the AVX2 K-quants), a model loaded in the kernels' tiles and in the
+// file's rows gives the same logits, bitwise: prefill and decode, on every
+// x86 table this CPU runs (the others keep one layout).
+TEST(ModelTest, WeightLayoutChoiceNeverChangesLogits) {
+  struct Restore {
+    ~Restore() {
+      kernels::SetWeightLayoutChoice(kernels::WeightLayoutChoice::kTimed);
+      kernels::SelectKernelTable("");
+    }
+  } restore;
+  int compared = 0;
+  for (const char* isa : {"", "avx2"}) {
+    kernels::SelectKernelTable(isa);
+    for (const char* name : {"tiny-k-Q4_K_M", "tiny-k-Q5_K_M", "tiny-k-Q6_K"}) {
+      const std::string path = ModelPath(std::string("quantized/") + name + ".gguf");
+      if (!FileExists(path)) continue;
+      std::vector<float> logits[2];
+      int64_t packed[2] = {0, 0};
+      for (int i = 0; i < 2; ++i) {
+        kernels::SetWeightLayoutChoice(i == 0 ? kernels::WeightLayoutChoice::kTiles
+                                              : kernels::WeightLayoutChoice::kRows);
+        auto model = LoadOrDie(path);
+        ASSERT_NE(model, nullptr);
+        packed[i] = model->PackedWeightBytes();
+        SequenceRunner runner(*model, 16, DType::kF32, nullptr);
+        ASSERT_TRUE(runner.Append(std::vector<int32_t>{1, 5, 9, 13, 17, 21}, true).ok());
+        for (int p = 0; p < 6; ++p) {
+          const std::span<const float> l = runner.Logits(p);
+          logits[i].insert(logits[i].end(), l.begin(), l.end());
+        }
+        for (int step = 0; step < 3; ++step) {
+          const int32_t next = Argmax(runner.Logits(0));
+          ASSERT_TRUE(runner.Append(std::vector<int32_t>{next}, false).ok());
+          const std::span<const float> l = runner.Logits(0);
+          logits[i].insert(logits[i].end(), l.begin(), l.end());
+        }
+      }
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(),
+                               logits[0].size() * sizeof(float)))
+          << name << " on " << kernels::ActiveIsa();
+      if (std::string(kernels::ActiveIsa()) == "avx2") {
+        EXPECT_GT(packed[0], packed[1]) << name << ": the rows choice packed as much";
+      }
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no tiny-k K-quant files in " << ModelsDir() << "/quantized";
 }
 
 // --- Errors -------------------------------------------------------------------

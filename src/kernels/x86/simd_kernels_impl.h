@@ -5400,12 +5400,15 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   // faster on a Zen 4 but slower on a Zen 5 (docs/kernels.md).
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
 #else
+  // The K-quants' 16-row tiles decode faster than the file's rows on some
+  // CPUs and slower on others (Zen 4: tinyllama Q5_K_M tg128 58.3-59.6
+  // against 43.6-46.6 tok/s; Zen 5: Q4_K_M 42.6 against 51.7, Q6_K 30.9
+  // against 40.8; docs/kernels.md): each model times both once
+  // (UsePanel16).
   set_packed(DType::kQ4_K, kQ8KFormat, Q45KPacked16<DType::kQ4_K>{});
-  // Q5_K packed decodes faster here, unlike on AVX-512 (tinyllama Q5_K_M
-  // tg128, avx2 table, 4 rounds alternated under chrt: 58.3 / 58.9 / 59.6 /
-  // 58.9 against 45.4 / 46.6 / 44.3 / 43.6 tok/s; docs/kernels.md).
   set_packed(DType::kQ5_K, kQ8KFormat, Q45KPacked16<DType::kQ5_K>{});
   set_packed(DType::kQ6_K, kQ8KFormat, Q6KPacked16{});
+  for (DType d : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) t->matmul[(int)d].panel16_timed = true;
 #endif
   t->quantize_q8 = Avx2QuantizeQ8;
   t->quantize_q8k = Avx2QuantizeQ8K;
