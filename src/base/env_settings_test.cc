@@ -48,6 +48,16 @@ TEST(EnvSettingsTest, IsaCapIsReadAsGiven) {
   EXPECT_EQ(ReadFrom({{"TERN_ISA", "sse9"}}).isa, "sse9");
 }
 
+TEST(EnvSettingsTest, WeightLayoutIsReadAsGiven) {
+  EXPECT_EQ(ReadFrom({}).weight_layout, "");
+  const EnvSettings s = ReadFrom({{"TERN_WEIGHT_LAYOUT", "rows"}});
+  EXPECT_EQ(s.weight_layout, "rows");
+  ASSERT_EQ(s.found.size(), 1u);
+  EXPECT_EQ(s.found[0], "TERN_WEIGHT_LAYOUT=rows");
+  // Other values are kept for main to reject with a warning.
+  EXPECT_EQ(ReadFrom({{"TERN_WEIGHT_LAYOUT", "diagonal"}}).weight_layout, "diagonal");
+}
+
 // Memory and paths.
 TEST(EnvSettingsTest, KvHugePagesOffOnlyWithZero) {
   EXPECT_TRUE(ReadFrom({}).kv_huge_pages);
