@@ -2147,8 +2147,8 @@ struct RowLanes8Packed16 {
   static constexpr int kRows = 16;
   static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
   static constexpr int kPanelTokens = K8::kPanelTokens;
-  // Both halves' panels: half h's nb blocks at h x nb x K8::kPanelBlockBytes.
-  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+  // The panel of one 8-row half (Half).
+  static constexpr int64_t kPanelBlockBytes = K8::kPanelBlockBytes;
 
   // The row of an 8-row half in lane l, and the lane of row r.
   static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
@@ -2195,29 +2195,33 @@ struct RowLanes8Packed16 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 16 * half)));
   }
 
-  // The packed tile's nb blocks into RowLanes8's panels of its two halves
-  // (UnpackPanel's output, without its transposes and scalar scale loads).
-  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+  // Half `half` of the packed tile's nb blocks into RowLanes8's panel of
+  // its 8 rows (UnpackPanel's output, without its transposes and scalar
+  // scale loads). Half 0 prefetches the next tile (nb packed blocks on)
+  // into L2, as UnpackPanel does the next rows: it arrives while the tokens
+  // run on this one.
+  static void UnpackHalf(const uint8_t* w, int64_t nb, int half, uint8_t* panel) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int half = 0; half < 2; ++half) {
-      uint8_t* ph = panel + half * nb * K8::kPanelBlockBytes;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* p = w + b * kPackedBlockBytes;
-        uint8_t* out = ph + b * K8::kPanelBlockBytes;
-        for (int i = 0; i < kRegs; ++i) {
-          __m256i x = Reg(p, half, i);
-          // UnpackPanel's registers: Q4_0 low nibbles to i, high to 4 + i;
-          // Q8_0 (i = 4h + j) unsigned, low nibbles to i, high to 8 + i.
-          if constexpr (!kNibbles) x = _mm256_xor_si256(x, flip);
-          _mm256_store_si256((__m256i*)(out + 32 * i), _mm256_and_si256(x, m4));
-          _mm256_store_si256((__m256i*)(out + 32 * (kRegs + i)),
-                             _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
-        }
-        _mm256_store_ps((float*)(out + 32 * K8::kPanelRegs), HalfScales(p, half));
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kPackedBlockBytes;
+      if (half == 0) PrefetchNextTile<kRows, kBlockBytes>(w + nb * kPackedBlockBytes, b);
+      uint8_t* out = panel + b * K8::kPanelBlockBytes;
+      for (int i = 0; i < kRegs; ++i) {
+        __m256i x = Reg(p, half, i);
+        // UnpackPanel's registers: Q4_0 low nibbles to i, high to 4 + i;
+        // Q8_0 (i = 4h + j) unsigned, low nibbles to i, high to 8 + i.
+        if constexpr (!kNibbles) x = _mm256_xor_si256(x, flip);
+        _mm256_store_si256((__m256i*)(out + 32 * i), _mm256_and_si256(x, m4));
+        _mm256_store_si256((__m256i*)(out + 32 * (kRegs + i)),
+                           _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
       }
+      _mm256_store_ps((float*)(out + 32 * K8::kPanelRegs), HalfScales(p, half));
     }
   }
+  // RowLanesGemm's panel path on whole tiles, never taken (PackedGemm runs
+  // the halves one at a time).
+  static void UnpackPacked(const uint8_t*, int64_t, uint8_t*) { CHECK(false); }
 
   // T tokens against the packed tile at w, acc[h][t] half h's 8 rows (lane
   // order) for token t: per block and row the exact integer sum RowLanes8's
@@ -2299,23 +2303,52 @@ struct RowLanes8Packed16 {
     for (int half = 0; half < 2; ++half) K8::template Store<T>(acc[half], 8, y + 8 * half, ldy);
   }
   template <int T>
-  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
-                       int nr, float* y, int64_t ldy) {
-    for (int half = 0; half < 2; ++half) {
-      K8::template RunPanel<T>(panel + half * nb * K8::kPanelBlockBytes, nb, act, arb, 8,
-                               y + 8 * half, ldy);
-    }
+  static void RunPanel(const uint8_t*, int64_t, const uint8_t*, int64_t, int, float*, int64_t) {
+    CHECK(false);
   }
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
+  // Decode walks whole tiles; 4 or more tokens each tile's 8-row halves one
+  // after the other (Half), so that the panel the token tiles run over is
+  // one half's, as RowLanes8's (Q8_0, 2048 columns: 35 KiB, within L1; both
+  // halves' panels, read for each token tile, made a 128-token matmul
+  // slower), and the second half's bytes come from the cache.
+  template <int kHalf>
+  struct Half;
   static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                          int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                          WorkerScratch* scratch) {
-    RowLanesGemm<RowLanes8Packed16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy,
-                                          scratch);
+    if (num_tokens < kPanelMinTokens) {
+      RowLanesGemm<RowLanes8Packed16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy,
+                                            scratch);
+      return;
+    }
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      RowLanesGemm<Half<0>, true>(w + r0 * wrb, wrb, kRows, act, arb, num_tokens, cols, y + r0,
+                                  ldy, scratch);
+      RowLanesGemm<Half<1>, true>(w + r0 * wrb, wrb, kRows, act, arb, num_tokens, cols, y + r0,
+                                  ldy, scratch);
+    }
+  }
+};
+
+// RowLanesGemm's view of half kHalf of each 16-row tile, on the panel path
+// (RowLanes8Packed16::PackedGemm).
+template <DType kType>
+template <int kHalf>
+struct RowLanes8Packed16<kType>::Half : RowLanes8Packed16<kType> {
+  using K8 = RowLanes8<kType>;
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    RowLanes8Packed16::UnpackHalf(w, nb, kHalf, panel);
+  }
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    K8::template RunPanel<T>(panel, nb, act, arb, 8, y + 8 * kHalf, ldy);
   }
 };
 #endif  // !TERN_AVX512_VNNI
