@@ -1888,14 +1888,27 @@ inline void TransposeWords4(const __m256i (&v)[4], __m256i (&x)[4]) {
 // broadcast activation quants made two loads per vpmaddubsw, and the loads,
 // not the multiplies, set the pace. The order of every (row, token)'s
 // operations stays the same.
-template <class K, int T>
+//
+// kPrefetchStepBytes > 0: where prefetch is not null, each step also
+// prefetches kPrefetchStepBytes bytes from prefetch + step x that into L2
+// (a 16-row tile's next tile, spread over the panel's work:
+// RowLanes8Packed16::PackedGemm).
+template <class K, int T, int kPrefetchStepBytes = 0>
 __attribute__((always_inline)) inline void GroupedPanelTile(const uint8_t* panel, int64_t nb,
                                                             const uint8_t* act, int64_t arb,
-                                                            __m256 (&acc)[T]) {
+                                                            __m256 (&acc)[T],
+                                                            const uint8_t* prefetch = nullptr) {
   constexpr int kGroup = T < K::kGroup ? T : K::kGroup;
   static_assert(T % kGroup == 0);
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t step = 0; step < nb / K::kStepBlocks; ++step) {
+    if constexpr (kPrefetchStepBytes > 0) {
+      if (prefetch != nullptr) {
+        for (int j = 0; j < (kPrefetchStepBytes + 63) / 64; ++j) {
+          _mm_prefetch((const char*)(prefetch + step * kPrefetchStepBytes + 64 * j), _MM_HINT_T1);
+        }
+      }
+    }
     for (int t = 0; t < T; t += kGroup) {
       const uint8_t* ps = panel + step * K::kStepBlocks * K::kPanelBlockBytes;
       // Opaque: seeing the same addresses, GCC otherwise kept the registers
@@ -2147,8 +2160,8 @@ struct RowLanes8Packed16 {
   static constexpr int kRows = 16;
   static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
   static constexpr int kPanelTokens = K8::kPanelTokens;
-  // The panel of one 8-row half (Half).
-  static constexpr int64_t kPanelBlockBytes = K8::kPanelBlockBytes;
+  // Both halves' panels (UnpackPacked).
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
 
   // The row of an 8-row half in lane l, and the lane of row r.
   static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
@@ -2195,33 +2208,29 @@ struct RowLanes8Packed16 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 16 * half)));
   }
 
-  // Half `half` of the packed tile's nb blocks into RowLanes8's panel of
-  // its 8 rows (UnpackPanel's output, without its transposes and scalar
-  // scale loads). Half 0 prefetches the next tile (nb packed blocks on)
-  // into L2, as UnpackPanel does the next rows: it arrives while the tokens
-  // run on this one.
-  static void UnpackHalf(const uint8_t* w, int64_t nb, int half, uint8_t* panel) {
+  // The packed tile's nb blocks into RowLanes8's panels of its two halves,
+  // half h's at h x nb x K8::kPanelBlockBytes (UnpackPanel's output,
+  // without its transposes and scalar scale loads).
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + b * kPackedBlockBytes;
-      if (half == 0) PrefetchNextTile<kRows, kBlockBytes>(w + nb * kPackedBlockBytes, b);
-      uint8_t* out = panel + b * K8::kPanelBlockBytes;
-      for (int i = 0; i < kRegs; ++i) {
-        __m256i x = Reg(p, half, i);
-        // UnpackPanel's registers: Q4_0 low nibbles to i, high to 4 + i;
-        // Q8_0 (i = 4h + j) unsigned, low nibbles to i, high to 8 + i.
-        if constexpr (!kNibbles) x = _mm256_xor_si256(x, flip);
-        _mm256_store_si256((__m256i*)(out + 32 * i), _mm256_and_si256(x, m4));
-        _mm256_store_si256((__m256i*)(out + 32 * (kRegs + i)),
-                           _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+      for (int half = 0; half < 2; ++half) {
+        uint8_t* out = panel + (half * nb + b) * K8::kPanelBlockBytes;
+        for (int i = 0; i < kRegs; ++i) {
+          __m256i x = Reg(p, half, i);
+          // UnpackPanel's registers: Q4_0 low nibbles to i, high to 4 + i;
+          // Q8_0 (i = 4h + j) unsigned, low nibbles to i, high to 8 + i.
+          if constexpr (!kNibbles) x = _mm256_xor_si256(x, flip);
+          _mm256_store_si256((__m256i*)(out + 32 * i), _mm256_and_si256(x, m4));
+          _mm256_store_si256((__m256i*)(out + 32 * (kRegs + i)),
+                             _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        }
+        _mm256_store_ps((float*)(out + 32 * K8::kPanelRegs), HalfScales(p, half));
       }
-      _mm256_store_ps((float*)(out + 32 * K8::kPanelRegs), HalfScales(p, half));
     }
   }
-  // RowLanesGemm's panel path on whole tiles, never taken (PackedGemm runs
-  // the halves one at a time).
-  static void UnpackPacked(const uint8_t*, int64_t, uint8_t*) { CHECK(false); }
 
   // T tokens against the packed tile at w, acc[h][t] half h's 8 rows (lane
   // order) for token t: per block and row the exact integer sum RowLanes8's
@@ -2309,22 +2318,36 @@ struct RowLanes8Packed16 {
     PackedTile<T>(w, nb, act, arb, acc);
     for (int half = 0; half < 2; ++half) K8::template Store<T>(acc[half], 8, y + 8 * half, ldy);
   }
+  // RowLanesGemm's panel path on whole tiles (PackedGemm walks its own).
   template <int T>
-  static void RunPanel(const uint8_t*, int64_t, const uint8_t*, int64_t, int, float*, int64_t) {
-    CHECK(false);
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      RunHalf<T>(panel + half * nb * K8::kPanelBlockBytes, nb, act, arb, y + 8 * half, ldy,
+                 nullptr);
+    }
   }
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
-  // Decode walks whole tiles; 4 or more tokens each tile's 8-row halves one
-  // after the other (Half), so that the panel the token tiles run over is
-  // one half's, as RowLanes8's (Q8_0, 2048 columns: 35 KiB, within L1; both
-  // halves' panels, read for each token tile, made a 128-token matmul
-  // slower), and the second half's bytes come from the cache.
-  template <int kHalf>
-  struct Half;
+  // 4 or more tokens: per tile, UnpackPacked into both halves' panels, then
+  // each half's panel tiles on its own panel (RowLanes8's token tiles and
+  // operations; the panel they run over is one half's, as RowLanes8's: Q8_0,
+  // 2048 columns, 35 KiB, within L1), the first token tile of half 0
+  // prefetching the next tile into L2 a block at a time along its work.
+  // (Both halves' panels in each token tile, past L1, made a 128-token
+  // matmul 5-35% slower; the next tile prefetched in a burst in the unpack,
+  // as UnpackPanel does the next rows, left a 4-token matmul from memory
+  // 1.1-1.3x as slow as RowLanes8's.)
+  template <int T>
+  static void RunHalf(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                      float* y, int64_t ldy, const uint8_t* prefetch) {
+    __m256 acc[T];
+    GroupedPanelTile<K8, T, (int)kPackedBlockBytes>(panel, nb, act, arb, acc, prefetch);
+    K8::template Store<T>(acc, 8, y, ldy);
+  }
   static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                          int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                          WorkerScratch* scratch) {
@@ -2334,28 +2357,37 @@ struct RowLanes8Packed16 {
       return;
     }
     CHECK_EQ(rows % kRows, 0);
+    const int64_t nb = cols / 32;
+    uint8_t* panel = scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes);
     for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      RowLanesGemm<Half<0>, true>(w + r0 * wrb, wrb, kRows, act, arb, num_tokens, cols, y + r0,
-                                  ldy, scratch);
-      RowLanesGemm<Half<1>, true>(w + r0 * wrb, wrb, kRows, act, arb, num_tokens, cols, y + r0,
-                                  ldy, scratch);
+      const uint8_t* wt = w + r0 * wrb;
+      UnpackPacked(wt, nb, panel);
+      const uint8_t* next = wt + nb * kPackedBlockBytes;
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ph = panel + half * nb * K8::kPanelBlockBytes;
+        float* yh = y + r0 + 8 * half;
+        const uint8_t* pf = half == 0 ? next : nullptr;
+        int64_t t = 0;
+        for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
+          RunHalf<kPanelTokens>(ph, nb, act + t * arb, arb, yh + t * ldy, ldy, pf);
+          pf = nullptr;
+        }
+        const auto tail = [&](auto n) {
+          constexpr int kN = decltype(n)::value;
+          if constexpr (kN < kPanelTokens) {
+            if ((num_tokens - t) & kN) {
+              RunHalf<kN>(ph, nb, act + t * arb, arb, yh + t * ldy, ldy, pf);
+              pf = nullptr;
+              t += kN;
+            }
+          }
+        };
+        tail(std::integral_constant<int, 8>());
+        tail(std::integral_constant<int, 4>());
+        tail(std::integral_constant<int, 2>());
+        tail(std::integral_constant<int, 1>());
+      }
     }
-  }
-};
-
-// RowLanesGemm's view of half kHalf of each 16-row tile, on the panel path
-// (RowLanes8Packed16::PackedGemm).
-template <DType kType>
-template <int kHalf>
-struct RowLanes8Packed16<kType>::Half : RowLanes8Packed16<kType> {
-  using K8 = RowLanes8<kType>;
-  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
-    RowLanes8Packed16::UnpackHalf(w, nb, kHalf, panel);
-  }
-  template <int T>
-  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
-                       int nr, float* y, int64_t ldy) {
-    K8::template RunPanel<T>(panel, nb, act, arb, 8, y + 8 * kHalf, ldy);
   }
 };
 #endif  // !TERN_AVX512_VNNI
