@@ -2144,9 +2144,9 @@ struct RowLanes8 {
 // (Q4_0) a mask and a shift-and-mask, or (Q8_0) one vpabsb, then per token
 // vpmaddubsw against the token's 4 quants broadcast from memory; the exact
 // block sums and float operations of RowLanes8's decode, so the outputs are
-// bitwise its own. 4 or more tokens unpack each half into RowLanes8's panel
-// (UnpackPacked: its registers without the transposes) and run its panel
-// tiles.
+// bitwise its own. 4 or more tokens unpack the tile into RowLanes8's panels
+// of its two halves (UnpackPacked: its registers without the transposes)
+// and run its panel tiles on each (PackedGemm).
 template <DType kType>
 struct RowLanes8Packed16 {
   using K8 = RowLanes8<kType>;
