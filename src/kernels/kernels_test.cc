@@ -348,13 +348,17 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
       ASSERT_NE(k->gemm16, nullptr);
       ++tested;
       // Float weights: also a row length off the 16-column groups; K-quants
-      // also an odd count of super-blocks.
-      for (int64_t cols : {int64_t{4096}, int64_t{4104}, int64_t{3840}}) {
+      // also an odd count of super-blocks; blocks of 32: also rows off the
+      // 256-column grain, in 3 tiles and in 1.
+      for (int64_t cols : {int64_t{4096}, int64_t{4104}, int64_t{3840}, int64_t{4000},
+                           int64_t{1056}}) {
       if (cols % BlockSize(t) != 0) continue;
       if (cols == 4104 && BlockSize(t) != 1) continue;
       if (cols == 3840 && BlockSize(t) != 256) continue;
+      if ((cols == 4000 || cols == 1056) && BlockSize(t) != 32) continue;
       SCOPED_TRACE(std::to_string(cols) + " columns");
-      const int64_t rows = 80;  // 5 tiles: a group of 4 and 1
+      // 5 tiles: a group of 4 and 1; 3; 1.
+      const int64_t rows = cols == 4000 ? 48 : cols == 1056 ? 16 : 80;
       const auto w = RandomWeights(t, rows, cols, 41);
       std::vector<uint8_t> packed(w.size());
       k->pack16(w.data(), RowBytes(t, cols), rows, cols, packed.data());

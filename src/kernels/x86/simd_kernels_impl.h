@@ -1888,14 +1888,27 @@ inline void TransposeWords4(const __m256i (&v)[4], __m256i (&x)[4]) {
 // broadcast activation quants made two loads per vpmaddubsw, and the loads,
 // not the multiplies, set the pace. The order of every (row, token)'s
 // operations stays the same.
-template <class K, int T>
+//
+// kPrefetchStepBytes > 0: where prefetch is not null, each step also
+// prefetches kPrefetchStepBytes bytes from prefetch + step x that into L2
+// (a 16-row tile's next tile, spread over the panel's work:
+// RowLanes8Packed16::PackedGemm).
+template <class K, int T, int kPrefetchStepBytes = 0>
 __attribute__((always_inline)) inline void GroupedPanelTile(const uint8_t* panel, int64_t nb,
                                                             const uint8_t* act, int64_t arb,
-                                                            __m256 (&acc)[T]) {
+                                                            __m256 (&acc)[T],
+                                                            const uint8_t* prefetch = nullptr) {
   constexpr int kGroup = T < K::kGroup ? T : K::kGroup;
   static_assert(T % kGroup == 0);
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t step = 0; step < nb / K::kStepBlocks; ++step) {
+    if constexpr (kPrefetchStepBytes > 0) {
+      if (prefetch != nullptr) {
+        for (int j = 0; j < (kPrefetchStepBytes + 63) / 64; ++j) {
+          _mm_prefetch((const char*)(prefetch + step * kPrefetchStepBytes + 64 * j), _MM_HINT_T1);
+        }
+      }
+    }
     for (int t = 0; t < T; t += kGroup) {
       const uint8_t* ps = panel + step * K::kStepBlocks * K::kPanelBlockBytes;
       // Opaque: seeing the same addresses, GCC otherwise kept the registers
@@ -2115,6 +2128,266 @@ struct RowLanes8 {
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     RowLanesGemm<RowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+};
+
+// ---- Q4_0 / Q8_0 in 16-row tiles (WeightLayout::kPanel16), AVX2 ---------------------
+
+// RowLanes8 reading the model's Q4_0 / Q8_0 matrices packed at load: per
+// 16-row tile and block of 32 columns (16 x kBlockBytes bytes, the rows'
+// own), the 16 f16 scales (8-row half h's at 16h, lane l's row: RowLanes8's
+// order, lane 4L + m row 2m + L), then each half's quant registers, register
+// j's lane l = quant bytes 4j .. 4j + 3 of lane l's row (Q4_0: 4 registers,
+// Q8_0: 8): the transposed registers UnpackPanel makes from the rows,
+// stored. Decode (PackedTile) reads one stream with no transposes and no
+// scalar scale loads: per 8 rows a block one vcvtph2ps, per quant register
+// (Q4_0) a mask and a shift-and-mask, or (Q8_0) one vpabsb, then per token
+// vpmaddubsw against the token's 4 quants broadcast from memory; the exact
+// block sums and float operations of RowLanes8's decode, so the outputs are
+// bitwise its own. 4 or more tokens unpack the tile into RowLanes8's panels
+// of its two halves (UnpackPacked: its registers without the transposes)
+// and run its panel tiles on each (PackedGemm).
+template <DType kType>
+struct RowLanes8Packed16 {
+  using K8 = RowLanes8<kType>;
+  static constexpr bool kNibbles = K8::kNibbles;
+  static constexpr int64_t kBlockBytes = K8::kBlockBytes;
+  // Quant registers of an 8-row half a block.
+  static constexpr int kRegs = 4 * K8::kHalves;
+  static constexpr int64_t kHalfBytes = 32 * kRegs;
+  static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static_assert(kPackedBlockBytes == 32 + 2 * kHalfBytes);
+  static constexpr int kRows = 16;
+  static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
+  static constexpr int kPanelTokens = K8::kPanelTokens;
+  // Both halves' panels (UnpackPacked).
+  static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
+
+  // The row of an 8-row half in lane l, and the lane of row r.
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
+
+  static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+    CHECK_EQ(rows % kRows, 0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        for (int half = 0; half < 2; ++half) {
+          for (int l = 0; l < 8; ++l) {
+            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            std::memcpy(o + 2 * (8 * half + l), blk, 2);
+            for (int j = 0; j < kRegs; ++j) {
+              std::memcpy(o + 32 + half * kHalfBytes + 32 * j + 4 * l, blk + 2 + 4 * j, 4);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+    const uint8_t* tile = w + row / kRows * kRows * wrb;
+    const int r = (int)(row % kRows);
+    const int half = r / 8, l = RowLane(r % 8);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* o = tile + b * kPackedBlockBytes;
+      uint8_t* blk = out + b * kBlockBytes;
+      std::memcpy(blk, o + 2 * (8 * half + l), 2);
+      for (int j = 0; j < kRegs; ++j) {
+        std::memcpy(blk + 2 + 4 * j, o + 32 + half * kHalfBytes + 32 * j + 4 * l, 4);
+      }
+    }
+  }
+
+  // Quant register j of half `half` of the packed block at p.
+  static inline __m256i Reg(const uint8_t* p, int half, int j) {
+    return _mm256_loadu_si256((const __m256i*)(p + 32 + half * kHalfBytes + 32 * j));
+  }
+  // d_w of half `half`'s 8 rows of the packed block at p (lane order).
+  static inline __m256 HalfScales(const uint8_t* p, int half) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 16 * half)));
+  }
+
+  // The packed tile's nb blocks into RowLanes8's panels of its two halves,
+  // half h's at h x nb x K8::kPanelBlockBytes (UnpackPanel's output,
+  // without its transposes and scalar scale loads).
+  static void UnpackPacked(const uint8_t* w, int64_t nb, uint8_t* panel) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kPackedBlockBytes;
+      for (int half = 0; half < 2; ++half) {
+        uint8_t* out = panel + (half * nb + b) * K8::kPanelBlockBytes;
+        for (int i = 0; i < kRegs; ++i) {
+          __m256i x = Reg(p, half, i);
+          // UnpackPanel's registers: Q4_0 low nibbles to i, high to 4 + i;
+          // Q8_0 (i = 4h + j) unsigned, low nibbles to i, high to 8 + i.
+          if constexpr (!kNibbles) x = _mm256_xor_si256(x, flip);
+          _mm256_store_si256((__m256i*)(out + 32 * i), _mm256_and_si256(x, m4));
+          _mm256_store_si256((__m256i*)(out + 32 * (kRegs + i)),
+                             _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        }
+        _mm256_store_ps((float*)(out + 32 * K8::kPanelRegs), HalfScales(p, half));
+      }
+    }
+  }
+
+  // T tokens against the packed tile at w, acc[h][t] half h's 8 rows (lane
+  // order) for token t: per block and row the exact integer sum RowLanes8's
+  // DecodeSums gives (Q4_0: the nibbles' words, at most 8 x 2 x 15 x 128,
+  // added in int16, then to int32 and c; Q8_0: |q_w| against q_a with q_w's
+  // sign, words of 2 products to int32 each), then its float operations.
+  // Block b of the next tile (nb packed blocks on) is prefetched into L2,
+  // as RowLanes8's decode does the next rows (unlike the AVX2 Q4_K tiles,
+  // which streamed faster without): llama-3.2-1b tg64 -t 2, avx2 table,
+  // Zen 5 shared, alternated, without -> with: Q4_0 38.4 / 35.0 / 35.1 /
+  // 33.5 -> 40.1 / 35.7 / 37.0 / 38.3 tok/s, Q8_0 23.2 / 23.8 -> 30.4 /
+  // 30.1 (1 KiB ahead in L1 instead: Q4_0 31.5 / 33.3).
+  template <int T>
+  __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
+                                                   const uint8_t* act, int64_t arb,
+                                                   __m256 (&out)[2][T]) {
+    __m256 acc[2][T];
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) acc[half][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + b * kPackedBlockBytes;
+      PrefetchNextTile<kRows, kBlockBytes>(w + nb * kPackedBlockBytes, b);
+      const ActBlockQ8C* a[T];
+      for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8C*)(act + t * arb) + b;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        // The token's quants 4k .. 4k + 3, broadcast from memory where they
+        // are used (qs opaque: GCC otherwise kept both halves' broadcasts
+        // in registers and spilled the sums).
+        const int8_t* qs[T];
+        for (int t = 0; t < T; ++t) {
+          qs[t] = a[t]->qs;
+          __asm__ volatile("" : "+r"(qs[t]));
+        }
+        const auto quads = [&](int t, int k) {
+          return _mm256_set1_epi32((int)LoadU32(qs[t] + 4 * k));
+        };
+        __m256i s[T];
+        if constexpr (kNibbles) {
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            const __m256i x = Reg(p, half, j);
+            const __m256i lo = _mm256_and_si256(x, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            for (int t = 0; t < T; ++t) {
+              const __m256i v = _mm256_add_epi16(_mm256_maddubs_epi16(lo, quads(t, j)),
+                                                 _mm256_maddubs_epi16(hi, quads(t, 4 + j)));
+              s[t] = j == 0 ? v : _mm256_add_epi16(s[t], v);
+              __asm__("" : "+x"(s[t]));  // one chain a token, in j order
+            }
+          }
+          for (int t = 0; t < T; ++t) {
+            s[t] = _mm256_add_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(a[t]->c));
+          }
+        } else {
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) {
+            const __m256i x = Reg(p, half, j);
+            const __m256i mag = _mm256_abs_epi8(x);
+            for (int t = 0; t < T; ++t) {
+              const __m256i v = _mm256_madd_epi16(
+                  _mm256_maddubs_epi16(mag, _mm256_sign_epi8(quads(t, j), x)), ones);
+              s[t] = j == 0 ? v : _mm256_add_epi32(s[t], v);
+              __asm__("" : "+x"(s[t]));
+            }
+          }
+        }
+        const __m256 dw = HalfScales(p, half);
+        for (int t = 0; t < T; ++t) {
+          acc[half][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), K8::Scale(dw, a[t]->d),
+                                         acc[half][t]);
+        }
+      }
+    }
+    for (int half = 0; half < 2; ++half)
+      for (int t = 0; t < T; ++t) out[half][t] = acc[half][t];
+  }
+
+  template <int T>
+  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
+                              int nr, float* y, int64_t ldy) {
+    __m256 acc[2][T];
+    PackedTile<T>(w, nb, act, arb, acc);
+    for (int half = 0; half < 2; ++half) K8::template Store<T>(acc[half], 8, y + 8 * half, ldy);
+  }
+  // RowLanesGemm's panel path on whole tiles (PackedGemm walks its own).
+  template <int T>
+  static void RunPanel(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                       int nr, float* y, int64_t ldy) {
+    for (int half = 0; half < 2; ++half) {
+      RunHalf<T>(panel + half * nb * K8::kPanelBlockBytes, nb, act, arb, y + 8 * half, ldy,
+                 nullptr);
+    }
+  }
+  static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                   int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                   WorkerScratch* scratch) {
+    K8::Gemm(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+  }
+  // 4 or more tokens: per tile, UnpackPacked into both halves' panels, then
+  // each half's panel tiles on its own panel (RowLanes8's token tiles and
+  // operations; the panel they run over is one half's, as RowLanes8's: Q8_0,
+  // 2048 columns, 35 KiB, within L1), the first token tile of half 0
+  // prefetching the next tile into L2 a block at a time along its work.
+  // (Both halves' panels in each token tile, past L1, made a 128-token
+  // matmul 5-35% slower; the next tile prefetched in a burst in the unpack,
+  // as UnpackPanel does the next rows, left a 4-token matmul from memory
+  // 1.1-1.3x as slow as RowLanes8's.)
+  template <int T>
+  static void RunHalf(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                      float* y, int64_t ldy, const uint8_t* prefetch) {
+    __m256 acc[T];
+    GroupedPanelTile<K8, T, (int)kPackedBlockBytes>(panel, nb, act, arb, acc, prefetch);
+    K8::template Store<T>(acc, 8, y, ldy);
+  }
+  static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                         int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                         WorkerScratch* scratch) {
+    if (num_tokens < kPanelMinTokens) {
+      RowLanesGemm<RowLanes8Packed16, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy,
+                                            scratch);
+      return;
+    }
+    CHECK_EQ(rows % kRows, 0);
+    const int64_t nb = cols / 32;
+    uint8_t* panel = scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * kPanelBlockBytes);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const uint8_t* wt = w + r0 * wrb;
+      UnpackPacked(wt, nb, panel);
+      const uint8_t* next = wt + nb * kPackedBlockBytes;
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ph = panel + half * nb * K8::kPanelBlockBytes;
+        float* yh = y + r0 + 8 * half;
+        const uint8_t* pf = half == 0 ? next : nullptr;
+        int64_t t = 0;
+        for (; t + kPanelTokens <= num_tokens; t += kPanelTokens) {
+          RunHalf<kPanelTokens>(ph, nb, act + t * arb, arb, yh + t * ldy, ldy, pf);
+          pf = nullptr;
+        }
+        const auto tail = [&](auto n) {
+          constexpr int kN = decltype(n)::value;
+          if constexpr (kN < kPanelTokens) {
+            if ((num_tokens - t) & kN) {
+              RunHalf<kN>(ph, nb, act + t * arb, arb, yh + t * ldy, ldy, pf);
+              pf = nullptr;
+              t += kN;
+            }
+          }
+        };
+        tail(std::integral_constant<int, 8>());
+        tail(std::integral_constant<int, 4>());
+        tail(std::integral_constant<int, 2>());
+        tail(std::integral_constant<int, 1>());
+      }
+    }
   }
 };
 #endif  // !TERN_AVX512_VNNI
@@ -5385,9 +5658,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>{});
 #else
-  set(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8<DType::kQ4_0>::Gemm);
+  set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8Packed16<DType::kQ4_0>{});
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
-  set(DType::kQ8_0, kQ8CQ8_0Format, RowLanes8<DType::kQ8_0>::Gemm);
+  set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes8Packed16<DType::kQ8_0>{});
 #endif
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
