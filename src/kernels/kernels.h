@@ -70,14 +70,14 @@ bool HasMatMulKernel(DType dtype);
 
 // True when the active table's kernel for dtype reads kPanel16 weights
 // (today: F16 and BF16 on both x86 tables; Q4_0, Q8_0 and Q4_K on the
-// AVX-512 VNNI table; Q4_K, Q5_K and Q6_K on the AVX2 table).
+// AVX-512 VNNI table; Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 table).
 bool CanPackPanel16(DType dtype);
 // How a model lays out the matrices the active table can read in kPanel16
 // tiles. kTimed (the default): in tiles, except a type whose faster layout
 // differs between CPUs (the table marks it: MatMulKernel::panel16_timed;
-// today Q4_K, Q5_K and Q6_K on the AVX2 table, whose tiles win on a Zen 4
-// and lose on a Zen 5), which is timed once per process (TimePanel16, about
-// 0.1 s, logged) and keeps the faster. kTiles / kRows: every such type in
+// today Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 table: its K-quant
+// tiles win on a Zen 4 and lose on a Zen 5), which is timed once per
+// process (TimePanel16, about 0.1 s, logged) and keeps the faster. kTiles / kRows: every such type in
 // tiles / the file's rows (TERN_WEIGHT_LAYOUT=tiles|rows, applied by main);
 // the other types keep the table's layout. The choice never changes a
 // result: a timed type's tiles and rows give the same bits.

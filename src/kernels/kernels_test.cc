@@ -1503,7 +1503,7 @@ TEST(WeightLayoutTest, TimedTypesFollowTheChoiceOthersKeepTheirTiles) {
     }
   } restore;
   SelectKernelTable("avx2");
-  for (DType d : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType d : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     ASSERT_TRUE(avx2->matmul[(int)d].panel16_timed) << DTypeName(d);
     SetWeightLayoutChoice(WeightLayoutChoice::kTiles);
     EXPECT_TRUE(UsePanel16(d)) << DTypeName(d);

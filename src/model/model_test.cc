@@ -482,7 +482,7 @@ TEST(ModelTest, QuantizedTinyKAgreesWithF32) {
 }
 
 // Where the faster weight layout depends on the CPU (kernels::UsePanel16:
-// the AVX2 K-quants), a model loaded in the kernels' tiles and in the
+// the AVX2 table's Q4_0, Q8_0 and K-quants), a model loaded in the kernels' tiles and in the
 // file's rows gives the same logits, bitwise: prefill and decode, on every
 // x86 table this CPU runs (the others keep one layout).
 TEST(ModelTest, WeightLayoutChoiceNeverChangesLogits) {
@@ -495,7 +495,8 @@ TEST(ModelTest, WeightLayoutChoiceNeverChangesLogits) {
   int compared = 0;
   for (const char* isa : {"", "avx2"}) {
     kernels::SelectKernelTable(isa);
-    for (const char* name : {"tiny-k-Q4_K_M", "tiny-k-Q5_K_M", "tiny-k-Q6_K"}) {
+    for (const char* name : {"tiny-k-Q4_K_M", "tiny-k-Q5_K_M", "tiny-k-Q6_K", "tiny-k-Q4_0",
+                             "tiny-k-Q8_0", "stories260K-Q4_0", "stories260K-Q8_0"}) {
       const std::string path = ModelPath(std::string("quantized/") + name + ".gguf");
       if (!FileExists(path)) continue;
       std::vector<float> logits[2];
@@ -529,7 +530,7 @@ TEST(ModelTest, WeightLayoutChoiceNeverChangesLogits) {
       ++compared;
     }
   }
-  if (compared == 0) GTEST_SKIP() << "no tiny-k K-quant files in " << ModelsDir() << "/quantized";
+  if (compared == 0) GTEST_SKIP() << "no tiny-k or stories260K quantized files in " << ModelsDir() << "/quantized";
 }
 
 // --- Errors -------------------------------------------------------------------

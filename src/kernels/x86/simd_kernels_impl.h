@@ -5658,9 +5658,12 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ4_1, kImageQ4_1Format, TiledGemm<ImageKernel<DType::kQ4_1>>);
   set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes<DType::kQ8_0>{});
 #else
+  // Tiles or rows timed per machine (UsePanel16), as the K-quants below:
+  // the tiles won on a Zen 5 (docs/kernels.md) and no other CPU has run them.
   set_packed(DType::kQ4_0, kQ8CQ4_0Format, RowLanes8Packed16<DType::kQ4_0>{});
   set(DType::kQ4_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ4_1>>);
   set_packed(DType::kQ8_0, kQ8CQ8_0Format, RowLanes8Packed16<DType::kQ8_0>{});
+  for (DType d : {DType::kQ4_0, DType::kQ8_0}) t->matmul[(int)d].panel16_timed = true;
 #endif
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
