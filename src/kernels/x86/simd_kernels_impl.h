@@ -1936,6 +1936,10 @@ struct RowLanes8 {
 
   // Row r's lane (lane i holds row 0, 2, 4, 6, 1, 3, 5, 7: LaneRows).
   static inline __m256i RowLanesOrder() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
+  // The row in lane l, and the lane of row r (the order above), for the
+  // 16-row tiles' 8-row halves (RowLanes8Packed16, Q45KPacked16, Q6KPacked16).
+  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
+  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
 
   // v[h][m], 128-bit lane L: quant bytes 16h .. 16h + 15 of the block at p
   // (its start in row 0) of row 2m + L.
@@ -2150,6 +2154,7 @@ struct RowLanes8 {
 template <DType kType>
 struct RowLanes8Packed16 {
   using K8 = RowLanes8<kType>;
+  using Lanes = K8;  // its row order
   static constexpr bool kNibbles = K8::kNibbles;
   static constexpr int64_t kBlockBytes = K8::kBlockBytes;
   // Quant registers of an 8-row half a block.
@@ -2163,9 +2168,6 @@ struct RowLanes8Packed16 {
   // Both halves' panels (UnpackPacked).
   static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
 
-  // The row of an 8-row half in lane l, and the lane of row r.
-  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
-  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
 
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
     CHECK_EQ(rows % kRows, 0);
@@ -2174,7 +2176,8 @@ struct RowLanes8Packed16 {
         uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
         for (int half = 0; half < 2; ++half) {
           for (int l = 0; l < 8; ++l) {
-            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            const uint8_t* blk =
+                w + (r0 + 8 * half + Lanes::LaneRow(l)) * wrb + b * kBlockBytes;
             std::memcpy(o + 2 * (8 * half + l), blk, 2);
             for (int j = 0; j < kRegs; ++j) {
               std::memcpy(o + 32 + half * kHalfBytes + 32 * j + 4 * l, blk + 2 + 4 * j, 4);
@@ -2188,7 +2191,7 @@ struct RowLanes8Packed16 {
   static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
-    const int half = r / 8, l = RowLane(r % 8);
+    const int half = r / 8, l = Lanes::RowLane(r % 8);
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* o = tile + b * kPackedBlockBytes;
       uint8_t* blk = out + b * kBlockBytes;
@@ -2819,9 +2822,6 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
   // Both halves' panels, one after the other.
   static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
 
-  // The row of an 8-row half in lane l, and the lane of row r.
-  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
-  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
 
   // Load8's x for half `half` of super-block b of the packed tile at w.
   static inline void LoadPacked(const uint8_t* w, int64_t b, int half, int64_t off,
@@ -2837,7 +2837,8 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
         uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
         for (int half = 0; half < 2; ++half) {
           for (int l = 0; l < 8; ++l) {
-            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            const uint8_t* blk =
+                w + (r0 + 8 * half + Lanes::LaneRow(l)) * wrb + b * kBlockBytes;
             for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
               for (int i = 0; i < 4; ++i) {
                 std::memcpy(o + half * kHalfBytes + 32 * (4 * g + i) + 4 * l, blk + 16 * g + 4 * i,
@@ -2853,7 +2854,7 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
   static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
-    const int half = r / 8, l = RowLane(r % 8);
+    const int half = r / 8, l = Lanes::RowLane(r % 8);
     for (int64_t b = 0; b < cols / 256; ++b) {
       const uint8_t* o = tile + b * kPackedBlockBytes + half * kHalfBytes;
       for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
@@ -3211,7 +3212,7 @@ struct Q6KRowLanes8 {
 // Q6KRowLanes8 reading packed tiles, as Q45KPacked16 does for Q4_K: per
 // 16-row tile and super-block (16 x 210 bytes, the rows' own) the 16 rows'
 // d (lane order, half 0 then half 1), then the two 8-row halves one after
-// the other, each as registers of 8 rows (lane l: row LaneRow(l)): the
+// the other, each as registers of 8 rows (lane l: row Lanes::LaneRow(l)): the
 // scales as Load8 gathers them, then the quants re-encoded by groups
 // (Q6KEncodeGroup, GroupReg), in the order PackedTile reads them. Decode
 // (PackedTile) reads one stream and runs PanelGroup's operations on
@@ -3241,9 +3242,6 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
   static constexpr int64_t kPanelMinTokens = K8::kPanelMinTokens;
   static constexpr int kPanelTokens = K8::kPanelTokens;
   static constexpr int64_t kPanelBlockBytes = 2 * K8::kPanelBlockBytes;
-
-  static constexpr int LaneRow(int l) { return 2 * (l % 4) + l / 4; }
-  static constexpr int RowLane(int r) { return 4 * (r % 2) + r / 2; }
 
   static inline const uint8_t* HalfAt(const uint8_t* w, int64_t b, int half) {
     return w + b * kPackedBlockBytes + 32 + half * kHalfBytes;
@@ -3285,7 +3283,8 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
         for (int half = 0; half < 2; ++half) {
           uint8_t* oh = o + 32 + half * kHalfBytes;
           for (int l = 0; l < 8; ++l) {
-            const uint8_t* blk = w + (r0 + 8 * half + LaneRow(l)) * wrb + b * kBlockBytes;
+            const uint8_t* blk =
+                w + (r0 + 8 * half + Lanes::LaneRow(l)) * wrb + b * kBlockBytes;
             Block(oh, o + 16 * half, blk, l, copy);
             for (int h = 0; h < 2; ++h) {
               for (int cp = 0; cp < 2; ++cp) {
@@ -3305,7 +3304,7 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
   static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
-    const int half = r / 8, l = RowLane(r % 8);
+    const int half = r / 8, l = Lanes::RowLane(r % 8);
     const auto copy = [](const uint8_t* src, uint8_t* dst, int n) { std::memcpy(dst, src, n); };
     for (int64_t b = 0; b < cols / 256; ++b) {
       const uint8_t* oh = HalfAt(tile, b, half);
