@@ -118,6 +118,17 @@ export function startServer(args, env = {}) {
   return { proc, url, exited, log: () => log };
 }
 
+// Waits until the server's stderr so far matches re (the "ready on ... try:"
+// line comes after /health turns 200: tern serve serves first, then says
+// so) and returns the log; fails after ms.
+export async function waitForLog(server, re, ms = 10000) {
+  for (let waited = 0; !re.test(server.log()); waited += 50) {
+    if (waited >= ms) assert.fail(`no log line matching ${re} within ${ms} ms:\n${server.log()}`);
+    await sleep(50);
+  }
+  return server.log();
+}
+
 // Polls GET /health until 200 (503 is the only other answer allowed meanwhile).
 export async function waitReady(base) {
   for (let i = 0; i < 200; ++i) {

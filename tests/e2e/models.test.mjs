@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { client, postJson, startServer, waitReady, MODEL } from './common.mjs';
+import { client, postJson, startServer, waitForLog, waitReady, MODEL } from './common.mjs';
 
 const plain = (x) => JSON.parse(JSON.stringify(x));
 
@@ -48,7 +48,9 @@ test('$TERN_API_KEY guards the API when no key flag is given; retrieve finds an 
     const base = await server.url;
     await waitReady(base);
     assert.match(server.log(), /API key: required, from \$TERN_API_KEY/);
-    assert.match(server.log(), /Authorization: Bearer \$TERN_API_KEY/, 'the curl hint names the variable');
+    // The curl hint is in the "ready on" line, printed once the server serves.
+    const log = await waitForLog(server, /ready on/);
+    assert.match(log, /Authorization: Bearer \$TERN_API_KEY/, 'the curl hint names the variable');
     assert.equal((await fetch(`${base}/v1/models/org%2Ftiny`)).status, 401);
     const wrong = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong', maxRetries: 0 });
     await assert.rejects(wrong.models.retrieve('org/tiny'), (e) => e.status === 401);
