@@ -83,7 +83,6 @@ bool CanPackPanel16(DType dtype);
 // result: a timed type's tiles and rows give the same bits.
 enum class WeightLayoutChoice : uint8_t { kTimed, kTiles, kRows };
 void SetWeightLayoutChoice(WeightLayoutChoice choice);
-WeightLayoutChoice GetWeightLayoutChoice();
 // Whether a model keeps its dtype matrices in kPanel16 tiles (PackPanel16):
 // CanPackPanel16(dtype) and the choice above. Thread-safe.
 bool UsePanel16(DType dtype);

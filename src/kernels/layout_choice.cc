@@ -37,8 +37,6 @@ double Now() {
 
 void SetWeightLayoutChoice(WeightLayoutChoice choice) { g_choice.store(choice); }
 
-WeightLayoutChoice GetWeightLayoutChoice() { return g_choice.load(); }
-
 bool UsePanel16(DType dtype) {
   if (!CanPackPanel16(dtype)) return false;
   const KernelTable& table = ActiveKernelTable();
