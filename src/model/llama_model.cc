@@ -42,6 +42,22 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+// fn(begin, end) over rows [0, n) of a forward's element-wise steps (norms,
+// RoPE, residual adds, the FFN gate), split among the pool's threads for a
+// prefill and run inline for a few rows (decode), where the split would
+// cost more than it saves. Every row's result is the same whoever computes
+// it. Serial, these steps took 10% of a tinyllama Q4_0 pp512 on the
+// AVX-512 table (Zen 5, 2 threads: 0.29 of 2.86 s, the other core idle).
+constexpr int64_t kParallelRowsMin = 32;
+template <class Fn>
+void ForRows(ThreadPool* pool, int64_t n, int64_t rows_min, Fn&& fn) {
+  if (pool == nullptr || pool->num_threads() <= 1 || n < rows_min) {
+    if (n > 0) fn((int64_t)0, n);
+    return;
+  }
+  pool->ParallelFor(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
 // out[i] = gelu(gate[i]) * up[i] with the tanh form of GELU (gemma's
 // gelu_pytorch_tanh); out may alias gate or up.
 void GeluMul(const float* gate, const float* up, int64_t n, float* out) {
@@ -325,15 +341,18 @@ void LlamaModel::ComputeRope(const ForwardBatch& batch) {
 
 // x: [num_tokens, num_heads, head_dim]; rotates the first rope_dim dims of
 // every head by its token's angles.
-void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed) const {
+void LlamaModel::ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed,
+                           ThreadPool* pool) const {
   const int64_t hd = config_.head_dim;
   const int64_t half = config_.rope_dim / 2;
   const std::vector<float>& cos_sin =
       windowed && !rope_inv_freq_swa_.empty() ? rope_cos_sin_swa_ : rope_cos_sin_;
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    kernels::Rope(x + t * num_heads * hd, num_heads, hd, config_.rope_dim,
-                  &cos_sin[t * 2 * half], config_.rope_neox);
-  }
+  ForRows(pool, num_tokens, kParallelRowsMin, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      kernels::Rope(x + t * num_heads * hd, num_heads, hd, config_.rope_dim,
+                    &cos_sin[t * 2 * half], config_.rope_neox);
+    }
+  });
 }
 
 void LlamaModel::SmoothKq(int layer, int64_t num_tokens) {
@@ -482,16 +501,26 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
   float* x = x_.data();
   float* xb = xb_.data();
   auto RmsNormRows = [&](const float* in, const float* w, int64_t rows, float* out) {
-    for (int64_t t = 0; t < rows; ++t) {
-      kernels::RmsNorm(in + t * n_embd, w, n_embd, c.rms_eps, out + t * n_embd);
-    }
+    ForRows(pool, rows, kParallelRowsMin, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        kernels::RmsNorm(in + t * n_embd, w, n_embd, c.rms_eps, out + t * n_embd);
+      }
+    });
   };
   // Per-head RMSNorm of x: [T, num_heads, hd] (qwen3/gemma3 QK-norm).
   auto HeadNorm = [&](float* xh, const float* w, int num_heads) {
     if (!w) return;
-    for (int64_t r = 0; r < T * num_heads; ++r) {
-      kernels::RmsNorm(xh + r * c.head_dim, w, c.head_dim, c.rms_eps, xh + r * c.head_dim);
-    }
+    ForRows(pool, T * num_heads, kParallelRowsMin * num_heads, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        kernels::RmsNorm(xh + r * c.head_dim, w, c.head_dim, c.rms_eps, xh + r * c.head_dim);
+      }
+    });
+  };
+  // x += y over T rows of n_embd (the residual adds).
+  auto AddRows = [&](float* x_rows, const float* y_rows) {
+    ForRows(pool, T, kParallelRowsMin, [&](int64_t t0, int64_t t1) {
+      AddInPlace(x_rows + t0 * n_embd, y_rows + t0 * n_embd, (t1 - t0) * n_embd);
+    });
   };
 
   // x = token_embd[token_ids]                          // [T, n_embd]
@@ -516,8 +545,8 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     AddBias(v_.data(), L.bv, T, kv_dim);
     HeadNorm(q_.data(), L.q_norm, c.n_head);
     HeadNorm(k_.data(), L.k_norm, c.n_head_kv);
-    ApplyRope(q_.data(), c.n_head, T, c.LayerIsWindowed(l));
-    ApplyRope(k_.data(), c.n_head_kv, T, c.LayerIsWindowed(l));
+    ApplyRope(q_.data(), c.n_head, T, c.LayerIsWindowed(l), pool);
+    ApplyRope(k_.data(), c.n_head_kv, T, c.LayerIsWindowed(l), pool);
     if (k_rot > 0) {
       kernels::WalshHadamard(q_.data(), T * q_dim / k_rot, k_rot);
       kernels::WalshHadamard(k_.data(), T * kv_dim / k_rot, k_rot);
@@ -531,7 +560,7 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
     if (v_rot > 0) kernels::WalshHadamard(att_.data(), T * q_dim / v_rot, v_rot);
     MatMul(L.wo, att_.data(), T, xb, pool);    // [T, n_embd]
     if (L.attn_post_norm) RmsNormRows(xb, L.attn_post_norm, T, xb);
-    AddInPlace(x, xb, T * n_embd);
+    AddRows(x, xb);
 
     // Feed-forward block: down(silu(gate(h)) * up(h)), kFfnChunk tokens at
     // a time so the two [tokens, n_ff] buffers stay small for long prompts
@@ -541,12 +570,16 @@ void LlamaModel::Forward(const ForwardBatch& batch, KvStorage& kv, float* logits
       const int64_t n = std::min<int64_t>(kFfnChunk, T - t0);
       float* const gate_up[2] = {hb_.data(), hb2_.data()};  // [n, n_ff] each
       MatMulMany({&L.w_gate, &L.w_up}, xb + t0 * n_embd, n, gate_up, pool);
-      if (c.ffn_gelu) GeluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
-      else kernels::SiluMul(hb_.data(), hb2_.data(), n * c.n_ff, hb_.data());
+      ForRows(pool, n, kParallelRowsMin, [&](int64_t r0, int64_t r1) {
+        float* const g = hb_.data() + r0 * c.n_ff;
+        const float* const u = hb2_.data() + r0 * c.n_ff;
+        if (c.ffn_gelu) GeluMul(g, u, (r1 - r0) * c.n_ff, g);
+        else kernels::SiluMul(g, u, (r1 - r0) * c.n_ff, g);
+      });
       MatMul(L.w_down, hb_.data(), n, xb + t0 * n_embd, pool);  // [n, n_embd]
     }
     if (L.ffn_post_norm) RmsNormRows(xb, L.ffn_post_norm, T, xb);
-    AddInPlace(x, xb, T * n_embd);
+    AddRows(x, xb);
   }
 
   // Logits only for the rows asked for.

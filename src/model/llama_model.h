@@ -107,7 +107,10 @@ class LlamaModel : public Model {
   static Weight RowRange(const Weight& w, int64_t row0, int64_t rows);
 
   void ComputeRope(const ForwardBatch& batch);
-  void ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed) const;
+  // RoPE on num_tokens rows of num_heads heads (split among the pool's
+  // threads for a prefill).
+  void ApplyRope(float* x, int num_heads, int64_t num_tokens, bool windowed,
+                 ThreadPool* pool) const;
   void WriteKv(const ForwardBatch& batch, int layer, KvStorage& kv) const;
   void Attention(const ForwardBatch& batch, int layer, const KvStorage& kv,
                  ThreadPool* pool);
