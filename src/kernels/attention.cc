@@ -210,7 +210,7 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
   // more than 16 heads are split (one query per item). Threads take items
   // one by one (their costs differ with the context length); an item's
   // rows come out the same whoever takes it and whatever it is bundled with.
-  const int32_t sub = (group + kMaxAttnGroup - 1) / kMaxAttnGroup;
+  const int32_t sub = (group + kMaxAttnItemHeads - 1) / kMaxAttnItemHeads;
   const int32_t sub_group = group / sub;
   CHECK(sub_group * sub == group);
   // Bundles pay off where a query has few heads per KV head (MHA: the
@@ -241,7 +241,7 @@ void AttentionBatch(std::span<const AttentionSeq> seqs, int32_t n_head, int32_t 
     const int64_t items_per_seq =
         std::max<int64_t>(1, (per_thread * threads + decode_seqs - 1) / decode_seqs);
     kv_per_item = (int32_t)std::clamp<int64_t>((n_head_kv + items_per_seq - 1) / items_per_seq, 1,
-                                               std::min(n_head_kv, kMaxAttnGroup / sub_group));
+                                               std::min(n_head_kv, kMaxAttnItemHeads / sub_group));
   }
   const auto multi_kv = [&](const AttentionSeq& seq) {
     return kv_per_item > 1 && seq.num_queries == 1;

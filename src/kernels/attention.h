@@ -45,7 +45,11 @@ struct AttnGroupArgs {
   // null.
   WorkerScratch* scratch = nullptr;
 };
-constexpr int kMaxAttnGroup = 16;
+constexpr int kMaxAttnGroup = 32;
+// Heads a work item takes at most where it is split by heads rather than
+// bundled by queries (a group of more heads per KV head, a decode item of
+// several KV heads; attention.cc).
+constexpr int kMaxAttnItemHeads = 16;
 
 // Attention through the table's dot/axpy/scale entries (the spec of
 // attend_group, and its fallback).
