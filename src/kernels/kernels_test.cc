@@ -1035,7 +1035,7 @@ TEST(AttentionTest, EveryTableMatchesNaive) {
           }
         }
         for (const KernelTable* t : tables) {
-          // Each query alone, then bundles of as many as fit 16 rows.
+          // Each query alone, then bundles of as many as fit kMaxAttnGroup rows.
           const int bundle = std::max(1, kMaxAttnGroup / sh.group);
           std::vector<float> alone(expect.size(), NAN), bundled(expect.size(), NAN);
           for (int pass = 0; pass < 2; ++pass) {
