@@ -178,6 +178,20 @@ struct Vec256 {
   static Reg Set1(float v) { return _mm256_set1_ps(v); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static float Sum(Reg v) { return Hsum(v); }
+  // For ExpV: c - a x b, min, max, a x b, rounding to the nearest integer,
+  // and v x 2^n for the integers n (|n| < 127) in float lanes.
+  static Reg Fnma(Reg a, Reg b, Reg c) { return _mm256_fnmadd_ps(a, b, c); }
+  static Reg Min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
+  static Reg Max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg Mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg RoundNearest(Reg v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static Reg TimesPow2(Reg v, Reg n) {
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(v, _mm256_castsi256_ps(e));
+  }
   template <DType kType>
   static Reg LoadW(const uint8_t* row, int64_t k) {
     if constexpr (kType == DType::kF32) {
@@ -270,6 +284,18 @@ struct Vec512 {
   static Reg Set1(float v) { return _mm512_set1_ps(v); }
   static Reg Fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static float Sum(Reg v) { return Hsum512(v); }
+  static Reg Fnma(Reg a, Reg b, Reg c) { return _mm512_fnmadd_ps(a, b, c); }
+  static Reg Min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
+  static Reg Max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+  static Reg Mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg RoundNearest(Reg v) {
+    return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static Reg TimesPow2(Reg v, Reg n) {
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(v, _mm512_castsi512_ps(e));
+  }
   template <DType kType>
   static Reg LoadW(const uint8_t* row, int64_t k) {
     if constexpr (kType == DType::kF32) {
@@ -4401,46 +4427,25 @@ constexpr ActFormat kQ8KImageFormat{.name = "q8k_image",
 
 // ---- element-wise ------------------------------------------------------------------
 
-// exp(x) for x in [-87, 88]; relative error ~2e-7.
-inline __m256 Exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+// exp(x) for x in [-87, 88]; relative error ~2e-7. The same operations per
+// lane on either width (Exp8, Exp16), so the AVX2 and AVX-512 tables agree
+// bitwise.
+template <class V>
+inline typename V::Reg ExpV(typename V::Reg x) {
+  using R = typename V::Reg;
+  x = V::Min(V::Max(x, V::Set1(-87.0f)), V::Set1(88.0f));
+  const R n = V::RoundNearest(V::Mul(x, V::Set1(1.44269504088896341f)));
+  R r = V::Fnma(n, V::Set1(0.693359375f), x);
+  r = V::Fnma(n, V::Set1(-2.12194440e-4f), r);
+  R p = V::Set1(1.0f / 5040);
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) {
+    p = V::Fma(p, r, V::Set1(c));
+  }
+  return V::TimesPow2(p, n);
 }
-
+inline __m256 Exp8(__m256 x) { return ExpV<Vec256>(x); }
 #ifdef TERN_AVX512_VNNI
-// Exp8 on 16 lanes: the same operations per lane, so bitwise Exp8's.
-inline __m512 Exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(
-      _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+inline __m512 Exp16(__m512 x) { return ExpV<Vec512>(x); }
 #endif
 
 void Avx2RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
