@@ -66,9 +66,9 @@ struct MatMulKernel {
   // acc = fma(w[r][k], x[t][k], acc) over k in order, on every table.
   PackFn pack16 = nullptr;
   GemmFn gemm16 = nullptr;
-  // Row `row` of pack16's output at w (the whole matrix) back in row-major
-  // bytes (w_row_bytes of them) at out.
-  void (*row16)(const uint8_t* w, int64_t w_row_bytes, int64_t row, int64_t cols,
+  // Row `row` of pack16's output at w (the whole matrix, `rows` rows) back
+  // in row-major bytes (w_row_bytes of them) at out.
+  void (*row16)(const uint8_t* w, int64_t w_row_bytes, int64_t rows, int64_t row, int64_t cols,
                 uint8_t* out) = nullptr;
   // Whether gemm16 on tiles or gemm on the file's rows decodes faster
   // depends on the CPU: models time both (UsePanel16, kernels.h) instead of

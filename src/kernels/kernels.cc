@@ -22,9 +22,13 @@
 namespace tern::kernels {
 namespace {
 
-// Row split granularity: a multiple of every kernel's row tile (16: the
-// AMX tiles).
-constexpr int64_t kRowGrain = 16;
+// Rows of a kPanel16 tile (every kernel's row tile divides it: the AMX
+// tiles are 16 rows too).
+constexpr int64_t kTileRows = 16;
+// Row split granularity: 4 tiles, the groups of the AVX-512 table's packed
+// tiles (GroupedTiles in x86/simd_kernels_impl.h), so that every range a
+// kernel gets starts on a group.
+constexpr int64_t kRowGrain = 4 * kTileRows;
 
 // The activations of all tokens in the format (its prepare, or its
 // quantize_row per token); returns the first token's row.
@@ -195,7 +199,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
     const MatMulKernel* k = table.FindMatMul(ws[i].dtype);
     if (ws[i].layout == WeightLayout::kPanel16) {
       CHECK(k != nullptr && k->gemm16 != nullptr && "kPanel16 weights need the table's gemm16");
-      CHECK_EQ(ws[i].rows % kRowGrain, 0);
+      CHECK_EQ(ws[i].rows % kTileRows, 0);
     }
     if (k == nullptr || num_parts == 16) {
       if (k == nullptr) MatMulFallback(table, ws[i], x, num_tokens, ys[i], pool);
@@ -215,7 +219,7 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
                                      ? format.chunk_tokens(act_row_bytes)
                                      : DefaultChunkTokens(act_row_bytes);
     // Each part starts on a grain, so the row ranges handed to a part start
-    // on a 16-row tile of its own (kPanel16 weights need it).
+    // on a group of 4 of its own 16-row tiles (kPanel16 weights need it).
     total_rows = (total_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     parts[num_parts++] = {k, &ws[i], ys[i], total_rows, act, act_row_bytes, chunk_tokens};
     total_rows += ws[i].rows;
@@ -264,7 +268,7 @@ bool CanPackPanel16(DType dtype) {
 WeightView PackPanel16(const WeightView& w, uint8_t* out) {
   const MatMulKernel* k = ActiveKernelTable().FindMatMul(w.dtype);
   CHECK(k != nullptr && k->pack16 != nullptr && w.layout == WeightLayout::kRowMajor);
-  CHECK_EQ(w.rows % kRowGrain, 0);
+  CHECK_EQ(w.rows % kTileRows, 0);
   k->pack16((const uint8_t*)w.data, RowBytes(w.dtype, w.cols), w.rows, w.cols, out);
   WeightView packed = w;
   packed.data = out;
@@ -281,7 +285,7 @@ void GetRow(const WeightView& w, int64_t row, float* out) {
     // per token for the embedding).
     thread_local std::vector<uint8_t> bytes;
     if ((int64_t)bytes.size() < row_bytes) bytes.resize(row_bytes);
-    k->row16((const uint8_t*)w.data, row_bytes, row, w.cols, bytes.data());
+    k->row16((const uint8_t*)w.data, row_bytes, w.rows, row, w.cols, bytes.data());
     quant::DequantizeRow(w.dtype, bytes.data(), out, w.cols);
     return;
   }

@@ -368,7 +368,7 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
       const int64_t row_bytes = RowBytes(t, cols);
       std::vector<uint8_t> row(row_bytes);
       for (int64_t r = 0; r < rows; ++r) {
-        k->row16(packed.data(), row_bytes, r, cols, row.data());
+        k->row16(packed.data(), row_bytes, rows, r, cols, row.data());
         ASSERT_EQ(0, std::memcmp(row.data(), w.data() + r * row_bytes, row_bytes)) << "row " << r;
       }
       const WeightView plain{t, w.data(), rows, cols};

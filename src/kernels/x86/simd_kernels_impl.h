@@ -757,7 +757,8 @@ struct FloatLanes16 {
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+  static void Row(const uint8_t* w, int64_t wrb, int64_t /*rows*/, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const uint8_t* tile = w + row / 16 * 16 * wrb;
     for (int64_t k = 0; k < cols; ++k) std::memcpy(out + 2 * k, tile + 32 * k + 2 * (row % 16), 2);
   }
@@ -1221,6 +1222,31 @@ struct NibblePairKernel {
 // (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
 // panel (K::UnpackPanel) and run it in token tiles of K::kPanelTokens, then
 // 8, 4, 2, 1 (K::RunPanel). A token's result is the same in any tile.
+// The panel's token tiles (kPanelTokens, then 8, 4, 2, 1) of RowLanesGemm:
+// nr rows of the tile unpacked at panel (nb blocks) against num_tokens
+// tokens at act.
+template <class K>
+void RunPanelTokens(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_t arb,
+                    int64_t num_tokens, int nr, float* yt, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + K::kPanelTokens <= num_tokens; t += K::kPanelTokens) {
+    K::template RunPanel<K::kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+  }
+  const auto tail = [&](auto n) {
+    constexpr int kN = decltype(n)::value;
+    if constexpr (kN < K::kPanelTokens) {
+      if ((num_tokens - t) & kN) {
+        K::template RunPanel<kN>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
+        t += kN;
+      }
+    }
+  };
+  tail(std::integral_constant<int, 8>());
+  tail(std::integral_constant<int, 4>());
+  tail(std::integral_constant<int, 2>());
+  tail(std::integral_constant<int, 1>());
+}
+
 template <class K, bool kPacked = false>
 void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
                   int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
@@ -1262,26 +1288,117 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
     } else {
       K::UnpackPanel(wt, wrb, nb, panel);
     }
-    int64_t t = 0;
-    for (; t + K::kPanelTokens <= num_tokens; t += K::kPanelTokens) {
-      K::template RunPanel<K::kPanelTokens>(panel, nb, act + t * arb, arb, nr, yt + t * ldy,
-                                            ldy);
-    }
-    const auto tail = [&](auto n) {
-      constexpr int kN = decltype(n)::value;
-      if constexpr (kN < K::kPanelTokens) {
-        if ((num_tokens - t) & kN) {
-          K::template RunPanel<kN>(panel, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
-          t += kN;
-        }
-      }
-    };
-    tail(std::integral_constant<int, 8>());
-    tail(std::integral_constant<int, 4>());
-    tail(std::integral_constant<int, 2>());
-    tail(std::integral_constant<int, 1>());
+    RunPanelTokens<K>(panel, nb, act, arb, num_tokens, nr, yt, ldy);
   }
 }
+
+#ifdef TERN_AVX512_VNNI
+// The packed tiles of the AVX-512 RowLanes kernels (Q4_0, Q8_0, Q4_K) in
+// groups of kGroupTiles 16-row tiles (the last group of a matrix may hold
+// fewer). A tile's bytes per row of units (a unit: K::kUnitBlocks blocks of
+// 32 columns, K::kPackedBlockBytes bytes of a tile) of at most
+// kLongTileBytes lie tile after tile, as they always did; longer tiles are
+// cut in chunks of kChunkUnits units (at most kChunkBytes a tile; the last
+// chunk may be shorter): a group's chunks one after another, and inside a
+// chunk the group's tiles one after another, each its units in order.
+// Decode walks a group in this order, one stream as before. Why: tile
+// after tile, long tiles read slower per byte than short ones. Zen 5, 2
+// threads, PackedGemm on 512 MiB of copies from memory, one process, the
+// layouts alternated for 10-20 rounds, median GB/s (tile after tile ->
+// chunks): Q4_0 2048 x 5632 (tinyllama's ffn_down) 29.9 -> 35.5 and 26.9 ->
+// 30.1 (chunks of 64 units 31.8), 2048 x 4096 31.3 -> 37.8, 2048 x 8192
+// 36.2 -> 35.9, 2048 x 3072 33.7 -> 34.0; Q8_0 2048 x 5632 36.3 -> 43.1
+// (chunks of 32: 44.7), 5632 x 2048 37.6 -> 44.6 (32: 40.7); Q4_K 2048 x
+// 5632 32.3 -> 35.3, 2048 x 4096 32.4 -> 35.0. Cut shorter, 18 KiB tiles
+// read slower (Q4_0 5632 x 2048: 35.6 whole, 33.1 in chunks of 32 units).
+// Groups of 1 or 2 tiles gained nothing in a standalone loop of the same
+// instructions (the chunk's activations serve the group's tiles from L1).
+template <class K>
+struct GroupedTiles {
+  static constexpr int64_t kGroupTiles = 4;
+  static constexpr int64_t kUnitBytes = K::kPackedBlockBytes;
+  static constexpr int64_t kLongTileBytes = 18 << 10;
+  static constexpr int64_t kChunkBytes = 9 << 10;
+  static constexpr int64_t kChunkUnits =
+      (int64_t)std::bit_floor((uint64_t)std::max<int64_t>(1, kChunkBytes / kUnitBytes));
+  // Units a chunk for rows of `units` units.
+  static int64_t Chunk(int64_t units) {
+    return units * kUnitBytes <= kLongTileBytes ? units : kChunkUnits;
+  }
+  // Bytes from a group's start (gn tiles, `units` units a row) to unit u of
+  // its tile i.
+  static int64_t Offset(int64_t gn, int64_t units, int64_t i, int64_t u) {
+    const int64_t chunk = Chunk(units);
+    const int64_t c0 = u / chunk * chunk;
+    return (c0 * gn + i * std::min(chunk, units - c0) + (u - c0)) * kUnitBytes;
+  }
+  // Unit u of tile `tile` of the matrix at w (`tiles` tiles).
+  template <class P>
+  static P* At(P* w, int64_t tiles, int64_t units, int64_t tile, int64_t u) {
+    const int64_t g0 = tile / kGroupTiles * kGroupTiles;
+    return w + g0 * units * kUnitBytes +
+           Offset(std::min(kGroupTiles, tiles - g0), units, tile - g0, u);
+  }
+};
+
+// RowLanesGemm on GroupedTiles: w at the first row of a group, rows whole
+// groups or the matrix's last rows (kernels.cc splits rows in groups).
+// Decode: per group and tokens' tile, the chunks one after another, each
+// chunk's tiles continuing their accumulators (PackedTile takes them in and
+// out: each output's chain of block FMAs in block order, so the bits of
+// the tile-after-tile walk). More tokens: each tile's chunks unpacked into
+// one panel, then RowLanesGemm's panel tiles.
+template <class K>
+void GroupedPackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                       int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
+                       WorkerScratch* scratch) {
+  using L = GroupedTiles<K>;
+  constexpr int64_t G = L::kGroupTiles, UB = K::kUnitBlocks;
+  CHECK_EQ(rows % K::kRows, 0);
+  const int64_t nb = cols / 32, units = nb / UB, tiles = rows / K::kRows;
+  const int64_t C = L::Chunk(units);
+  const bool use_panel = num_tokens >= K::kPanelMinTokens;
+  uint8_t* panel = use_panel
+                       ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * K::kPanelBlockBytes)
+                       : nullptr;
+  for (int64_t g0 = 0; g0 < tiles; g0 += G) {
+    const int64_t gn = std::min(G, tiles - g0);
+    const uint8_t* gw = w + g0 * K::kRows * wrb;
+    float* yg = y + g0 * K::kRows;
+    if (use_panel) {
+      for (int64_t i = 0; i < gn; ++i) {
+        for (int64_t c0 = 0; c0 < units; c0 += C) {
+          K::UnpackPacked(gw + L::Offset(gn, units, i, c0), std::min(C, units - c0) * UB,
+                          panel + c0 * UB * K::kPanelBlockBytes);
+        }
+        RunPanelTokens<K>(panel, nb, act, arb, num_tokens, K::kRows, yg + i * K::kRows, ldy);
+      }
+      continue;
+    }
+    const auto decode = [&](auto n, int64_t t) {
+      constexpr int kN = decltype(n)::value;
+      __m512 acc[G][kN];
+      for (int64_t i = 0; i < gn; ++i)
+        for (int u = 0; u < kN; ++u) acc[i][u] = _mm512_setzero_ps();
+      for (int64_t c0 = 0; c0 < units; c0 += C) {
+        const uint8_t* a = act + t * arb + c0 * K::kActUnitBytes;
+        for (int64_t i = 0; i < gn; ++i) {
+          K::template PackedTile<kN>(gw + L::Offset(gn, units, i, c0),
+                                     std::min(C, units - c0) * UB, a, arb, acc[i]);
+        }
+      }
+      for (int64_t i = 0; i < gn; ++i) {
+        K::Lanes::template Store<kN>(acc[i], K::kRows, yg + i * K::kRows + t * ldy, ldy);
+      }
+    };
+    int64_t t = 0;
+    for (; t + 3 <= num_tokens; t += 3) decode(std::integral_constant<int, 3>(), t);
+    if (num_tokens - t == 2) decode(std::integral_constant<int, 2>(), t);
+    if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
+  }
+}
+
+#endif  // TERN_AVX512_VNNI
 
 #ifdef TERN_AVX512_VNNI
 // ---- Q4_1 x activations in the weight row's image (AVX-512 VNNI) -------------------
@@ -1475,6 +1592,7 @@ struct RowLanes {
   // Tokens per panel tile (accumulators in registers).
   static constexpr int kPanelTokens = 16;
   static constexpr int kRows = 16;  // weight rows a tile
+  using Lanes = RowLanes<DType::kQ4_0>;  // Store (the same for both types)
 
   static inline __m512i LaneRows() {
     return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
@@ -1684,10 +1802,14 @@ struct RowLanes {
   // transposed registers, stored. (Zen 4, a standalone loop over 560 MiB of
   // Q4_0, 2 threads, alternated rounds: the 16-row tile read 14-19 GB/s,
   // this layout 25-33, a plain read 27-31.)
+  // The tiles in GroupedTiles' groups (a unit is a block).
   static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
+  static constexpr int64_t kUnitBlocks = 1;
+  static constexpr int64_t kActUnitBytes = sizeof(ActBlockQ8C);
+  using Layout = GroupedTiles<RowLanes>;
 
   // Rows [0, rows) of row-major weights (rows a multiple of 16) to out in
-  // the packed layout, tile by tile (the same bytes).
+  // the packed layout (the same bytes).
   static void Pack(const uint8_t* w, int64_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
     CHECK_EQ(rows % kRows, 0);
     const int64_t nb = cols / 32;
@@ -1695,7 +1817,7 @@ struct RowLanes {
       const uint8_t* rs[16];
       LaneRowStarts(w + r0 * wrb, wrb, rs);
       for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        uint8_t* o = Layout::At(out, rows / kRows, nb, r0 / kRows, b);
         for (int l = 0; l < 16; ++l) {
           const uint8_t* blk = rs[l] + b * kBlockBytes;
           std::memcpy(o + 2 * l, blk, 2);
@@ -1709,13 +1831,14 @@ struct RowLanes {
     }
   }
 
-  // Row `row` of the packed matrix at w back in its own bytes (Pack undone).
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
-    const uint8_t* tile = w + row / kRows * kRows * wrb;
+  // Row `row` of the packed matrix at w (rows rows) back in its own bytes
+  // (Pack undone).
+  static void Row(const uint8_t* w, int64_t wrb, int64_t rows, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const int r = (int)(row % kRows);
     const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
     for (int64_t b = 0; b < cols / 32; ++b) {
-      const uint8_t* o = tile + b * kPackedBlockBytes;
+      const uint8_t* o = Layout::At(w, rows / kRows, cols / 32, row / kRows, b);
       uint8_t* blk = out + b * kBlockBytes;
       std::memcpy(blk, o + 2 * l, 2);
       for (int h = 0; h < kHalves; ++h) {
@@ -1770,6 +1893,8 @@ struct RowLanes {
   // GB/s (probe best 68-70); Q4_0 unchanged (58.2 / 57.8). tinyllama Q8_0
   // tg128 -t 2, 4 alternated pairs in a slow-memory stretch: 21.4-22.8 ->
   // 23.4-24.4 tok/s.
+  // acc: in and out (GroupedPackedGemm continues a tile's sums chunk after
+  // chunk).
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
@@ -1777,7 +1902,7 @@ struct RowLanes {
     // Local accumulators: out could alias the asm's memory operands, and
     // GCC would store it every block.
     __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[t] = out[t];
     const __m512i m4 = _mm512_set1_epi8(0x0F), m4hi = _mm512_set1_epi8((char)0xF0);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int64_t b = 0; b < nb; ++b) {
@@ -1839,14 +1964,6 @@ struct RowLanes {
     Store<T>(acc, nr, y, ldy);
   }
 
-  template <int T>
-  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                              int nr, float* y, int64_t ldy) {
-    __m512 acc[T];
-    PackedTile<T>(w, nb, act, arb, acc);
-    Store<T>(acc, nr, y, ldy);
-  }
-
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
@@ -1855,7 +1972,7 @@ struct RowLanes {
   static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                          int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                          WorkerScratch* scratch) {
-    RowLanesGemm<RowLanes, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+    GroupedPackedGemm<RowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 #endif  // TERN_AVX512_VNNI
@@ -2214,7 +2331,8 @@ struct RowLanes8Packed16 {
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+  static void Row(const uint8_t* w, int64_t wrb, int64_t /*rows*/, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
     const int half = r / 8, l = Lanes::RowLane(r % 8);
@@ -2877,7 +2995,8 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+  static void Row(const uint8_t* w, int64_t wrb, int64_t /*rows*/, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
     const int half = r / 8, l = Lanes::RowLane(r % 8);
@@ -3327,7 +3446,8 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
+  static void Row(const uint8_t* w, int64_t wrb, int64_t /*rows*/, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const uint8_t* tile = w + row / kRows * kRows * wrb;
     const int r = (int)(row % kRows);
     const int half = r / 8, l = Lanes::RowLane(r % 8);
@@ -3818,6 +3938,10 @@ struct Q45KRowLanes {
   // the way, instead of each row's super-blocks one row after another.
   static constexpr int64_t kPackedBlockBytes = 16 * kBlockBytes;
   static_assert(kBlockBytes % 16 == 0);
+  // GroupedTiles: a unit is a super-block.
+  static constexpr int64_t kUnitBlocks = 8;
+  static constexpr int64_t kActUnitBytes = sizeof(ActBlockQ8KImage);
+  using Layout = GroupedTiles<Q45KRowLanes>;
 
   static inline void LoadPacked(const uint8_t* w, int64_t b, int64_t off, __m512i (&x)[4]) {
     const uint8_t* p = w + b * kPackedBlockBytes + 16 * off;  // span off / 16: 256 bytes
@@ -3830,7 +3954,7 @@ struct Q45KRowLanes {
       const uint8_t* rs[16];
       Lanes::LaneRowStarts(w + r0 * wrb, wrb, rs);
       for (int64_t b = 0; b < cols / 256; ++b) {
-        uint8_t* o = out + r0 * wrb + b * kPackedBlockBytes;
+        uint8_t* o = Layout::At(out, rows / kRows, cols / 256, r0 / kRows, b);
         for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
           for (int i = 0; i < 4; ++i) {
             for (int l = 0; l < 16; ++l) {
@@ -3842,15 +3966,15 @@ struct Q45KRowLanes {
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t row, int64_t cols, uint8_t* out) {
-    const uint8_t* tile = w + row / kRows * kRows * wrb;
+  static void Row(const uint8_t* w, int64_t wrb, int64_t rows, int64_t row, int64_t cols,
+                  uint8_t* out) {
     const int r = (int)(row % kRows);
     const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
     for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* o = Layout::At(w, rows / kRows, cols / 256, row / kRows, b);
       for (int64_t g = 0; g < kBlockBytes / 16; ++g) {
         for (int i = 0; i < 4; ++i) {
-          std::memcpy(out + b * kBlockBytes + 16 * g + 4 * i,
-                      tile + b * kPackedBlockBytes + 64 * (4 * g + i) + 4 * l, 4);
+          std::memcpy(out + b * kBlockBytes + 16 * g + 4 * i, o + 64 * (4 * g + i) + 4 * l, 4);
         }
       }
     }
@@ -3908,9 +4032,10 @@ struct Q45KRowLanes {
                                                    const uint8_t* act, int64_t arb,
                                                    __m512 (&out)[T]) {
     static_assert(!kFifthBits, "Q5_K is not packed on this table");
-    // Local accumulators: out could alias Q4KSums's asm memory operands.
+    // Local accumulators (in and out, as RowLanes::PackedTile's): out could
+    // alias Q4KSums's asm memory operands.
     __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[t] = out[t];
     for (int64_t b = 0; b < nb / 8; ++b) {
       const auto image = [&](int t) {
         return (const ActBlockQ8KImage*)(act + t * arb) + b;
@@ -3925,14 +4050,6 @@ struct Q45KRowLanes {
       AddSuperBlock<T>(s, mn, d, dmin, image, acc);
     }
     for (int t = 0; t < T; ++t) out[t] = acc[t];
-  }
-
-  template <int T>
-  static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                              int nr, float* y, int64_t ldy) {
-    __m512 acc[T];
-    PackedTile<T>(w, nb, act, arb, acc);
-    Lanes::Store<T>(acc, nr, y, ldy);
   }
 
   template <int T>
@@ -3993,7 +4110,7 @@ struct Q45KRowLanes {
   static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                          int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                          WorkerScratch* scratch) {
-    RowLanesGemm<Q45KRowLanes, true>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
+    GroupedPackedGemm<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
 
