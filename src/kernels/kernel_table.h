@@ -74,6 +74,9 @@ struct MatMulKernel {
   // depends on the CPU: models time both (UsePanel16, kernels.h) instead of
   // always packing.
   bool panel16_timed = false;
+  // The row ranges gemm16 is given start on multiples of this many rows
+  // (the AVX-512 table's packed tiles lie in groups of 4: GroupedTiles).
+  int64_t gemm16_row_grain = 16;
 };
 
 constexpr int kMaxDTypeId = 40;

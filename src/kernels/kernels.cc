@@ -22,13 +22,9 @@
 namespace tern::kernels {
 namespace {
 
-// Rows of a kPanel16 tile (every kernel's row tile divides it: the AMX
-// tiles are 16 rows too).
-constexpr int64_t kTileRows = 16;
-// Row split granularity: 4 tiles, the groups of the AVX-512 table's packed
-// tiles (GroupedTiles in x86/simd_kernels_impl.h), so that every range a
-// kernel gets starts on a group.
-constexpr int64_t kRowGrain = 4 * kTileRows;
+// Row split granularity: a multiple of every kernel's row tile (16: the
+// AMX tiles), and of gemm16_row_grain for the packed parts of a call.
+constexpr int64_t kRowGrain = 16;
 
 // The activations of all tokens in the format (its prepare, or its
 // quantize_row per token); returns the first token's row.
@@ -194,12 +190,21 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
   Part parts[16];
   int num_parts = 0;
   int64_t total_rows = 0;
+  // The split's grain: 16 rows, or the largest gemm16_row_grain of the
+  // packed parts (a multiple of 16).
+  int64_t grain = kRowGrain;
+  for (const WeightView& w : ws) {
+    const MatMulKernel* k = table.FindMatMul(w.dtype);
+    if (k != nullptr && w.layout == WeightLayout::kPanel16) {
+      grain = std::max(grain, k->gemm16_row_grain);  // 16 or 64: each divides the next
+    }
+  }
   for (size_t i = 0; i < ws.size(); ++i) {
     CHECK_EQ(ws[i].cols, cols);
     const MatMulKernel* k = table.FindMatMul(ws[i].dtype);
     if (ws[i].layout == WeightLayout::kPanel16) {
       CHECK(k != nullptr && k->gemm16 != nullptr && "kPanel16 weights need the table's gemm16");
-      CHECK_EQ(ws[i].rows % kTileRows, 0);
+      CHECK_EQ(ws[i].rows % kRowGrain, 0);
     }
     if (k == nullptr || num_parts == 16) {
       if (k == nullptr) MatMulFallback(table, ws[i], x, num_tokens, ys[i], pool);
@@ -219,13 +224,14 @@ void MatMulManyWith(const KernelTable& table, std::span<const WeightView> ws, co
                                      ? format.chunk_tokens(act_row_bytes)
                                      : DefaultChunkTokens(act_row_bytes);
     // Each part starts on a grain, so the row ranges handed to a part start
-    // on a group of 4 of its own 16-row tiles (kPanel16 weights need it).
-    total_rows = (total_rows + kRowGrain - 1) / kRowGrain * kRowGrain;
+    // on a 16-row tile of its own, or a group of them (kPanel16 weights need
+    // it).
+    total_rows = (total_rows + grain - 1) / grain * grain;
     parts[num_parts++] = {k, &ws[i], ys[i], total_rows, act, act_row_bytes, chunk_tokens};
     total_rows += ws[i].rows;
   }
   if (total_rows == 0) return;
-  ForRangeDynamic(pool, total_rows, kRowGrain, [&](int64_t g0, int64_t g1, int slot) {
+  ForRangeDynamic(pool, total_rows, grain, [&](int64_t g0, int64_t g1, int slot) {
     WorkerScratch* scratch = &workspace->Slot(slot);
     for (int p = 0; p < num_parts; ++p) {
       const Part& part = parts[p];
@@ -268,7 +274,7 @@ bool CanPackPanel16(DType dtype) {
 WeightView PackPanel16(const WeightView& w, uint8_t* out) {
   const MatMulKernel* k = ActiveKernelTable().FindMatMul(w.dtype);
   CHECK(k != nullptr && k->pack16 != nullptr && w.layout == WeightLayout::kRowMajor);
-  CHECK_EQ(w.rows % kTileRows, 0);
+  CHECK_EQ(w.rows % kRowGrain, 0);
   k->pack16((const uint8_t*)w.data, RowBytes(w.dtype, w.cols), w.rows, w.cols, out);
   WeightView packed = w;
   packed.data = out;

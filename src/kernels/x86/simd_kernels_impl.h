@@ -5802,6 +5802,9 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   const auto set_packed = [&](DType d, const ActFormat& a, auto kernel) {
     using K = decltype(kernel);
     t->matmul[(int)d] = {&a, K::Gemm, K::Pack, K::PackedGemm, K::Row};
+    if constexpr (requires { typename K::Layout; }) {
+      t->matmul[(int)d].gemm16_row_grain = K::Layout::kGroupTiles * K::kRows;
+    }
   };
   const auto set_float = [&](auto kernel) {
     using K = decltype(kernel);
