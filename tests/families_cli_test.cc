@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,6 +114,40 @@ TEST_P(FamilyTest, BenchRunsAndGreedyMatchesReferenceIdsUpToTheFirstNearTie) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest,
                          ::testing::Values("qwen3", "gemma2", "gemma3", "phi3", "mistral"));
+
+// Phi-3's fused QKV matrix is split into views (LlamaModel::RowRange). With
+// rows a Q4_0 tile of more than 18 KiB (2112 columns) the AVX-512 table lays
+// its tiles out in groups of 4 (64 rows), and K's 96 rows end off that
+// grain: the fused matrix must then keep the file's rows. The AVX2 table,
+// whose tiles lie one after another, gives the same bits (the tables agree
+// bitwise on Q4_0: kernels_tests), so the two tables' log-probs of a text
+// must be equal byte for byte (where the CPU has no AVX-512, both runs take
+// the AVX2 table).
+TEST(FusedTilesTest, FusedPartsOffTheTileGroupsGiveTheSameBitsOnEveryTable) {
+  SKIP_WITHOUT_BINARY();
+  TempDir dir;
+  const std::string model = dir.File("phi3-wide.gguf");
+  const CliResult r = RunTern(
+      "model synth --preset phi3-tiny --type q4_0 --n-embd 2112 --n-head 22 --head-dim 96 "
+      "--n-head-kv 1 --n-ff 2112 --n-layer 2 -t 1 -o " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text;
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "then", "slept"};
+  for (int i = 0; i < 200; ++i) text += std::string(words[(i * 7 + i / 3) % 9]) + " ";
+  ASSERT_TRUE(WriteFileBytes(dir.File("text.txt"), text));
+  const auto logprobs = [&](const char* isa, const std::string& out) {
+    if (isa != nullptr) setenv("TERN_ISA", isa, 1);
+    const CliResult p = RunTern("perplexity -m " + model + " -f " + dir.File("text.txt") +
+                                " --ctx 64 --save-logits " + out);
+    if (isa != nullptr) unsetenv("TERN_ISA");
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    return ReadFileBytes(out);
+  };
+  const std::string best = logprobs(nullptr, dir.File("best.bin"));
+  const std::string avx2 = logprobs("avx2", dir.File("avx2.bin"));
+  ASSERT_GT(best.size(), 100000u);
+  EXPECT_TRUE(best == avx2) << "log-probs differ between the default table and avx2";
+}
 
 TEST(FamilyInspectTest, ShowsTheFamilyHyperParameters) {
   SKIP_WITHOUT_BINARY();

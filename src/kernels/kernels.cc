@@ -266,6 +266,11 @@ bool HasMatMulKernel(DType dtype) {
   return ActiveKernelTable().FindMatMul(dtype) != nullptr;
 }
 
+int64_t Panel16RowGrain(DType dtype) {
+  const MatMulKernel* k = ActiveKernelTable().FindMatMul(dtype);
+  return k != nullptr && k->pack16 != nullptr ? k->gemm16_row_grain : kRowGrain;
+}
+
 bool CanPackPanel16(DType dtype) {
   const MatMulKernel* k = ActiveKernelTable().FindMatMul(dtype);
   return k != nullptr && k->pack16 != nullptr && k->gemm16 != nullptr && k->row16 != nullptr;

@@ -86,6 +86,11 @@ void SetWeightLayoutChoice(WeightLayoutChoice choice);
 // Whether a model keeps its dtype matrices in kPanel16 tiles (PackPanel16):
 // CanPackPanel16(dtype) and the choice above. Thread-safe.
 bool UsePanel16(DType dtype);
+// The rows a view of a kPanel16 matrix of dtype (a fused matrix's part) must
+// start on, and end on unless it ends the matrix: 16 (a tile), or 64 where
+// the active table lays its tiles out in groups of 4 (the AVX-512 table's
+// Q4_0, Q8_0 and Q4_K: MatMulKernel::gemm16_row_grain).
+int64_t Panel16RowGrain(DType dtype);
 
 // Writes row-major w (rows a multiple of 16) to out (rows x
 // RowBytes(dtype, cols) bytes) in the kPanel16 layout; returns the view of

@@ -152,8 +152,11 @@ Status LlamaModel::BindVector(const std::string& name, int64_t n, bool optional,
 // A view of rows [row0, row0 + rows) of w (a fused matrix's part).
 LlamaModel::Weight LlamaModel::RowRange(const Weight& w, int64_t row0, int64_t rows) {
   LlamaModel::Weight part = w;
-  // kPanel16 tiles keep their rows' bytes: a range on tiles is a view too.
-  CHECK(w.view.layout == kernels::WeightLayout::kRowMajor || (row0 % 16 == 0 && rows % 16 == 0));
+  // kPanel16 tiles keep their rows' bytes: a range on whole tiles (or
+  // groups of tiles: Panel16RowGrain) is a view too.
+  const int64_t g = kernels::Panel16RowGrain(w.view.dtype);
+  CHECK(w.view.layout == kernels::WeightLayout::kRowMajor ||
+        (row0 % g == 0 && (rows % g == 0 || row0 + rows == w.view.rows)));
   const int64_t offset = row0 * RowBytes(w.view.dtype, w.view.cols);
   part.view.data = static_cast<const uint8_t*>(w.view.data) + offset;
   part.view.rows = rows;
@@ -165,10 +168,12 @@ Status LlamaModel::BindAttention(const std::string& p, Layer* L) {
   const int64_t q_dim = (int64_t)c.n_head * c.head_dim;
   const int64_t kv_dim = (int64_t)c.n_head_kv * c.head_dim;
   if (file_->FindTensor(p + "attn_qkv.weight")) {
-    // Fused: rows [Q | K | V].
+    // Fused: rows [Q | K | V], in the kernels' tiles where its parts start
+    // on their grain (RowRange).
     Weight qkv;
+    const int64_t g = kernels::Panel16RowGrain(file_->FindTensor(p + "attn_qkv.weight")->dtype);
     TERN_RETURN_IF_ERROR(BindMatrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &qkv,
-                                    q_dim % 16 == 0 && kv_dim % 16 == 0));
+                                    q_dim % g == 0 && kv_dim % g == 0));
     L->wq = RowRange(qkv, 0, q_dim);
     L->wk = RowRange(qkv, q_dim, kv_dim);
     L->wv = RowRange(qkv, q_dim + kv_dim, kv_dim);
@@ -201,10 +206,11 @@ Status LlamaModel::BindFeedForward(const std::string& p, Layer* L) {
   TERN_RETURN_IF_ERROR(BindVector(p + "ffn_norm.weight", c.n_embd, false, &L->ffn_norm));
   if (!file_->FindTensor(p + "ffn_gate.weight") && file_->FindTensor(p + "ffn_up.weight") &&
       file_->FindTensor(p + "ffn_up.weight")->shape == std::vector<int64_t>{c.n_embd, 2 * (int64_t)c.n_ff}) {
-    // Fused: rows [gate | up].
+    // Fused: rows [gate | up] (tiles as for the fused QKV).
     Weight gate_up;
+    const int64_t g = kernels::Panel16RowGrain(file_->FindTensor(p + "ffn_up.weight")->dtype);
     TERN_RETURN_IF_ERROR(BindMatrix(p + "ffn_up.weight", 2 * (int64_t)c.n_ff, c.n_embd, &gate_up,
-                                    c.n_ff % 16 == 0));
+                                    c.n_ff % g == 0));
     L->w_gate = RowRange(gate_up, 0, c.n_ff);
     L->w_up = RowRange(gate_up, c.n_ff, c.n_ff);
     L->w_up.name.clear();
