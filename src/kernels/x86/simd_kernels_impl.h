@@ -1217,11 +1217,6 @@ struct NibblePairKernel {
 
 // ---- the tile walk of the rows-in-the-lanes kernels (RowLanes, RowLanes8) ---------
 
-// K::kRows weight rows a tile (a short last tile padded with zero rows).
-// Fewer than K::kPanelMinTokens tokens take the rows as they lie
-// (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
-// panel (K::UnpackPanel) and run it in token tiles of K::kPanelTokens, then
-// 8, 4, 2, 1 (K::RunPanel). A token's result is the same in any tile.
 // The panel's token tiles (kPanelTokens, then 8, 4, 2, 1) of RowLanesGemm:
 // nr rows of the tile unpacked at panel (nb blocks) against num_tokens
 // tokens at act.
@@ -1247,6 +1242,11 @@ void RunPanelTokens(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_
   tail(std::integral_constant<int, 1>());
 }
 
+// K::kRows weight rows a tile (a short last tile padded with zero rows).
+// Fewer than K::kPanelMinTokens tokens take the rows as they lie
+// (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
+// panel (K::UnpackPanel) and run it in token tiles of K::kPanelTokens, then
+// 8, 4, 2, 1 (K::RunPanel). A token's result is the same in any tile.
 template <class K, bool kPacked = false>
 void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act, int64_t arb,
                   int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
@@ -1398,9 +1398,6 @@ void GroupedPackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_
   }
 }
 
-#endif  // TERN_AVX512_VNNI
-
-#ifdef TERN_AVX512_VNNI
 // ---- Q4_1 x activations in the weight row's image (AVX-512 VNNI) -------------------
 
 // The weights are read as they lie, 64 bytes at a time (see ActImageQ4_1): two
