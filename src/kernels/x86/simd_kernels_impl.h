@@ -1242,6 +1242,16 @@ void RunPanelTokens(const uint8_t* panel, int64_t nb, const uint8_t* act, int64_
   tail(std::integral_constant<int, 1>());
 }
 
+// The few-token path's token tiles: decode(integral_constant<int, n>, t)
+// for tokens [t, t + n), 3 at a time, then the last 2 or 1.
+template <class Decode>
+inline void DecodeTokenTiles(int64_t num_tokens, const Decode& decode) {
+  int64_t t = 0;
+  for (; t + 3 <= num_tokens; t += 3) decode(std::integral_constant<int, 3>(), t);
+  if (num_tokens - t == 2) decode(std::integral_constant<int, 2>(), t);
+  if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
+}
+
 // K::kRows weight rows a tile (a short last tile padded with zero rows).
 // Fewer than K::kPanelMinTokens tokens take the rows as they lie
 // (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
@@ -1277,10 +1287,7 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
           K::template RunDecode<kN>(wt, wrb, nb, act + t * arb, arb, nr, yt + t * ldy, ldy);
         }
       };
-      int64_t t = 0;
-      for (; t + 3 <= num_tokens; t += 3) decode(std::integral_constant<int, 3>(), t);
-      if (num_tokens - t == 2) decode(std::integral_constant<int, 2>(), t);
-      if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
+      DecodeTokenTiles(num_tokens, decode);
       continue;
     }
     if constexpr (kPacked) {
@@ -1391,10 +1398,7 @@ void GroupedPackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_
         K::Lanes::template Store<kN>(acc[i], K::kRows, yg + i * K::kRows + t * ldy, ldy);
       }
     };
-    int64_t t = 0;
-    for (; t + 3 <= num_tokens; t += 3) decode(std::integral_constant<int, 3>(), t);
-    if (num_tokens - t == 2) decode(std::integral_constant<int, 2>(), t);
-    if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
+    DecodeTokenTiles(num_tokens, decode);
   }
 }
 
@@ -1830,7 +1834,7 @@ struct RowLanes {
 
   // Row `row` of the packed matrix at w (rows rows) back in its own bytes
   // (Pack undone).
-  static void Row(const uint8_t* w, int64_t wrb, int64_t rows, int64_t row, int64_t cols,
+  static void Row(const uint8_t* w, int64_t /*wrb*/, int64_t rows, int64_t row, int64_t cols,
                   uint8_t* out) {
     const int r = (int)(row % kRows);
     const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
@@ -3963,7 +3967,7 @@ struct Q45KRowLanes {
     }
   }
 
-  static void Row(const uint8_t* w, int64_t wrb, int64_t rows, int64_t row, int64_t cols,
+  static void Row(const uint8_t* w, int64_t /*wrb*/, int64_t rows, int64_t row, int64_t cols,
                   uint8_t* out) {
     const int r = (int)(row % kRows);
     const int l = 4 * (r % 4) + r / 4;  // the lane LaneRows gives row r
