@@ -84,8 +84,37 @@ TEST_F(BenchCliTest, JsonHasTheRooflineFieldsAndDepthAddsKvBytes) {
   EXPECT_EQ(extra % 32, 0) << extra;
 }
 
+// --pairs N: tg alone gets the paired fraction (decode steps alternated
+// with probe rounds), its quartiles in order; --pairs 0 leaves it out.
+TEST_F(BenchCliTest, PairedFractionOnTgOnly) {
+  const std::vector<json> paired = Bench("-p 8 -n 4 --pairs 6");
+  ASSERT_EQ(paired.size(), 2u);
+  EXPECT_FALSE(paired[0].contains("paired_fraction")) << paired[0].dump();
+  const json& tg = paired[1];
+  ASSERT_TRUE(tg.contains("paired_fraction")) << tg.dump();
+  EXPECT_EQ(tg["paired_pairs"].get<int>(), 6);
+  const double p25 = tg["paired_fraction_p25"].get<double>(),
+               med = tg["paired_fraction"].get<double>(),
+               p75 = tg["paired_fraction_p75"].get<double>();
+  EXPECT_GT(p25, 0.0);
+  EXPECT_LE(p25, med);
+  EXPECT_LE(med, p75);
+  EXPECT_GT(tg["paired_decode_gb_s"].get<double>(), 0.0);
+  EXPECT_GT(tg["paired_probe_gb_s"].get<double>(), 0.0);
+  const std::vector<json> none = Bench("-p 0 -n 4 --pairs 0");
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_FALSE(none[0].contains("paired_fraction")) << none[0].dump();
+  // The table form names it.
+  auto r = RunTern("bench -m " + ShellQuote(model_) + " -t 1 -r 1 -p 0 -n 4 --pairs 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tg4 paired with the read probe: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 pairs of one decode step and one probe round"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(BenchCliTest, BadOptionsExitNonZero) {
-  for (const char* args : {"-d -1", "-n -2", "-r 0", "-d 99999999"}) {
+  for (const char* args : {"-d -1", "-n -2", "-r 0", "-d 99999999", "--pairs -1",
+                           "--pairs 10001"}) {
     auto r = RunTern("bench -m " + ShellQuote(model_) + " " + args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_NE(r.err.find("tern bench"), std::string::npos) << args << ": " << r.err;

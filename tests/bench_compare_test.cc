@@ -105,7 +105,8 @@ TEST(BenchCompareTest, ParsesTernBenchJsonLines) {
   auto s = ParseTernBenchJson(
       "{\"test\":\"pp128\",\"n_depth\":0,\"tokens_per_second\":180.5,\"roofline_fraction\":0.4}\n"
       "\n"
-      "{\"test\":\"tg32\",\"n_depth\":512,\"tokens_per_second\":60.25}\n");
+      "{\"test\":\"tg32\",\"n_depth\":512,\"tokens_per_second\":60.25,"
+      "\"paired_fraction\":0.91}\n");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_EQ(s->size(), 2u);
   EXPECT_EQ((*s)[0].test, "pp128");
@@ -113,25 +114,28 @@ TEST(BenchCompareTest, ParsesTernBenchJsonLines) {
   EXPECT_EQ((*s)[1].test, "tg32 @ d512");
   EXPECT_EQ((*s)[1].n_gen, 32);
   EXPECT_DOUBLE_EQ((*s)[1].tokens_per_second, 60.25);
+  EXPECT_DOUBLE_EQ((*s)[0].paired_fraction, 0.0);
+  EXPECT_DOUBLE_EQ((*s)[1].paired_fraction, 0.91);
   for (const char* bad : {"", "not json", "{\"test\":\"pp8\"}", "{\"test\":\"xx8\",\"tokens_per_second\":1}",
                           "{\"test\":\"pp\",\"tokens_per_second\":1}"}) {
     EXPECT_FALSE(ParseTernBenchJson(bad).ok()) << bad;
   }
 }
 
-BenchSample Sample(const std::string& test, double tps, double roof = 0) {
+BenchSample Sample(const std::string& test, double tps, double roof = 0, double paired = 0) {
   BenchSample s;
   s.test = test;
   s.tokens_per_second = tps;
   s.roofline_fraction = roof;
+  s.paired_fraction = paired;
   return s;
 }
 
 TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   const std::vector<std::vector<BenchSample>> tern = {
-      {Sample("pp128", 200, 0.5), Sample("tg32", 60, 0.9)},
-      {Sample("pp128", 180, 0.4), Sample("tg32", 70, 0.8)},
-      {Sample("pp128", 220, 0.6), Sample("tg32", 62, 1.0)}};
+      {Sample("pp128", 200, 0.5), Sample("tg32", 60, 0.9, 0.95)},
+      {Sample("pp128", 180, 0.4), Sample("tg32", 70, 0.8, 0.9)},
+      {Sample("pp128", 220, 0.6), Sample("tg32", 62, 1.0, 0.97)}};
   const std::vector<std::vector<BenchSample>> llama = {
       {Sample("pp128", 160), Sample("tg32", 50), Sample("pp128+tg32", 45)},
       {Sample("pp128", 150), Sample("tg32", 40), Sample("pp128+tg32", 44)}};
@@ -148,6 +152,8 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   EXPECT_DOUBLE_EQ(rows[1].tern_stats.median, 62);
   EXPECT_DOUBLE_EQ(rows[1].llama_stats.median, 45);
   EXPECT_DOUBLE_EQ(rows[1].ratio, 62.0 / 45.0);
+  EXPECT_DOUBLE_EQ(rows[1].tern_paired_median, 0.95);
+  EXPECT_DOUBLE_EQ(rows[0].tern_paired_median, 0);
   EXPECT_EQ(rows[2].test, "pp128+tg32");  // llama-bench only: no ratio
   EXPECT_EQ(rows[2].tern_stats.count, 0);
   EXPECT_DOUBLE_EQ(rows[2].ratio, 0);
@@ -173,7 +179,7 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   EXPECT_NE(table.find("| pp128 | 200.00 (180.00-220.00) | 155.00 (150.00-160.00) | 1.29x | 50% |"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| tg32 | 62.00 (60.00-70.00) | 45.00 (40.00-50.00) | 1.38x | 90% |"),
+  EXPECT_NE(table.find("| tg32 | 62.00 (60.00-70.00) | 45.00 (40.00-50.00) | 1.38x | 90% (paired 95%) |"),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("| pp128+tg32 | - | 44.50 (44.00-45.00) | - | - |"), std::string::npos)
@@ -243,7 +249,8 @@ TEST(BenchCompareTest, FlagsMapToLlamaBench) {
   EXPECT_EQ(t[1], "bench");
   for (auto [f, v] : std::vector<std::pair<std::string, std::string>>{
            {"-m", "/m/F.gguf"}, {"-p", "512"}, {"-n", "128"}, {"-d", "4096"}, {"-t", "2"},
-           {"-r", "1"}, {"--kv-cache-dtype-k", "q8_0"}, {"--kv-cache-dtype-v", "q4_0"}}) {
+           {"-r", "1"}, {"--pairs", "32"}, {"--kv-cache-dtype-k", "q8_0"},
+           {"--kv-cache-dtype-v", "q4_0"}}) {
     EXPECT_TRUE(HasPair(t, f, v)) << f << " " << v;
   }
   EXPECT_EQ(t.back(), "--json");
@@ -335,6 +342,8 @@ TEST_F(CompareLlamaCliTest, AlternatesAndPrintsRatiosAgainstAStandIn) {
     EXPECT_GT(tern, 0);
     EXPECT_NEAR(j["ratio"].get<double>(), tern / llama, 1e-9 * tern / llama);
     EXPECT_GT(j["tern_roofline_fraction"].get<double>(), 0);
+    // tern bench's default --pairs: tg has a paired fraction, pp none.
+    EXPECT_EQ(j.contains("tern_paired_fraction"), j["test"] == "tg4") << j.dump();
     EXPECT_GE(j["other_cpus_max"].get<double>(), 0);  // /proc/stat is there on Linux
     EXPECT_TRUE(j["quiet"].is_boolean());
   }

@@ -134,6 +134,7 @@ struct ModelBenchOptions {
   KvDtypeFlags kv;
   std::string compare_llama;  // --compare-llama DIR
   int64_t rounds = -1;        // --rounds, with --compare-llama (-1: not given, 3)
+  int64_t pairs = 32;         // --pairs: decode steps paired with probe rounds (0: none)
 };
 
 // Multiply-accumulate parameters touched per token by the matmuls, without
@@ -207,7 +208,19 @@ struct TestResult {
   double bandwidth_gb_s = 0;
   double fma_peak_gflops = 0;
   double roofline_fraction = 0;
+  // tg only, with --pairs: the decode's fraction of the read bandwidth
+  // measured in the same seconds (PairedDecode).
+  int paired = 0;
+  double paired_p25 = 0, paired_median = 0, paired_p75 = 0;
+  double paired_decode_gb_s = 0, paired_probe_gb_s = 0;
 };
+
+// The q-quantile of v (nearest rank; 0 when empty).
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, (size_t)(q * (double)(v.size() - 1) + 0.5))];
+}
 
 int RunModelBench(const ModelBenchOptions& o) {
   auto loaded = Model::Load(o.model_path);
@@ -262,10 +275,13 @@ int RunModelBench(const ModelBenchOptions& o) {
   // window's positions.
   const double mean_depth = (double)depth + (double)(std::max<int64_t>(o.tg, 1) - 1) / 2.0;
   const int windowed = cfg.sliding_window > 0 ? cfg.NumWindowedLayers() : 0;
-  const double kv_positions_read =
-      ((double)(cfg.n_layer - windowed) * mean_depth +
-       (double)windowed * std::min(mean_depth, (double)cfg.sliding_window)) /
-      (double)cfg.n_layer;
+  // KV positions a layer reads on average at depth p.
+  const auto kv_positions_at = [&](double p) {
+    return ((double)(cfg.n_layer - windowed) * p +
+            (double)windowed * std::min(p, (double)cfg.sliding_window)) /
+           (double)cfg.n_layer;
+  };
+  const double kv_positions_read = kv_positions_at(mean_depth);
   const double tg_bytes_per_token =
       (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_read + 0.5;
   const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
@@ -298,6 +314,44 @@ int RunModelBench(const ModelBenchOptions& o) {
     }
     r.tps = Summarize(tps);
     r.bytes_per_token = tg_bytes_per_token;
+    if (o.pairs > 0) {
+      // The paired fraction: on a machine whose memory bandwidth drifts by
+      // tens of percent within minutes (other tenants of the host), a
+      // decode step and a probe round over as many bytes, taken one right
+      // after the other (the order alternating), see the same memory; the
+      // median of their ratios is the decode's share of what the memory
+      // delivered in those seconds, free of the drift that the best round
+      // of probes taken before and after the tests cannot follow.
+      kernels::ReadProbe probe(pool, probe_bytes, probe_chunk);
+      probe.Round();  // pages and caches
+      std::vector<double> ratio, step_gb_s, probe_gb_s;
+      for (int64_t i = 0; i < o.pairs; ++i) {
+        const int32_t pos = depth + (int32_t)(i % o.tg);
+        double step_s = 0, gb_s = 0;
+        const auto step = [&] {
+          const auto t0 = Clock::now();
+          bench.Run(pos, 1, rng);
+          step_s = SecondsSince(t0);
+        };
+        if (i % 2 == 0) {
+          step();
+          gb_s = probe.Round();
+        } else {
+          gb_s = probe.Round();
+          step();
+        }
+        const double bytes = (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_at(pos);
+        step_gb_s.push_back(bytes / step_s / 1e9);
+        probe_gb_s.push_back(gb_s);
+        ratio.push_back(step_gb_s.back() / gb_s);
+      }
+      r.paired = (int)o.pairs;
+      r.paired_p25 = Quantile(ratio, 0.25);
+      r.paired_median = Quantile(ratio, 0.5);
+      r.paired_p75 = Quantile(ratio, 0.75);
+      r.paired_decode_gb_s = Quantile(step_gb_s, 0.5);
+      r.paired_probe_gb_s = Quantile(probe_gb_s, 0.5);
+    }
     results.push_back(r);
   }
   const kernels::ProbeResult bw = MergeProbes(
@@ -352,6 +406,14 @@ int RunModelBench(const ModelBenchOptions& o) {
       j["fma_rounds"] = fma.rounds;
       j["fma_settled"] = fma.settled;
       j["roofline_fraction"] = r.roofline_fraction;
+      if (r.paired > 0) {
+        j["paired_pairs"] = r.paired;
+        j["paired_fraction"] = r.paired_median;
+        j["paired_fraction_p25"] = r.paired_p25;
+        j["paired_fraction_p75"] = r.paired_p75;
+        j["paired_decode_gb_s"] = r.paired_decode_gb_s;
+        j["paired_probe_gb_s"] = r.paired_probe_gb_s;
+      }
       j["file_bytes"] = (int64_t)file_bytes;
       j["rss_bytes"] = rss;
       j["peak_rss_bytes"] = hwm;
@@ -386,6 +448,15 @@ int RunModelBench(const ModelBenchOptions& o) {
               FormatBytes((double)probe_bytes).c_str(), FormatBytes((double)probe_chunk).c_str(),
               threads, DescribeProbe(bw, "GB/s", 1).c_str());
   std::printf("FMA peak: %d threads: %s\n", threads, DescribeProbe(fma, "GFLOP/s", 0).c_str());
+  for (const TestResult& r : results) {
+    if (r.paired == 0) continue;
+    std::printf("%s paired with the read probe: %.0f%% of the bandwidth read in the same seconds "
+                "(quartiles %.0f-%.0f%%; %d pairs of one decode step and one probe round over "
+                "%s, alternated; medians: decode %.1f GB/s, probe %.1f GB/s)\n",
+                r.test.c_str(), 100 * r.paired_median, 100 * r.paired_p25, 100 * r.paired_p75,
+                r.paired, FormatBytes((double)probe_bytes).c_str(), r.paired_decode_gb_s,
+                r.paired_probe_gb_s);
+  }
   std::printf("weights in 2 MiB pages: %.0f%%%s%s\n", 100 * huge_share,
               packed_bytes > 0 ? (" (" + FormatBytes((double)packed_bytes) +
                                   " of them copied into the kernels' 16-row tiles at load)")
@@ -635,6 +706,11 @@ int RunBench(int argc, char** argv) {
   AddThreadsFlag(p, &o.threads);
   p.AddInt("-r,--repetitions", "N", &o.reps, "repetitions (default 3)");
   p.AddFlag("--json", &o.json, "one JSON object per line per test");
+  p.AddInt("--pairs", "N", &o.pairs,
+           "after tg, N decode steps each paired with one read-probe round (the order "
+           "alternating): the decode's fraction of the bandwidth read in the same seconds, "
+           "median and quartiles over the pairs, which a host whose bandwidth drifts moves "
+           "far less than the fraction against the best probe round (default 32; 0 skips)");
   AddKvDtypeFlags(p, &o.kv, "f16");
   p.AddString("--compare-llama", "DIR", &o.compare_llama,
               "side by side with llama.cpp: DIR is a llama.cpp build's bin directory holding "
@@ -652,6 +728,10 @@ int RunBench(int argc, char** argv) {
   }
   if (o.pp < 0 || o.tg < 0 || o.depth < 0 || o.reps < 1) {
     std::fprintf(stderr, "tern bench: -p, -n and -d must be >= 0 and -r >= 1\n");
+    return 1;
+  }
+  if (o.pairs < 0 || o.pairs > 10000) {
+    std::fprintf(stderr, "tern bench: --pairs must be 0 to 10000\n");
     return 1;
   }
   if (o.depth + std::max(o.pp, o.tg) > (1 << 24)) {
@@ -681,6 +761,7 @@ int RunBench(int argc, char** argv) {
     c.depth = o.depth;
     c.threads = o.threads > 0 ? o.threads : ThreadPool::DefaultNumThreads();
     c.reps = o.reps;
+    c.pairs = o.pairs;
     c.rounds = (int)o.rounds;
     c.k_dtype = KvDtypeName(o.kv.k_dtype);
     c.v_dtype = KvDtypeName(o.kv.v_dtype);

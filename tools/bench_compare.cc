@@ -255,6 +255,9 @@ StatusOr<std::vector<BenchSample>> ParseTernBenchJson(const std::string& text) {
     if (j.contains("roofline_fraction") && j["roofline_fraction"].is_number()) {
       s.roofline_fraction = j["roofline_fraction"].get<double>();
     }
+    if (j.contains("paired_fraction") && j["paired_fraction"].is_number()) {
+      s.paired_fraction = j["paired_fraction"].get<double>();
+    }
     s.test = BenchTestName(s.n_prompt, s.n_gen, s.n_depth);
     out.push_back(std::move(s));
   }
@@ -287,6 +290,7 @@ std::vector<CompareRow> CompareSamples(const std::vector<std::vector<BenchSample
     for (const BenchSample& s : round) {
       row(s.test).tern.push_back(s.tokens_per_second);
       if (s.roofline_fraction > 0) row(s.test).tern_roofline.push_back(s.roofline_fraction);
+      if (s.paired_fraction > 0) row(s.test).tern_paired.push_back(s.paired_fraction);
     }
   }
   for (const auto& round : llama_rounds) {
@@ -296,6 +300,7 @@ std::vector<CompareRow> CompareSamples(const std::vector<std::vector<BenchSample
     r.tern_stats = SummarizeSamples(r.tern);
     r.llama_stats = SummarizeSamples(r.llama);
     r.tern_roofline_median = SummarizeSamples(r.tern_roofline).median;
+    r.tern_paired_median = SummarizeSamples(r.tern_paired).median;
     r.ratio = r.tern_stats.count > 0 && r.llama_stats.count > 0 && r.llama_stats.median > 0
                   ? r.tern_stats.median / r.llama_stats.median
                   : 0;
@@ -358,16 +363,21 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
   s += "| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | tern roofline |\n"
        "|---|---|---|---|---|\n";
   for (const CompareRow& r : rows) {
-    char ratio[32] = "-", roof[32] = "-";
+    char ratio[32] = "-", roof[64] = "-";
     if (r.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.ratio);
-    if (r.tern_roofline_median > 0) {
+    if (r.tern_roofline_median > 0 && r.tern_paired_median > 0) {
+      std::snprintf(roof, sizeof roof, "%.0f%% (paired %.0f%%)", 100 * r.tern_roofline_median,
+                    100 * r.tern_paired_median);
+    } else if (r.tern_roofline_median > 0) {
       std::snprintf(roof, sizeof roof, "%.0f%%", 100 * r.tern_roofline_median);
     }
     s += "| " + r.test + " | " + FormatStats(r.tern_stats) + " | " + FormatStats(r.llama_stats) +
          " | " + ratio + " | " + roof + " |\n";
   }
   s += "\n(tern roofline: the median over the rounds of tern bench's roofline fraction, pp of "
-       "the FMA peak, tg of the read bandwidth, each against its probe's best round)\n";
+       "the FMA peak, tg of the read bandwidth, each against its probe's best round; paired: "
+       "tg's fraction of the bandwidth read in the same seconds, decode steps alternated with "
+       "probe rounds, see tern bench --help)\n";
   s += "\n" + QuietNote(c.other_cpus, c.cpus) + "\n";
   s += "model: " + c.model + "\n";
   s += "tern: " + c.tern_command + "\n";
@@ -406,6 +416,7 @@ std::vector<json> CompareJson(const std::vector<CompareRow>& rows, const Compare
     j["tern"] = engine(r.tern_stats, r.tern);
     j["llama"] = engine(r.llama_stats, r.llama);
     if (r.tern_roofline_median > 0) j["tern_roofline_fraction"] = r.tern_roofline_median;
+    if (r.tern_paired_median > 0) j["tern_paired_fraction"] = r.tern_paired_median;
     if (r.ratio > 0) {
       j["ratio"] = r.ratio;
     } else {
@@ -420,7 +431,7 @@ std::vector<std::string> TernBenchArgs(const CompareOptions& o, const std::strin
   return {tern, "bench", "-m", o.model_path,
           "-p", std::to_string(o.pp), "-n", std::to_string(o.tg),
           "-d", std::to_string(o.depth), "-t", std::to_string(o.threads),
-          "-r", std::to_string(o.reps),
+          "-r", std::to_string(o.reps), "--pairs", std::to_string(o.pairs),
           "--kv-cache-dtype-k", o.k_dtype, "--kv-cache-dtype-v", o.v_dtype, "--json"};
 }
 

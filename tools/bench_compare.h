@@ -29,6 +29,7 @@ struct BenchSample {
   int64_t n_prompt = 0, n_gen = 0, n_depth = 0;
   double tokens_per_second = 0;
   double roofline_fraction = 0;  // tern's (0 for llama-bench)
+  double paired_fraction = 0;    // tern's tg paired fraction (0: none)
 };
 
 // "pp512", "tg128", "pp512+tg128" (both), with " @ d4096" for a depth.
@@ -56,8 +57,10 @@ struct CompareRow {
   std::string test;
   std::vector<double> tern, llama;  // tokens/s, one per round, in round order
   std::vector<double> tern_roofline;  // tern's roofline fraction per round
+  std::vector<double> tern_paired;    // tern's paired fraction per round (tg)
   SampleStats tern_stats, llama_stats;
   double tern_roofline_median = 0;
+  double tern_paired_median = 0;
   double ratio = 0;  // tern median / llama.cpp median; 0 when either is missing
 };
 
@@ -102,6 +105,7 @@ struct CompareOptions {
   int64_t pp = 512, tg = 128, depth = 0;
   int threads = 0;  // resolved: > 0
   int reps = 1;     // repetitions per engine per round
+  int64_t pairs = 32;  // tern bench --pairs
   int rounds = 3;
   std::string k_dtype = "f16", v_dtype = "f16";
   bool json = false;

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -165,38 +166,59 @@ int64_t LastLevelCacheBytes() {
   return bytes;
 }
 
-ProbeResult MeasureReadBandwidthSettled(ThreadPool& pool, int64_t buffer_bytes,
-                                        int64_t chunk_bytes, const SettleRule& rule,
-                                        bool cpu_time) {
+struct ReadProbe::Impl {
+  Impl(ThreadPool& p, int64_t total, int64_t chunk, bool cpu)
+      : pool(p), chunk(chunk), chunks(total / chunk), cpu_time(cpu), buf(chunks * chunk) {}
+  ThreadPool& pool;
+  int64_t chunk, chunks;
+  bool cpu_time;
+  AlignedBuffer buf;
+  std::atomic<float> sink{0};
+};
+
+ReadProbe::ReadProbe(ThreadPool& pool, int64_t buffer_bytes, int64_t chunk_bytes, bool cpu_time) {
   const int nt = pool.num_threads();
   // Chunks of whole 32-float groups per thread; the buffer whole chunks.
   const int64_t group = 32ll * nt;
   const int64_t total = std::max<int64_t>(buffer_bytes / 4 / group, 1) * group;
   int64_t chunk = chunk_bytes > 0 ? std::max<int64_t>(chunk_bytes / 4 / group, 1) * group : total;
   chunk = std::min(chunk, total);
-  const int64_t chunks = total / chunk;
-  AlignedBuffer buf(chunks * chunk);
+  impl_ = std::make_unique<Impl>(pool, total, chunk, cpu_time);
+  Impl& m = *impl_;
   pool.RunOnAll([&](int t) {
-    for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t c = 0; c < m.chunks; ++c) {
       int64_t b, e;
-      Slice(chunk, t, nt, &b, &e);
-      for (int64_t i = c * chunk + b; i < c * chunk + e; ++i) buf.data[i] = Pattern(i);
+      Slice(m.chunk, t, nt, &b, &e);
+      for (int64_t i = c * m.chunk + b; i < c * m.chunk + e; ++i) m.buf.data[i] = Pattern(i);
     }
   });
-  std::atomic<float> sink{0};
-  return RunRounds(rule, [&] {
-    const double s = TimedPass(pool, cpu_time, [&](int t) {
-      int64_t b, e;
-      Slice(chunk, t, nt, &b, &e);
-      float v = 0;
-      for (int64_t c = 0; c < chunks; ++c) {
-        const float* d = buf.data + c * chunk + b;
-        v += HaveAvx2() ? Avx2ReadSum(d, e - b) : ScalarReadSum(d, e - b);
-      }
-      sink.store(v, std::memory_order_relaxed);
-    });
-    return (double)buf.n * 4 / s / 1e9;
+}
+
+ReadProbe::~ReadProbe() = default;
+
+int64_t ReadProbe::bytes() const { return impl_->buf.n * 4; }
+
+double ReadProbe::Round() {
+  Impl& m = *impl_;
+  const int nt = m.pool.num_threads();
+  const double s = TimedPass(m.pool, m.cpu_time, [&](int t) {
+    int64_t b, e;
+    Slice(m.chunk, t, nt, &b, &e);
+    float v = 0;
+    for (int64_t c = 0; c < m.chunks; ++c) {
+      const float* d = m.buf.data + c * m.chunk + b;
+      v += HaveAvx2() ? Avx2ReadSum(d, e - b) : ScalarReadSum(d, e - b);
+    }
+    m.sink.store(v, std::memory_order_relaxed);
   });
+  return (double)bytes() / s / 1e9;
+}
+
+ProbeResult MeasureReadBandwidthSettled(ThreadPool& pool, int64_t buffer_bytes,
+                                        int64_t chunk_bytes, const SettleRule& rule,
+                                        bool cpu_time) {
+  ReadProbe probe(pool, buffer_bytes, chunk_bytes, cpu_time);
+  return RunRounds(rule, [&] { return probe.Round(); });
 }
 
 ProbeResult MeasureReadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int rounds,

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -73,6 +74,26 @@ ProbeResult SummarizeRounds(const std::vector<double>& rounds, bool settled);
 ProbeResult MeasureReadBandwidthSettled(ThreadPool& pool, int64_t buffer_bytes,
                                         int64_t chunk_bytes, const SettleRule& rule,
                                         bool cpu_time = false);
+// The read probe's buffer kept for rounds taken one at a time, to pair each
+// with other work measured in the same seconds (`tern bench -m`'s paired
+// decode fraction): the pattern and the chunked, all-threads pass of
+// MeasureReadBandwidthSettled. The pool is used only inside Round().
+class ReadProbe {
+ public:
+  ReadProbe(ThreadPool& pool, int64_t buffer_bytes, int64_t chunk_bytes, bool cpu_time = false);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+  // One timed pass over the buffer: GB/s.
+  double Round();
+  // The bytes a round reads (the buffer rounded to whole chunks).
+  int64_t bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The FMA peak, rounds until `rule` settles.
 ProbeResult MeasureFmaPeakSettled(ThreadPool& pool, const SettleRule& rule, bool cpu_time = false);
 
