@@ -685,8 +685,8 @@ int RunBench(int argc, char** argv) {
     return RunKernelBench(o);
   }
   ModelBenchOptions o;
-  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--json] "
-              "[--compare-llama DIR [--rounds 3]]",
+  ArgParser p("bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t N] [-r REPS] [--pairs 32] "
+              "[--json] [--compare-llama DIR [--rounds 3]]",
               "Prefill (pp: p tokens in one batch) and decode (tg: n steps of one token) speed "
               "of a model, with the roofline measured in the same run: tg against memory "
               "bandwidth / bytes read per token, pp against the fp32 FMA peak. The probes "
@@ -695,7 +695,10 @@ int RunBench(int argc, char** argv) {
               "4x the last-level cache) matrix by matrix as decode does; each probe runs "
               "rounds until its best round has not improved by more than 1% for 5 rounds "
               "(at most 40), and the fractions are against the best round; the spread "
-              "(best - worst) / best is printed next to them. `tern bench kernels` benchmarks "
+              "(best - worst) / best is printed next to them. After tg, decode steps alternate "
+              "with probe rounds (--pairs): a fraction against the bandwidth of the same "
+              "seconds, which a host whose bandwidth drifts moves less. `tern bench kernels` "
+              "benchmarks "
               "the kernels alone; `tern bench serve` loads an OpenAI-compatible server.");
   AddModelFlag(p, &o.model_path, "GGUF model (required)");
   p.AddInt("-p,--n-prompt", "N", &o.pp, "prefill tokens (default 512; 0 skips)");
