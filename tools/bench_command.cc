@@ -209,7 +209,7 @@ struct TestResult {
   double fma_peak_gflops = 0;
   double roofline_fraction = 0;
   // tg only, with --pairs: the decode's fraction of the read bandwidth
-  // measured in the same seconds (PairedDecode).
+  // measured in the same seconds (the paired steps after tg's repetitions).
   int paired = 0;
   double paired_p25 = 0, paired_median = 0, paired_p75 = 0;
   double paired_decode_gb_s = 0, paired_probe_gb_s = 0;
@@ -281,9 +281,11 @@ int RunModelBench(const ModelBenchOptions& o) {
             (double)windowed * std::min(p, (double)cfg.sliding_window)) /
            (double)cfg.n_layer;
   };
-  const double kv_positions_read = kv_positions_at(mean_depth);
-  const double tg_bytes_per_token =
-      (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_read + 0.5;
+  // Bytes a decode step reads at depth p: every weight once and the KV.
+  const auto decode_bytes_at = [&](double p) {
+    return (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_at(p);
+  };
+  const double tg_bytes_per_token = decode_bytes_at(mean_depth) + 0.5;
   const int64_t probe_bytes = ProbeBytes(tg_bytes_per_token);
   const int64_t probe_chunk = ProbeChunkBytes(model->file());
   // Probed before the tests and after them; the rounds of both count.
@@ -340,8 +342,7 @@ int RunModelBench(const ModelBenchOptions& o) {
           gb_s = probe.Round();
           step();
         }
-        const double bytes = (double)model->WeightBytes() + kv_bytes_per_pos * kv_positions_at(pos);
-        step_gb_s.push_back(bytes / step_s / 1e9);
+        step_gb_s.push_back(decode_bytes_at(pos) / step_s / 1e9);
         probe_gb_s.push_back(gb_s);
         ratio.push_back(step_gb_s.back() / gb_s);
       }
