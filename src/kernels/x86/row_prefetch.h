@@ -19,12 +19,13 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
                   : (const char*)(w + (r + R) * wrb + (off - rb));
 }
 
-// One row at a time (R = 1): prefetch into L1 the block of block_bytes that
-// starts `ahead` bytes after block b of row r, or past the row's end the
-// matching bytes of the next row (a test for the whole block, then per line).
-// Always inlined: left a call, GCC judged it free of side effects (a
-// prefetch counts as none) and deleted the calls, and the K-quant one-row
-// decodes ran without prefetch.
+// R rows at a time (their streams side by side): prefetch into L1 the block
+// of block_bytes that starts `ahead` bytes after block b of row r, or past
+// the row's end the matching bytes of row r + R, the one this stream takes
+// next (a test for the whole block, then per line). Always inlined: left a
+// call, GCC judged it free of side effects (a prefetch counts as none) and
+// deleted the calls, and the K-quant one-row decodes ran without prefetch.
+template <int R = 1>
 __attribute__((always_inline)) inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
                              int64_t block_bytes, int64_t ahead, int64_t rb) {
   const uint8_t* row = w + r * wrb;
@@ -32,7 +33,7 @@ __attribute__((always_inline)) inline void PrefetchRowBlock(const uint8_t* w, in
   const bool pf_in_row = pf + block_bytes <= rb;
   for (int64_t k = 0; k < block_bytes; k += 64) {
     const char* p = pf_in_row ? (const char*)(row + pf + k)
-                              : PrefetchAddress(w, wrb, r, 1, pf + k, rb);
+                              : PrefetchAddress(w, wrb, r, R, pf + k, rb);
     _mm_prefetch(p, _MM_HINT_T0);
   }
 }

@@ -81,6 +81,22 @@ inline __m128 FmaLaneSum(__m256i v, __m128 dw, float da, __m128 acc) {
   return _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(da)), acc);
 }
 
+#ifdef TERN_AVX512_VNNI
+// Lane g of the result: the sum of v[g]'s 16 int32 lanes (exact, as the
+// one-row sums: integer adds in another order).
+inline __m128i LaneSums4(const __m512i (&v)[4]) {
+  // Per 128-bit lane: a = [v0 0+2, v1 0+2, v0 1+3, v1 1+3], b the same of v2, v3.
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]),
+                                     _mm512_unpackhi_epi32(v[0], v[1]));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]),
+                                     _mm512_unpackhi_epi32(v[2], v[3]));
+  // [v0, v1, v2, v3] summed within each 128-bit lane, then the 4 lanes.
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  const __m256i d = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+}
+#endif
+
 // The one-row Q4_K/Q5_K decodes' step per super-block: S = the sum of
 // isum's 8 int32 lanes and M = the sum of msum's 4 (exact, in the vector
 // unit), then lane 0 of acc + S x d_w d_a - M x dmin_w d_a (dd = [d_w,
@@ -4263,33 +4279,53 @@ struct Q6KRowLanes {
     Lanes::Store<T>(acc, nr, y, ldy);
   }
 
+  // Rows r < nr of the 16 at w (a short tile is padded to 16 rows, so
+  // reading up to the next multiple of 4 is safe) against T tokens, 4 rows
+  // side by side: per super-block each row's scaled sum is Q6KKernel512's,
+  // the 4 rows' lanes are added in one transpose (LaneSums4), and lane g of
+  // acc takes row g's float operations, those of one row alone. Against one
+  // row at a time (whose lanes were summed one row at a time, ~8 more
+  // instructions a row and super-block), bench kernels q6_k decode on
+  // a Zen 5, 2 threads: see docs/kernels.md.
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
+    constexpr int G = 4;
     const int64_t nsb = nb / 8;
     const int64_t rb = nsb * kBlockBytes;
     constexpr int64_t kAhead = 16 * kBlockBytes;
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* row = w + r * wrb;
+    for (int r0 = 0; r0 < nr; r0 += G) {
       __m128 acc[T];
       for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
       for (int64_t b = 0; b < nsb; ++b) {
-        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
-        const BlockQ6_K* blk = (const BlockQ6_K*)(row + b * kBlockBytes);
-        __m512i u[4], sc0, sc1, off;
-        Q6KKernel512::Quants(blk, u);
-        Q6KKernel512::Scales(blk, &sc0, &sc1, &off);
-        const __m128 dw = _mm_set_ss(HalfToFloat(blk->d));
+        __m512i v[T][G];
+        uint16_t dh[G];
+        for (int g = 0; g < G; ++g) {
+          PrefetchRowBlock<G>(w, wrb, r0 + g, b, kBlockBytes, kAhead, rb);
+          const BlockQ6_K* blk = (const BlockQ6_K*)(w + (r0 + g) * wrb + b * kBlockBytes);
+          __m512i u[4], sc0, sc1, off;
+          Q6KKernel512::Quants(blk, u);
+          Q6KKernel512::Scales(blk, &sc0, &sc1, &off);
+          dh[g] = blk->d;
+          for (int t = 0; t < T; ++t) {
+            const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+            v[t][g] = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
+          }
+        }
+        static_assert(G == 4);
+        const __m128 dw = _mm_cvtph_ps(
+            _mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
         for (int t = 0; t < T; ++t) {
-          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
-          // The 16 lanes into 8, then FmaLaneSum's.
-          const __m512i v = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
-          acc[t] = FmaLaneSum(
-              _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)), dw,
-              a.d, acc[t]);
+          const float da = ((const ActBlockQ8K*)(act + t * arb))[b].d;
+          acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneSums4(v[t])), _mm_mul_ps(dw, _mm_set1_ps(da)),
+                                acc[t]);
         }
       }
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
+      alignas(16) float out[T][G];
+      for (int t = 0; t < T; ++t) _mm_store_ps(out[t], acc[t]);
+      for (int g = 0; g < G && r0 + g < nr; ++g) {
+        for (int t = 0; t < T; ++t) y[t * ldy + r0 + g] = out[t][g];
+      }
     }
   }
 
