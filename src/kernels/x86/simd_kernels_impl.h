@@ -4044,6 +4044,18 @@ struct Q45KRowLanes {
   // T tokens against the packed tile at w: PanelTile's operations on
   // registers unpacked on the way (bitwise RunDecode's sums). Q4_K only:
   // the table keeps Q5_K in the file's rows (FillSimdTable).
+  // With a software prefetch of every line 2048 bytes ahead (session 30,
+  // AMD EPYC Zen 5, 2 threads; Q4_0 and Q8_0's packed decodes gained
+  // nothing from the same, in this session or before): `tern bench kernels
+  // --type q4_k --panel16 -p 4`, 4 runs alternated, of the read probe of
+  // the same run: 84/71/63/89% without, 99/102/101/95% at 2048 bytes
+  // (4096: 98/130/89/88, 8192: 96/123/85/84; every other line only: no
+  // gain); tinyllama all-Q4_K tg128, 3 runs alternated: 47.3/44.3/42.0
+  // -> 62.9/59.4/60.5 tok/s (paired with the read probe 0.78-0.82 ->
+  // 1.03-1.13). The hardware prefetchers follow this stream too slowly;
+  // Q4_0's (4.5 lines a block against Q4_K's 36 a super-block) they keep
+  // up with.
+  static constexpr int64_t kStreamAhead = 2048;
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
@@ -4057,6 +4069,13 @@ struct Q45KRowLanes {
       const auto image = [&](int t) {
         return (const ActBlockQ8KImage*)(act + t * arb) + b;
       };
+      // Every line of the stream kStreamAhead bytes on, into L1: the
+      // tiles (and a group's chunks) lie back to back, so the address
+      // past this tile's end is the next one the walk reads (or, after a
+      // matrix's last tile, a harmless prefetch).
+      for (int64_t i = 0; i < kPackedBlockBytes; i += 64) {
+        asm volatile("prefetcht0 %0" : : "m"(*(w + b * kPackedBlockBytes + kStreamAhead + i)));
+      }
       __m512i h[4], sc[8], mn[4];
       __m512 d, dmin;
       LoadPacked(w, b, 0, h);
