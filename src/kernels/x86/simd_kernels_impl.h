@@ -3036,13 +3036,15 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
 
 
   // T tokens against the packed tile at w: PanelGroup's operations on
-  // registers unpacked on the way (bitwise the one-row decode's sums). No
-  // software prefetch: the tiles are one sequential stream, which the
-  // hardware prefetcher follows, and every distance tried was slower
-  // (`tern bench kernels --type q4_k --panel16`, 5632 x 2048, 2 threads,
-  // 2 rounds: none 28.9 / 31.8 GB/s; each line of the super-block 1152,
-  // 2304, 4608, 9216 bytes ahead 27.2 / 27.8, 26.0 / 22.4, 24.5 / 23.3,
-  // 21.9 / 22.7).
+  // registers unpacked on the way (bitwise the one-row decode's sums).
+  // Each super-block's lines are prefetched 2 KiB ahead
+  // (PrefetchStreamAhead): on a Zen 5 (session 30, `TERN_ISA=avx2 tern
+  // bench kernels --panel16 -p 4`, 3 runs alternated) Q4_K 19.9-21.3 ->
+  // 35.7-37.1 GB/s, Q5_K 16.0-20.5 -> 31.8-34.8, against the file's rows'
+  // 27.1-29.5 and 26.0-28.6, so the per-model timing (UsePanel16) now
+  // picks the tiles there. An earlier trial (another session's CPU, not
+  // recorded) read slower with each line 1152-9216 bytes ahead: 28.9 /
+  // 31.8 GB/s without, 26.0 / 22.4 at 2304.
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
@@ -3054,6 +3056,7 @@ struct Q45KPacked16 : Packed16Halves<Q45KPacked16<kType>, Q45KRowLanes8<kType>> 
     for (int64_t b = 0; b < nb / 8; ++b) {
       const ActBlockQ8K* a[T];
       for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+      PrefetchStreamAhead<kPackedBlockBytes>(w + b * kPackedBlockBytes);
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         __m256i hd[4];
@@ -3530,6 +3533,10 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
     }
   }
 
+  // Each super-block's lines are prefetched 2 KiB ahead
+  // (PrefetchStreamAhead): on a Zen 5 (session 30, `TERN_ISA=avx2 tern
+  // bench kernels --type q6_k --panel16 -p 4`, 3 runs alternated) 20.1-22.0
+  // -> 36.3-41.1 GB/s, against the file's rows' 27.4-31.2.
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
@@ -3540,6 +3547,7 @@ struct Q6KPacked16 : Packed16Halves<Q6KPacked16, Q6KRowLanes8> {
     for (int64_t b = 0; b < nb / 8; ++b) {
       const ActBlockQ8K* a[T];
       for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
+      PrefetchStreamAhead<kPackedBlockBytes>(w + b * kPackedBlockBytes);
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         __m256i sx[4];
@@ -4044,18 +4052,10 @@ struct Q45KRowLanes {
   // T tokens against the packed tile at w: PanelTile's operations on
   // registers unpacked on the way (bitwise RunDecode's sums). Q4_K only:
   // the table keeps Q5_K in the file's rows (FillSimdTable).
-  // With a software prefetch of every line 2048 bytes ahead (session 30,
-  // AMD EPYC Zen 5, 2 threads; Q4_0 and Q8_0's packed decodes gained
-  // nothing from the same, in this session or before): `tern bench kernels
-  // --type q4_k --panel16 -p 4`, 4 runs alternated, of the read probe of
-  // the same run: 84/71/63/89% without, 99/102/101/95% at 2048 bytes
-  // (4096: 98/130/89/88, 8192: 96/123/85/84; every other line only: no
-  // gain); tinyllama all-Q4_K tg128, 3 runs alternated: 47.3/44.3/42.0
-  // -> 62.9/59.4/60.5 tok/s (paired with the read probe 0.78-0.82 ->
-  // 1.03-1.13). The hardware prefetchers follow this stream too slowly;
-  // Q4_0's (4.5 lines a block against Q4_K's 36 a super-block) they keep
-  // up with.
-  static constexpr int64_t kStreamAhead = 2048;
+  // Each super-block's lines are prefetched 2 KiB ahead
+  // (PrefetchStreamAhead): tinyllama all-Q4_K tg128 on a Zen 5, 3 runs
+  // alternated, 47.3/44.3/42.0 -> 62.9/59.4/60.5 tok/s (paired with the
+  // read probe 0.78-0.82 -> 1.03-1.13).
   template <int T>
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
@@ -4069,13 +4069,7 @@ struct Q45KRowLanes {
       const auto image = [&](int t) {
         return (const ActBlockQ8KImage*)(act + t * arb) + b;
       };
-      // Every line of the stream kStreamAhead bytes on, into L1: the
-      // tiles (and a group's chunks) lie back to back, so the address
-      // past this tile's end is the next one the walk reads (or, after a
-      // matrix's last tile, a harmless prefetch).
-      for (int64_t i = 0; i < kPackedBlockBytes; i += 64) {
-        asm volatile("prefetcht0 %0" : : "m"(*(w + b * kPackedBlockBytes + kStreamAhead + i)));
-      }
+      PrefetchStreamAhead<kPackedBlockBytes>(w + b * kPackedBlockBytes);
       __m512i h[4], sc[8], mn[4];
       __m512 d, dmin;
       LoadPacked(w, b, 0, h);
