@@ -4050,8 +4050,8 @@ struct Q45KRowLanes {
   }
 
   // T tokens against the packed tile at w: PanelTile's operations on
-  // registers unpacked on the way (bitwise RunDecode's sums). Q4_K only:
-  // the table keeps Q5_K in the file's rows (FillSimdTable).
+  // registers unpacked on the way (bitwise RunDecode's sums): Q4_K's
+  // sums in Q4KSums's fewer instructions, Q5_K's as the panel's.
   // Each super-block's lines are prefetched 2 KiB ahead
   // (PrefetchStreamAhead): tinyllama all-Q4_K tg128 on a Zen 5, 3 runs
   // alternated, 47.3/44.3/42.0 -> 62.9/59.4/60.5 tok/s (paired with the
@@ -4060,7 +4060,6 @@ struct Q45KRowLanes {
   __attribute__((noinline)) static void PackedTile(const uint8_t* w, int64_t nb,
                                                    const uint8_t* act, int64_t arb,
                                                    __m512 (&out)[T]) {
-    static_assert(!kFifthBits, "Q5_K is not packed on this table");
     // Local accumulators (in and out, as RowLanes::PackedTile's): out could
     // alias Q4KSums's asm memory operands.
     __m512 acc[T];
@@ -4076,7 +4075,32 @@ struct Q45KRowLanes {
       Heads(h, sc, mn, &d, &dmin);
       __m512i s[T];
       for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
-      Q4KSums<T>(w, b, sc, image, s);
+      if constexpr (kFifthBits) {
+        // Q5_K: the quants with their fifth bits (Quads), the panel's
+        // sub-block sums (AddSubBlock).
+        __m512i qh[2][4];
+        LoadPacked(w, b, 16, qh[0]);
+        LoadPacked(w, b, 32, qh[1]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
+          __m512i wa[8], wb[8];
+#pragma GCC unroll 2
+          for (int c = j; c < j + 2; ++c) {
+            __m512i x[4], lo[4], hi[4];
+            LoadPacked(w, b, kQsOffset + 16 * c, x);
+            Quads(x, qh, c, lo, hi);
+            const int k0 = 4 * (c % 2);
+            for (int i = 0; i < 4; ++i) {
+              wa[k0 + i] = lo[i];
+              wb[k0 + i] = hi[i];
+            }
+          }
+          AddSubBlock<T>(wa, j, sc[j], image, s);
+          AddSubBlock<T>(wb, j + 1, sc[j + 1], image, s);
+        }
+      } else {
+        Q4KSums<T>(w, b, sc, image, s);
+      }
       AddSuperBlock<T>(s, mn, d, dmin, image, acc);
     }
     for (int t = 0; t < T; ++t) out[t] = acc[t];
@@ -5878,9 +5902,11 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
   set_packed(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>{});
-  // Q5_K packed decoded no faster (tinyllama Q5_K_M tg128, 4 rounds: 37.2
-  // against 39.3 tok/s, docs/kernels.md): the file's rows.
-  set(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>::Gemm);
+  // Q5_K: tiles or rows timed per machine (UsePanel16). Its tiles decoded
+  // no faster before their stream was prefetched (tinyllama Q5_K_M tg128,
+  // 4 rounds: 37.2 against 39.3 tok/s, docs/kernels.md).
+  set_packed(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>{});
+  t->matmul[(int)DType::kQ5_K].panel16_timed = true;
   // Q6_K keeps the file's rows: packed with the quants re-encoded it was
   // faster on a Zen 4 but slower on a Zen 5 (docs/kernels.md).
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
