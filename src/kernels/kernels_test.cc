@@ -1510,6 +1510,23 @@ TEST(WeightLayoutTest, TimedTypesFollowTheChoiceOthersKeepTheirTiles) {
     SetWeightLayoutChoice(WeightLayoutChoice::kRows);
     EXPECT_FALSE(UsePanel16(d)) << DTypeName(d);
   }
+  // The AVX-512 VNNI table times its Q4_K and Q5_K tiles (their decode
+  // leans on a software prefetch measured on one CPU); its Q4_0 / Q8_0
+  // tiles are kept.
+  if (const KernelTable* avx512 = Avx512VnniKernelTable(); avx512 != nullptr) {
+    SelectKernelTable("avx512vnni");
+    for (DType d : {DType::kQ4_K, DType::kQ5_K}) {
+      ASSERT_TRUE(avx512->matmul[(int)d].panel16_timed) << DTypeName(d);
+      SetWeightLayoutChoice(WeightLayoutChoice::kRows);
+      EXPECT_FALSE(UsePanel16(d)) << DTypeName(d);
+    }
+    for (DType d : {DType::kQ4_0, DType::kQ8_0}) {
+      EXPECT_FALSE(avx512->matmul[(int)d].panel16_timed) << DTypeName(d);
+      EXPECT_TRUE(UsePanel16(d)) << DTypeName(d);
+    }
+    SetWeightLayoutChoice(WeightLayoutChoice::kTimed);
+    SelectKernelTable("avx2");
+  }
   // Untimed: F16 keeps its tiles (its rows would change results).
   ASSERT_FALSE(avx2->matmul[(int)DType::kF16].panel16_timed);
   EXPECT_TRUE(UsePanel16(DType::kF16));

@@ -5901,12 +5901,14 @@ inline void FillSimdTable(KernelTable* t, const char* isa) {
   set(DType::kQ5_0, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_0>>);
   set(DType::kQ5_1, kQ8PairFormat, TiledGemm<NibblePairKernel<DType::kQ5_1>>);
 #ifdef TERN_AVX512_VNNI
+  // Q4_K and Q5_K: tiles or rows timed per machine (UsePanel16), since
+  // their tiles' decode leans on a software prefetch measured on one CPU
+  // (PrefetchStreamAhead). Q5_K's tiles decoded no faster before it
+  // (tinyllama Q5_K_M tg128, 4 rounds: 37.2 against 39.3 tok/s,
+  // docs/kernels.md).
   set_packed(DType::kQ4_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ4_K>{});
-  // Q5_K: tiles or rows timed per machine (UsePanel16). Its tiles decoded
-  // no faster before their stream was prefetched (tinyllama Q5_K_M tg128,
-  // 4 rounds: 37.2 against 39.3 tok/s, docs/kernels.md).
   set_packed(DType::kQ5_K, kQ8KImageFormat, Q45KRowLanes<DType::kQ5_K>{});
-  t->matmul[(int)DType::kQ5_K].panel16_timed = true;
+  for (DType d : {DType::kQ4_K, DType::kQ5_K}) t->matmul[(int)d].panel16_timed = true;
   // Q6_K keeps the file's rows: packed with the quants re-encoded it was
   // faster on a Zen 4 but slower on a Zen 5 (docs/kernels.md).
   set(DType::kQ6_K, kQ8KPanelFormat, Q6KRowLanes::Gemm);
