@@ -3857,15 +3857,33 @@ struct Q45KRowLanes {
         load(b, 16, qh[0]);
         load(b, 32, qh[1]);
       }
-      for (int c = 0; c < 8; ++c) {
-        __m512i x[4], lo[4], hi[4];
-        load(b, kQsOffset + 16 * c, x);
-        Quads(x, qh, c, lo, hi);
-        const int j = 2 * (c / 2), k0 = 4 * (c % 2);
-        for (int i = 0; i < 4; ++i) {
-          put(8 * j + k0 + i, lo[i]);
-          put(8 * (j + 1) + k0 + i, hi[i]);
+      for (int j = 0; j < 8; j += 2) {
+        __m512i wa[8], wb[8];
+        PairQuants(load, b, qh, j, wa, wb);
+        for (int k = 0; k < 8; ++k) {
+          put(8 * j + k, wa[k]);
+          put(8 * (j + 1) + k, wb[k]);
         }
+      }
+    }
+  }
+
+  // Sub-blocks j and j + 1 (j even) of super-block b as the panel holds
+  // them (wa: j's registers, wb: j + 1's; register k: the unsigned quants of
+  // elements 4k .. 4k + 3), from quant bytes 16c, c = j, j + 1 (Quads; qh:
+  // Q5_K's fifth bits).
+  template <class Load>
+  __attribute__((always_inline)) static inline void PairQuants(Load load, int64_t b,
+                                                               const __m512i (&qh)[2][4], int j,
+                                                               __m512i (&wa)[8], __m512i (&wb)[8]) {
+    for (int c = j; c < j + 2; ++c) {
+      __m512i x[4], lo[4], hi[4];
+      load(b, kQsOffset + 16 * c, x);
+      Quads(x, qh, c, lo, hi);
+      const int k0 = 4 * (c % 2);
+      for (int i = 0; i < 4; ++i) {
+        wa[k0 + i] = lo[i];
+        wb[k0 + i] = hi[i];
       }
     }
   }
@@ -4082,19 +4100,10 @@ struct Q45KRowLanes {
         LoadPacked(w, b, 16, qh[0]);
         LoadPacked(w, b, 32, qh[1]);
 #pragma GCC unroll 4
-        for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: quant bytes 16c, c = j, j + 1
+        for (int j = 0; j < 8; j += 2) {
           __m512i wa[8], wb[8];
-#pragma GCC unroll 2
-          for (int c = j; c < j + 2; ++c) {
-            __m512i x[4], lo[4], hi[4];
-            LoadPacked(w, b, kQsOffset + 16 * c, x);
-            Quads(x, qh, c, lo, hi);
-            const int k0 = 4 * (c % 2);
-            for (int i = 0; i < 4; ++i) {
-              wa[k0 + i] = lo[i];
-              wb[k0 + i] = hi[i];
-            }
-          }
+          PairQuants([&](int64_t bb, int64_t off, __m512i(&x)[4]) { LoadPacked(w, bb, off, x); },
+                     b, qh, j, wa, wb);
           AddSubBlock<T>(wa, j, sc[j], image, s);
           AddSubBlock<T>(wb, j + 1, sc[j + 1], image, s);
         }
@@ -4327,7 +4336,7 @@ struct Q6KRowLanes {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    constexpr int G = 4;
+    constexpr int G = 4;  // LaneSums4's rows
     const int64_t nsb = nb / 8;
     const int64_t rb = nsb * kBlockBytes;
     constexpr int64_t kAhead = 16 * kBlockBytes;
@@ -4349,7 +4358,6 @@ struct Q6KRowLanes {
             v[t][g] = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
           }
         }
-        static_assert(G == 4);
         const __m128 dw = _mm_cvtph_ps(
             _mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
         for (int t = 0; t < T; ++t) {
