@@ -253,7 +253,7 @@ ProbeResult MeasureTriadBandwidth(ThreadPool& pool, int64_t buffer_bytes, int ro
 ProbeResult MeasureFmaPeakSettled(ThreadPool& pool, const SettleRule& rule, bool cpu_time) {
   const int64_t iterations = 20'000'000;
   std::atomic<float> sink{0};
-  const double lanes = UseAvx512Fma() ? 128.0 : (HaveAvx2() ? 64.0 : 8.0);
+  const double lanes = UseAvx512Fma() ? 16.0 * kFmaProbeChains : (HaveAvx2() ? 8.0 * kFmaProbeChains : 8.0);
   return RunRounds(rule, [&] {
     const double s = TimedPass(pool, cpu_time, [&](int) {
       float v;

@@ -26,14 +26,14 @@ void Avx2Triad(float* a, const float* b, const float* c, float s, int64_t n) {
 }
 
 float Avx2FmaLoop(int64_t iterations) {
-  __m256 acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
+  __m256 acc[kFmaProbeChains];
+  for (int i = 0; i < kFmaProbeChains; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    for (int i = 0; i < kFmaProbeChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
   }
   __m256 s = acc[0];
-  for (int i = 1; i < 8; ++i) s = _mm256_add_ps(s, acc[i]);
+  for (int i = 1; i < kFmaProbeChains; ++i) s = _mm256_add_ps(s, acc[i]);
   alignas(32) float tmp[8];
   _mm256_store_ps(tmp, s);
   return tmp[0] + tmp[7];

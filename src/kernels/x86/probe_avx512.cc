@@ -20,14 +20,14 @@
 namespace tern::kernels {
 
 float Avx512FmaLoop(int64_t iterations) {
-  __m512 acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+  __m512 acc[kFmaProbeChains];
+  for (int i = 0; i < kFmaProbeChains; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    for (int i = 0; i < kFmaProbeChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
   }
   __m512 s = acc[0];
-  for (int i = 1; i < 8; ++i) s = _mm512_add_ps(s, acc[i]);
+  for (int i = 1; i < kFmaProbeChains; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
 }
 
