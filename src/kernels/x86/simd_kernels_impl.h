@@ -1962,9 +1962,10 @@ struct RowLanes {
   // kSideTiles tiles side by side (a whole group's chunk, GroupedPackedGemm):
   // block b of each in turn, each tile with its own accumulators and
   // PackedTile's operations (so the same bits), each tile's stream
-  // prefetched kStreamAhead bytes ahead into L1. One tile after another,
-  // the group's one stream read short of the bandwidth that several
-  // prefetched streams get (the F16 decode's 4 tiles); AMD EPYC Zen 5, 2
+  // prefetched kStreamAhead bytes ahead into L1 and kL2Ahead into L2
+  // (row_prefetch.h). One tile after another, the group's one stream read
+  // short of the bandwidth that several prefetched streams get (the F16
+  // decode's 4 tiles); AMD EPYC Zen 5, 2
   // threads, `tern bench kernels --panel16 -p 4 --rows 65536` (out of L3),
   // 3 runs alternated: Q8_0 43.6-48.3 -> 51.4-52.3 GB/s, Q4_0 39.8-43.4 ->
   // 40.9-43.2; side by side without the prefetch: Q4_0 27-32. tinyllama
@@ -1991,7 +1992,10 @@ struct RowLanes {
       for (int i = 0; i < NT; ++i) {
         __m512 (&acc)[T] = accs[i];
         const uint8_t* p = w[i] + b * kPackedBlockBytes;
-        if constexpr (NT > 1) PrefetchStreamAhead<kPackedBlockBytes>(p);
+        if constexpr (NT > 1) {
+          PrefetchStreamAhead<kPackedBlockBytes>(p);
+          PrefetchStreamAheadL2<kPackedBlockBytes>(p);
+        }
         const ActBlockQ8C* a[T];
         __m512i s0[T], s1[T];
         for (int t = 0; t < T; ++t) {
