@@ -1,9 +1,10 @@
 // MachineProbe: short measurements of this machine's physical limits, for
 // rooflines in `tern bench`: memory read bandwidth (STREAM-style read-only
-// sum and triad) and the fp32 FMA peak (8 independent FMA accumulators per
-// thread at the active kernel table's vector width: 16 lanes with the
-// AVX-512 table, 8 with AVX2, scalar fallback without AVX2), with all threads
-// of the pool working at once.
+// sum, each thread's span as 4 streams prefetched 2 KiB ahead, the way the
+// decodes read; and triad) and the fp32 FMA peak (kFmaProbeChains
+// independent FMA accumulators per thread at the active kernel table's
+// vector width: 16 lanes with the AVX-512 table, 8 with AVX2, scalar
+// fallback without AVX2), with all threads of the pool working at once.
 //
 // A round slowed by other work on the machine reads low, never high, so the
 // best round is the estimate of what the machine can do. The Settled probes
