@@ -1,10 +1,9 @@
 #include "kernels/x86/probe_avx2.h"
+#include "kernels/x86/row_prefetch.h"
 
 #include <immintrin.h>
 
 namespace tern::kernels {
-
-constexpr int64_t kProbeStreamAhead = 2048;  // row_prefetch.h's kStreamAhead
 
 // The span read as the decodes read their weights: 4 streams side by side
 // (its quarters; the F16 decode's 4 tiles, the AVX-512 Q4_0/Q8_0 decode's
@@ -22,10 +21,8 @@ float Avx2ReadSum(const float* data, int64_t n) {
   __m256* const acc[4] = {&s0, &s1, &s2, &s3};
   for (int64_t i = 0; i < q; i += 32) {
     for (int j = 0; j < 4; ++j) {
-      const char* ahead = (const char*)(d[j] + i) + kProbeStreamAhead;
-      asm volatile("prefetcht0 %0" : : "m"(*ahead));
-      asm volatile("prefetcht0 %0" : : "m"(*(ahead + 64)));
       const float* p = d[j] + i;
+      PrefetchStreamAhead<128>((const uint8_t*)p);  // the decodes' distance
       *acc[j] = _mm256_add_ps(*acc[j], _mm256_add_ps(_mm256_load_ps(p), _mm256_load_ps(p + 8)));
       *acc[j] =
           _mm256_add_ps(*acc[j], _mm256_add_ps(_mm256_load_ps(p + 16), _mm256_load_ps(p + 24)));

@@ -2510,11 +2510,11 @@ struct RowLanes8Packed16 {
   // llama-3.2-1b Q4_0 45.5/42.1/44.4 -> 56.4/40.5/50.6. 2 tiles side by
   // side read slower than 4 (`tern bench kernels`).
   static constexpr int kSideTiles = 4;
-  template <int T, int NT>
+  template <int T>
   __attribute__((noinline)) static void PackedTiles(const uint8_t* w, int64_t nb,
                                                     const uint8_t* act, int64_t arb,
                                                     __m256 (*out)[2][T]) {
-    PackedTilesImpl<T, NT>(w, nb * kPackedBlockBytes, nb, act, arb, out);
+    PackedTilesImpl<T, kSideTiles>(w, nb * kPackedBlockBytes, nb, act, arb, out);
   }
   template <int T, int NT>
   __attribute__((always_inline)) static inline void PackedTilesImpl(
@@ -2599,7 +2599,7 @@ struct RowLanes8Packed16 {
   static void RunPackedDecodeSide(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
                                   float* y, int64_t ldy) {
     __m256 acc[kSideTiles][2][T];
-    PackedTiles<T, kSideTiles>(w, nb, act, arb, acc);
+    PackedTiles<T>(w, nb, act, arb, acc);
     for (int i = 0; i < kSideTiles; ++i)
       for (int half = 0; half < 2; ++half)
         K8::template Store<T>(acc[i][half], 8, y + 16 * i + 8 * half, ldy);
