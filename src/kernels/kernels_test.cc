@@ -349,16 +349,18 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
       ++tested;
       // Float weights: also a row length off the 16-column groups; K-quants
       // also an odd count of super-blocks; blocks of 32: also rows off the
-      // 256-column grain, in 3 tiles and in 1.
+      // 256-column grain, in 3 tiles and in 1, and in 37 (float weights: 13):
+      // one thread's range decoded in quarters of several tiles, and tiles
+      // left over.
       for (int64_t cols : {int64_t{4096}, int64_t{4104}, int64_t{3840}, int64_t{4000},
-                           int64_t{1056}}) {
+                           int64_t{1056}, int64_t{2080}}) {
       if (cols % BlockSize(t) != 0) continue;
       if (cols == 4104 && BlockSize(t) != 1) continue;
       if (cols == 3840 && BlockSize(t) != 256) continue;
-      if ((cols == 4000 || cols == 1056) && BlockSize(t) != 32) continue;
+      if ((cols == 4000 || cols == 1056 || cols == 2080) && BlockSize(t) != 32) continue;
       SCOPED_TRACE(std::to_string(cols) + " columns");
       // 5 tiles: a group of 4 and 1; 3; 1.
-      const int64_t rows = cols == 4000 ? 48 : cols == 1056 ? 16 : 80;
+      const int64_t rows = cols == 4000 ? 48 : cols == 1056 ? 16 : cols == 2080 ? 16 * 37 : cols == 4104 ? 16 * 13 : 80;
       const auto w = RandomWeights(t, rows, cols, 41);
       std::vector<uint8_t> packed(w.size());
       k->pack16(w.data(), RowBytes(t, cols), rows, cols, packed.data());
@@ -395,6 +397,9 @@ TEST(MatMulTest, Panel16EqualsRowMajorOrFmaChainBitwise) {
         MatMulWith(*table, panel, x.data(), tokens, got.data(), &pool, nullptr);
         EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
             << tokens << " tokens";
+        MatMulWith(*table, panel, x.data(), tokens, got.data(), nullptr, nullptr);
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << tokens << " tokens, one thread";
         const WeightView both[2] = {other, panel};
         float* const ys[2] = {other_y.data(), got_many.data()};
         MatMulManyWith(*table, both, x.data(), tokens, ys, &pool, nullptr);

@@ -57,20 +57,6 @@ __attribute__((always_inline)) inline void PrefetchStreamAhead(const uint8_t* p)
   }
 }
 
-// The same stream kL2Ahead bytes ahead into L2, every line of the kBytes
-// there: with only the L1 prefetch, the side-by-side Q4_0/Q8_0 decode
-// still waited on its first loads of a block. AMD EPYC Zen 5, 2 threads,
-// tinyllama Q4_0 tg128, 3 alternated rounds each: none 57.7-60.2 tok/s
-// (paired with the read probe 0.59-0.66), 16 KiB 61.2-64.9, 32 KiB
-// 67.5-70.9 (0.70-0.73), 48 and 64 KiB as 32.
-constexpr int64_t kL2Ahead = 32 << 10;
-template <int64_t kBytes>
-__attribute__((always_inline)) inline void PrefetchStreamAheadL2(const uint8_t* p) {
-  for (int64_t i = 0; i < kBytes; i += 64) {
-    asm volatile("prefetcht1 %0" : : "m"(*(p + kL2Ahead + i)));
-  }
-}
-
 // A tile of kRows rows walked block by block (the panel unpacks): while it
 // reads its block b, the next tile's rows (at next, rows back to back) into
 // L2 in byte order, kRows blocks' worth per block of this tile, so the next

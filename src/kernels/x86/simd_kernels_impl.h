@@ -814,15 +814,15 @@ struct FloatLanes16 {
     }
   }
 
-  // NT tiles (16 NT rows from tile0, tiles wrb x 16 bytes apart) x T tokens
+  // NT tiles (16 rows each from tile0, `stride` tiles apart) x T tokens
   // straight from the 16-bit weights: decode and batches of a few tokens.
   template <int NT, int T>
-  static void Direct(const uint8_t* tile0, int64_t wrb, const float* const* x, int64_t cols,
-                     float* y, int64_t ldy) {
+  static void Direct(const uint8_t* tile0, int64_t wrb, int64_t stride, const float* const* x,
+                     int64_t cols, float* y, int64_t ldy) {
     Reg acc[NT][T];
     for (int j = 0; j < NT; ++j)
       for (int t = 0; t < T; ++t) acc[j][t] = V::Zero();
-    const int64_t tile_bytes = 16 * wrb;
+    const int64_t tile_bytes = 16 * wrb * stride;
     // Each tile's stream, a line (2 columns) at a time kStreamAhead bytes
     // ahead into L1 (past a tile's end: the next tile's first bytes, or past
     // the matrix, harmless). The hardware prefetchers left the 4 streams
@@ -842,17 +842,27 @@ struct FloatLanes16 {
         },
         x, cols, acc);
     for (int j = 0; j < NT; ++j)
-      for (int t = 0; t < T; ++t) V::Store(y + t * ldy + 16 * j, acc[j][t]);
+      for (int t = 0; t < T; ++t) V::Store(y + t * ldy + 16 * stride * j, acc[j][t]);
   }
 
   // Tiles side by side for T tokens in Direct: kDecodeTiles for one token;
   // AVX2 fewer for more (16 256-bit registers: 2 x 2 x 2 accumulators for 2
-  // tokens, 1 x 3 x 2 for 3).
+  // tokens, 1 x 3 x 2 for 3). The range's tiles in NT parts, tile k of each
+  // side by side, so each stream reads a part from start to end (as the
+  // Q4_0/Q8_0 decodes); the tiles left over NT - 1 at a time. Adjacent
+  // tiles side by side restarted the streams every NT tiles: AMD EPYC Zen
+  // 5, 2 threads, `tern bench kernels --type f16 --panel16 -p 4 --rows
+  // 16384`, 3 runs alternated, adjacent -> parts: AVX-512 54.7-61.0 ->
+  // 61.3-71.5 GB/s, AVX2 48.6-59.2 -> 59.6-68.8; tinyllama F16 tg128 (3
+  // rounds) 26.2/20.8/25.5 -> 28.1/21.8/28.2 tok/s.
   template <int T, int NT = (T == 1 || kWidth > 1) ? kDecodeTiles : T == 2 ? 2 : 1>
   static void DirectRows(const uint8_t* w, int64_t wrb, int64_t tiles, const float* const* x,
                          int64_t cols, float* y, int64_t ldy) {
-    int64_t i = 0;
-    for (; i + NT <= tiles; i += NT) Direct<NT, T>(w + 16 * i * wrb, wrb, x, cols, y + 16 * i, ldy);
+    const int64_t q = tiles / NT;
+    for (int64_t k = 0; k < q; ++k) {
+      Direct<NT, T>(w + 16 * k * wrb, wrb, q, x, cols, y + 16 * k, ldy);
+    }
+    const int64_t i = q * NT;
     if constexpr (NT > 1) {
       if (i < tiles) DirectRows<T, NT - 1>(w + 16 * i * wrb, wrb, tiles - i, x, cols, y + 16 * i, ldy);
     }
@@ -1315,7 +1325,25 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
                        ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * K::kPanelBlockBytes)
                        : nullptr;
   if constexpr (kPacked) CHECK_EQ(rows % kRows, 0);
-  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+  int64_t first = 0;  // rows before it taken by the quarter streams
+  // Decode where the kernel walks whole tiles side by side: the range's
+  // tiles in kSideTiles quarters, tile k of each quarter side by side, so
+  // each stream reads its quarter's bytes in order (as GroupedPackedGemm).
+  if constexpr (kPacked && requires { K::kSideTiles; }) {
+    if (!use_panel) {
+      const int64_t tile_bytes = kRows * wrb, q = rows / kRows / K::kSideTiles;
+      const auto decode = [&](auto n, int64_t t) {
+        constexpr int kN = decltype(n)::value;
+        for (int64_t k = 0; k < q; ++k) {
+          K::template RunPackedDecodeSide<kN>(w + k * tile_bytes, q, nb, act + t * arb, arb,
+                                              y + k * kRows + t * ldy, ldy);
+        }
+      };
+      DecodeTokenTiles(num_tokens, decode);
+      first = q * K::kSideTiles * kRows;
+    }
+  }
+  for (int64_t r0 = first; r0 < rows; r0 += kRows) {
     const int nr = (int)std::min<int64_t>(kRows, rows - r0);
     const uint8_t* wt = w + r0 * wrb;
     if (!kPacked && nr < kRows) {  // a short last tile: its rows padded with zeros
@@ -1325,18 +1353,6 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
       wt = pad;
     }
     float* yt = y + r0;
-    // Whole tiles side by side where the kernel decodes them so.
-    if constexpr (kPacked && requires { K::kSideTiles; }) {
-      if (!use_panel && r0 + K::kSideTiles * kRows <= rows) {
-        const auto decode = [&](auto n, int64_t t) {
-          constexpr int kN = decltype(n)::value;
-          K::template RunPackedDecodeSide<kN>(wt, nb, act + t * arb, arb, yt + t * ldy, ldy);
-        };
-        DecodeTokenTiles(num_tokens, decode);
-        r0 += (K::kSideTiles - 1) * kRows;
-        continue;
-      }
-    }
     if (!use_panel) {
       const auto decode = [&](auto n, int64_t t) {
         constexpr int kN = decltype(n)::value;
@@ -1379,6 +1395,10 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
 // read slower (Q4_0 5632 x 2048: 35.6 whole, 33.1 in chunks of 32 units).
 // Groups of 1 or 2 tiles gained nothing in a standalone loop of the same
 // instructions (the chunk's activations serve the group's tiles from L1).
+// The kernels that decode several tiles side by side (K::kSideTiles: Q4_0,
+// Q8_0) keep every tile whole, tile after tile: their decode reads a
+// range's tiles as kSideTiles long streams (GroupedPackedGemm), where the
+// chunks would break each stream every chunk.
 template <class K>
 struct GroupedTiles {
   static constexpr int64_t kGroupTiles = 4;
@@ -1387,8 +1407,10 @@ struct GroupedTiles {
   static constexpr int64_t kChunkBytes = 9 << 10;
   static constexpr int64_t kChunkUnits =
       (int64_t)std::bit_floor((uint64_t)std::max<int64_t>(1, kChunkBytes / kUnitBytes));
-  // Units a chunk for rows of `units` units.
+  // Units a chunk for rows of `units` units: kernels that decode in
+  // quarter streams (K::kSideTiles) keep their tiles whole.
   static int64_t Chunk(int64_t units) {
+    if constexpr (requires { K::kSideTiles; }) return units;
     return units * kUnitBytes <= kLongTileBytes ? units : kChunkUnits;
   }
   // Bytes from a group's start (gn tiles, `units` units a row) to unit u of
@@ -1427,6 +1449,48 @@ void GroupedPackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_
   uint8_t* panel = use_panel
                        ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * K::kPanelBlockBytes)
                        : nullptr;
+  // Decode on the kernels that walk kSideTiles tiles side by side: the
+  // range's tiles in kSideTiles quarters, tile k of each quarter side by
+  // side, so each stream reads its quarter's bytes in order from start to
+  // end (tiles whole, GroupedTiles), the pattern the read probe reads; the
+  // last tiles (fewer than kSideTiles) one by one. Four adjacent tiles side
+  // by side (a group, as before) restarted the four streams every 72 KiB,
+  // and read slower: a standalone loop of loads and vpdpbusd on 1 GiB, AMD
+  // EPYC Zen 5, 2 threads, 4 long streams 67-77 GB/s, 4 streams in groups
+  // of 18 KiB tiles 50-56; `tern bench kernels --panel16 -p 4 --rows 65536`
+  // (out of L3), 3 runs alternated, groups -> quarters: Q4_0 50.7-51.7 ->
+  // 54.6-56.5 GB/s, Q8_0 48.4-51.6 -> 57.2-62.9.
+  if constexpr (requires { K::kSideTiles; }) {
+    if (!use_panel) {
+      static_assert(K::kSideTiles == G);
+      const int64_t tile_bytes = K::kRows * wrb, q = tiles / G;
+      const auto decode = [&](auto n, int64_t t) {
+        constexpr int kN = decltype(n)::value;
+        const uint8_t* a = act + t * arb;
+        float* yt = y + t * ldy;
+        for (int64_t k = 0; k < q; ++k) {
+          __m512 acc[G][kN];
+          const uint8_t* ws[G];
+          for (int64_t i = 0; i < G; ++i) {
+            ws[i] = w + (i * q + k) * tile_bytes;
+            for (int u = 0; u < kN; ++u) acc[i][u] = _mm512_setzero_ps();
+          }
+          K::template PackedTiles<kN>(ws, nb, a, arb, acc);
+          for (int64_t i = 0; i < G; ++i) {
+            K::Lanes::template Store<kN>(acc[i], K::kRows, yt + (i * q + k) * K::kRows, ldy);
+          }
+        }
+        for (int64_t i = G * q; i < tiles; ++i) {
+          __m512 acc[kN];
+          for (int u = 0; u < kN; ++u) acc[u] = _mm512_setzero_ps();
+          K::template PackedTile<kN>(w + i * tile_bytes, nb, a, arb, acc);
+          K::Lanes::template Store<kN>(acc, K::kRows, yt + i * K::kRows, ldy);
+        }
+      };
+      DecodeTokenTiles(num_tokens, decode);
+      return;
+    }
+  }
   for (int64_t g0 = 0; g0 < tiles; g0 += G) {
     const int64_t gn = std::min(G, tiles - g0);
     const uint8_t* gw = w + g0 * K::kRows * wrb;
@@ -1971,14 +2035,17 @@ struct RowLanes {
     const uint8_t* ws[1] = {w};
     PackedTilesImpl<T, 1>(ws, nb, act, arb, &out);
   }
-  // kSideTiles tiles side by side (a whole group's chunk, GroupedPackedGemm):
-  // block b of each in turn, each tile with its own accumulators and
-  // PackedTile's operations (so the same bits), each tile's stream
-  // prefetched kStreamAhead bytes ahead into L1 and kL2Ahead into L2
-  // (row_prefetch.h). One tile after another, the group's one stream read
-  // short of the bandwidth that several prefetched streams get (the F16
-  // decode's 4 tiles); AMD EPYC Zen 5, 2
-  // threads, `tern bench kernels --panel16 -p 4 --rows 65536` (out of L3),
+  // kSideTiles tiles side by side (one of each quarter of a range,
+  // GroupedPackedGemm): block b of each in turn, each tile with its own
+  // accumulators and PackedTile's operations (so the same bits), each
+  // tile's stream prefetched kStreamAhead bytes ahead into L1
+  // (row_prefetch.h). Prefetching into L2 as well (32 KiB ahead) helped the
+  // side-by-side walk of a group's adjacent tiles (below) and slowed the
+  // quarters' long streams: Zen 5, tinyllama Q4_0 tg128, 3 rounds
+  // alternated, paired fraction 0.68-0.88 with it, 0.85-0.94 without.
+  // Before the quarters, in groups: one tile after another, the group's
+  // one stream read short of the bandwidth that several prefetched streams
+  // get (the F16 decode's 4 tiles); AMD EPYC Zen 5, 2 threads, `tern bench kernels --panel16 -p 4 --rows 65536` (out of L3),
   // 3 runs alternated: Q8_0 43.6-48.3 -> 51.4-52.3 GB/s, Q4_0 39.8-43.4 ->
   // 40.9-43.2; side by side without the prefetch: Q4_0 27-32. tinyllama
   // Q4_0 tg128 (5 alternated pairs): 44.0-53.3 -> 57.6-59.3 tok/s; Q8_0
@@ -2006,7 +2073,6 @@ struct RowLanes {
         const uint8_t* p = w[i] + b * kPackedBlockBytes;
         if constexpr (NT > 1) {
           PrefetchStreamAhead<kPackedBlockBytes>(p);
-          PrefetchStreamAheadL2<kPackedBlockBytes>(p);
         }
         const ActBlockQ8C* a[T];
         __m512i s0[T], s1[T];
@@ -2500,10 +2566,17 @@ struct RowLanes8Packed16 {
     PackedTilesImpl<T, 1>(w, nb * kPackedBlockBytes, nb, act, arb, &out);
   }
   // Decode of one to three tokens (RowLanesGemm): kSideTiles whole tiles
-  // side by side, block b of each in turn, each tile PackedTile's
-  // operations (so its bits), each stream prefetched kStreamAhead bytes
-  // ahead into L1 and kL2Ahead into L2 (row_prefetch.h), as the AVX-512
-  // table's RowLanes::PackedTiles; the last tiles of a range one by one.
+  // side by side (one of each quarter of the range, `stride` bytes apart),
+  // block b of each in turn, each tile PackedTile's operations (so its
+  // bits), each stream prefetched kStreamAhead bytes ahead into L1
+  // (row_prefetch.h), as the AVX-512 table's RowLanes::PackedTiles; the
+  // last tiles of a range one by one. The tiles' loop unrolled keeps the
+  // accumulators in registers (rolled, GCC kept them on the stack, and the
+  // quarters read slower than adjacent tiles). AMD EPYC Zen 5, 2 threads,
+  // `TERN_ISA=avx2 tern bench kernels --panel16 -p 4 --rows 65536`, 4 runs
+  // alternated, adjacent tiles with an L2 prefetch 32 KiB ahead ->
+  // quarters without: Q4_0 55.4-59.0 -> 57.3-63.2 GB/s, Q8_0 58.8-62.0 ->
+  // 55.4-63.2. Before the quarters, adjacent tiles:
   // AMD EPYC Zen 5, 2 threads, `TERN_ISA=avx2`, tg128 alternated, tok/s
   // (paired fraction): tinyllama Q8_0 28.3-30.8 (0.63-0.68) -> 41.7-43.4
   // (0.84-0.91) in 3 rounds, Q4_0 62.9/65.1 -> 64.2/67.5 in 2;
@@ -2511,10 +2584,10 @@ struct RowLanes8Packed16 {
   // side read slower than 4 (`tern bench kernels`).
   static constexpr int kSideTiles = 4;
   template <int T>
-  __attribute__((noinline)) static void PackedTiles(const uint8_t* w, int64_t nb,
-                                                    const uint8_t* act, int64_t arb,
+  __attribute__((noinline)) static void PackedTiles(const uint8_t* w, int64_t stride,
+                                                    int64_t nb, const uint8_t* act, int64_t arb,
                                                     __m256 (*out)[2][T]) {
-    PackedTilesImpl<T, kSideTiles>(w, nb * kPackedBlockBytes, nb, act, arb, out);
+    PackedTilesImpl<T, kSideTiles>(w, stride, nb, act, arb, out);
   }
   template <int T, int NT>
   __attribute__((always_inline)) static inline void PackedTilesImpl(
@@ -2527,6 +2600,7 @@ struct RowLanes8Packed16 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
       for (int i = 0; i < NT; ++i) {
         const uint8_t* const w = w0 + i * tile_bytes;
         __m256 (&acc)[2][T] = accs[i];
@@ -2535,7 +2609,6 @@ struct RowLanes8Packed16 {
           PrefetchNextTile<kRows, kBlockBytes>(w + nb * kPackedBlockBytes, b);
         } else {
           PrefetchStreamAhead<kPackedBlockBytes>(p);
-          PrefetchStreamAheadL2<kPackedBlockBytes>(p);
         }
         const ActBlockQ8C* a[T];
         for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8C*)(act + t * arb) + b;
@@ -2596,13 +2669,13 @@ struct RowLanes8Packed16 {
   }
 
   template <int T>
-  static void RunPackedDecodeSide(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
-                                  float* y, int64_t ldy) {
+  static void RunPackedDecodeSide(const uint8_t* w, int64_t stride_tiles, int64_t nb,
+                                  const uint8_t* act, int64_t arb, float* y, int64_t ldy) {
     __m256 acc[kSideTiles][2][T];
-    PackedTiles<T>(w, nb, act, arb, acc);
+    PackedTiles<T>(w, stride_tiles * nb * kPackedBlockBytes, nb, act, arb, acc);
     for (int i = 0; i < kSideTiles; ++i)
       for (int half = 0; half < 2; ++half)
-        K8::template Store<T>(acc[i][half], 8, y + 16 * i + 8 * half, ldy);
+        K8::template Store<T>(acc[i][half], 8, y + 16 * stride_tiles * i + 8 * half, ldy);
   }
   template <int T>
   static void RunPackedDecode(const uint8_t* w, int64_t nb, const uint8_t* act, int64_t arb,
