@@ -4529,56 +4529,108 @@ struct Q6KRowLanes {
 
   // Rows r < nr of the 16 at w (a short tile is padded to 16 rows, so
   // reading up to the next multiple of 4 is safe) against T tokens, 4 rows
-  // side by side: per super-block each row's scaled sum is Q6KKernel512's,
-  // the 4 rows' lanes are added in one transpose (LaneSums4), and lane g of
-  // acc takes row g's float operations, those of one row alone. Against one
-  // row at a time (whose lanes were summed one row at a time, ~8 more
-  // instructions a row and super-block), bench kernels q6_k decode on
-  // a Zen 5, 2 threads: see docs/kernels.md.
+  // side by side (DecodeRows4). RowLanesGemm's few-token path, which Gemm
+  // leaves to QuarterDecode.
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    constexpr int G = 4;  // LaneSums4's rows
-    const int64_t nsb = nb / 8;
-    const int64_t rb = nsb * kBlockBytes;
-    constexpr int64_t kAhead = 16 * kBlockBytes;
-    for (int r0 = 0; r0 < nr; r0 += G) {
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+      const uint8_t* const r[4] = {w + r0 * wrb, w + (r0 + 1) * wrb, w + (r0 + 2) * wrb,
+                                   w + (r0 + 3) * wrb};
       __m128 acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
-      for (int64_t b = 0; b < nsb; ++b) {
-        __m512i v[T][G];
-        uint16_t dh[G];
-        for (int g = 0; g < G; ++g) {
-          PrefetchRowBlock<G>(w, wrb, r0 + g, b, kBlockBytes, kAhead, rb);
-          const BlockQ6_K* blk = (const BlockQ6_K*)(w + (r0 + g) * wrb + b * kBlockBytes);
-          __m512i u[4], sc0, sc1, off;
-          Q6KKernel512::Quants(blk, u);
-          Q6KKernel512::Scales(blk, &sc0, &sc1, &off);
-          dh[g] = blk->d;
-          for (int t = 0; t < T; ++t) {
-            const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
-            v[t][g] = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
-          }
-        }
-        const __m128 dw = _mm_cvtph_ps(
-            _mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
-        for (int t = 0; t < T; ++t) {
-          const float da = ((const ActBlockQ8K*)(act + t * arb))[b].d;
-          acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneSums4(v[t])), _mm_mul_ps(dw, _mm_set1_ps(da)),
-                                acc[t]);
-        }
-      }
-      alignas(16) float out[T][G];
-      for (int t = 0; t < T; ++t) _mm_store_ps(out[t], acc[t]);
-      for (int g = 0; g < G && r0 + g < nr; ++g) {
-        for (int t = 0; t < T; ++t) y[t * ldy + r0 + g] = out[t][g];
+      DecodeRows4<T>(r, nb / 8, act, arb, acc);
+      alignas(16) float out[4];
+      for (int t = 0; t < T; ++t) {
+        _mm_store_ps(out, acc[t]);
+        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[t * ldy + r0 + g] = out[g];
       }
     }
+  }
+
+  // T tokens against the 4 rows at r[0..3] (any rows), side by side: per
+  // super-block each row's scaled sum is Q6KKernel512's, the 4 rows' lanes
+  // are added in one transpose (LaneSums4), and lane g of acc takes row g's
+  // float operations, those of one row alone. Against one row at a time
+  // (whose lanes were summed one row at a time, ~8 more instructions a row
+  // and super-block), bench kernels q6_k decode on a Zen 5, 2 threads: see
+  // docs/kernels.md. Each row's stream prefetched kAhead bytes ahead into
+  // L1 (past a row's end the next row's bytes, the ones QuarterDecode's
+  // stream takes next).
+  template <int T>
+  __attribute__((noinline)) static void DecodeRows4(const uint8_t* const (&r)[4], int64_t nsb,
+                                                    const uint8_t* act, int64_t arb,
+                                                    __m128 (&acc)[T]) {
+    constexpr int G = 4;
+    constexpr int64_t kAhead = 16 * kBlockBytes;
+    for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; ++b) {
+      __m512i v[T][G];
+      uint16_t dh[G];
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* p = r[g] + b * kBlockBytes;
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          asm volatile("prefetcht0 %0" : : "m"(*(p + kAhead + k)));
+        }
+        const BlockQ6_K* blk = (const BlockQ6_K*)p;
+        __m512i u[4], sc0, sc1, off;
+        Q6KKernel512::Quants(blk, u);
+        Q6KKernel512::Scales(blk, &sc0, &sc1, &off);
+        dh[g] = blk->d;
+        for (int t = 0; t < T; ++t) {
+          const ActBlockQ8K& a = ((const ActBlockQ8K*)(act + t * arb))[b];
+          v[t][g] = Q6KKernel512::ScaledSum(u, sc0, sc1, off, a);
+        }
+      }
+      const __m128 dw = _mm_cvtph_ps(
+          _mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], 0, 0, 0, 0));
+      for (int t = 0; t < T; ++t) {
+        const float da = ((const ActBlockQ8K*)(act + t * arb))[b].d;
+        acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneSums4(v[t])), _mm_mul_ps(dw, _mm_set1_ps(da)),
+                              acc[t]);
+      }
+    }
+  }
+
+  // Decode (fewer than kPanelMinTokens tokens): the range's rows in 4
+  // quarters, row k of each side by side (DecodeRows4), so each of the 4
+  // streams reads its quarter from start to end; the last 1-3 rows
+  // together (the last one repeated in the spare lanes). Against 4
+  // adjacent rows side by side, tile after tile (RunDecode), whose streams
+  // restarted every 4 rows: AMD EPYC Zen 5, 2 threads, `tern bench kernels
+  // --type q6_k -p 4 --rows 65536`, 3 runs alternated, 39.1-41.1 ->
+  // 52.5-56.7 GB/s.
+  static void QuarterDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                            int64_t arb, int64_t num_tokens, int64_t nsb, float* y,
+                            int64_t ldy) {
+    const int64_t q = rows / 4;
+    DecodeTokenTiles(num_tokens, [&](auto n, int64_t t0) {
+      constexpr int kN = decltype(n)::value;
+      const auto run = [&](const int64_t (&row)[4], int nr) {
+        const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                     w + row[3] * wrb};
+        __m128 acc[kN];
+        DecodeRows4<kN>(r, nsb, act + t0 * arb, arb, acc);
+        alignas(16) float out[4];
+        for (int t = 0; t < kN; ++t) {
+          _mm_store_ps(out, acc[t]);
+          for (int g = 0; g < nr; ++g) y[(t0 + t) * ldy + row[g]] = out[g];
+        }
+      };
+      for (int64_t k = 0; k < q; ++k) run({k, q + k, 2 * q + k, 3 * q + k}, 4);
+      if (rows > 4 * q) {
+        const int64_t a = 4 * q, last = rows - 1;
+        run({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a));
+      }
+    });
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
+    if (num_tokens < kPanelMinTokens) {
+      QuarterDecode(w, wrb, rows, act, arb, num_tokens, cols / 256, y, ldy);
+      return;
+    }
     RowLanesGemm<Q6KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
