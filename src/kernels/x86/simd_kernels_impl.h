@@ -1309,6 +1309,24 @@ inline void DecodeTokenTiles(int64_t num_tokens, const Decode& decode) {
   if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
 }
 
+// Few-token decode of rows as they lie (rows back to back, wrb bytes
+// apart), 4 rows side by side: the range's rows in 4 quarters, row k of
+// each side by side, so each of the 4 streams reads its quarter from start
+// to end (as the read probe reads); the last 1-3 rows together, the last
+// one repeated in the spare slots. decode4(rows, nr, n, t): tokens [t, t +
+// n) of the 4 rows at w + rows[i] wrb, results for the first nr of them.
+template <class Decode4>
+inline void QuarterRows(int64_t rows, int64_t num_tokens, const Decode4& decode4) {
+  const int64_t q = rows / 4;
+  DecodeTokenTiles(num_tokens, [&](auto n, int64_t t) {
+    for (int64_t k = 0; k < q; ++k) decode4({k, q + k, 2 * q + k, 3 * q + k}, 4, n, t);
+    if (rows > 4 * q) {
+      const int64_t a = 4 * q, last = rows - 1;
+      decode4({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
+    }
+  });
+}
+
 // K::kRows weight rows a tile (a short last tile padded with zero rows).
 // Fewer than K::kPanelMinTokens tokens take the rows as they lie
 // (K::RunDecode, 3 tokens at a time); more unpack the tile once into a
@@ -4329,16 +4347,35 @@ struct Q45KRowLanes {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    const int64_t nsb = nb / 8;
-    const int64_t rb = nsb * kBlockBytes;
-    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
     for (int r = 0; r < nr; ++r) {
-      const uint8_t* row = w + r * wrb;
-      __m128 acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
-      for (int64_t b = 0; b < nsb; ++b) {
-        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
+      const uint8_t* const row[1] = {w + r * wrb};
+      __m128 acc[1][T];
+      DecodeRows<T, 1>(row, wrb, nb / 8, act, arb, acc);
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[0][t]);
+    }
+  }
+
+  // T tokens against the G rows at r[0..G-1] side by side (super-block b of
+  // each in turn), each row its own operations (so the bits of one row
+  // alone) and its stream prefetched kAhead bytes ahead into L1 (past a
+  // row's end the next row's bytes: the next row of RunDecode's walk, or
+  // of QuarterRows' stream).
+  template <int T, int G>
+  __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t wrb,
+                                                   int64_t nsb, const uint8_t* act, int64_t arb,
+                                                   __m128 (&out)[G][T]) {
+    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
+    __m128 accs[G][T];
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) accs[g][t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; ++b) {
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* row = r[g];
+        __m128 (&acc)[T] = accs[g];
         const uint8_t* blk = row + b * kBlockBytes;
+        for (int64_t k = 0; k < kBlockBytes; k += 64) {
+          asm volatile("prefetcht0 %0" : : "m"(*(blk + kAhead + k)));
+        }
         const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
         const __m512i ms = Q4KMinsScales(heads);
         const __m512i mins = Q4KMins(ms);
@@ -4363,13 +4400,32 @@ struct Q45KRowLanes {
                                msum, dd, a.d, acc[t]);
         }
       }
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
     }
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) out[g][t] = accs[g][t];
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
+    // Decode: QuarterRows on DecodeRows (4 long streams) rather than
+    // RowLanesGemm's tile after tile, row after row (one stream): AMD EPYC
+    // Zen 5, 2 threads, `tern bench kernels --type q4_k,q5_k -p 4 --rows
+    // 65536`, 3 runs alternated, Q4_K 33.0-35.2 -> 38.2-40.1 GB/s, Q5_K
+    // 33.2-36.1 -> 39.9-41.7 (the 16-row tiles in the same runs, as this
+    // CPU's timing picks: 46.0-50.2).
+    if (num_tokens < kPanelMinTokens) {
+      QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
+        constexpr int kN = decltype(n)::value;
+        const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                     w + row[3] * wrb};
+        __m128 acc[4][kN];
+        DecodeRows<kN, 4>(r, wrb, cols / 256, act + t0 * arb, arb, acc);
+        for (int g = 0; g < nr; ++g)
+          for (int t = 0; t < kN; ++t) y[(t0 + t) * ldy + row[g]] = _mm_cvtss_f32(acc[g][t]);
+      });
+      return;
+    }
     RowLanesGemm<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
   static void PackedGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
@@ -4591,10 +4647,8 @@ struct Q6KRowLanes {
     }
   }
 
-  // Decode (fewer than kPanelMinTokens tokens): the range's rows in 4
-  // quarters, row k of each side by side (DecodeRows4), so each of the 4
-  // streams reads its quarter from start to end; the last 1-3 rows
-  // together (the last one repeated in the spare lanes). Against 4
+  // Decode (fewer than kPanelMinTokens tokens): QuarterRows on
+  // DecodeRows4. Against 4
   // adjacent rows side by side, tile after tile (RunDecode), whose streams
   // restarted every 4 rows: AMD EPYC Zen 5, 2 threads, `tern bench kernels
   // --type q6_k -p 4 --rows 65536`, 3 runs alternated, 39.1-41.1 ->
@@ -4602,24 +4656,16 @@ struct Q6KRowLanes {
   static void QuarterDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                             int64_t arb, int64_t num_tokens, int64_t nsb, float* y,
                             int64_t ldy) {
-    const int64_t q = rows / 4;
-    DecodeTokenTiles(num_tokens, [&](auto n, int64_t t0) {
+    QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
       constexpr int kN = decltype(n)::value;
-      const auto run = [&](const int64_t (&row)[4], int nr) {
-        const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
-                                     w + row[3] * wrb};
-        __m128 acc[kN];
-        DecodeRows4<kN>(r, nsb, act + t0 * arb, arb, acc);
-        alignas(16) float out[4];
-        for (int t = 0; t < kN; ++t) {
-          _mm_store_ps(out, acc[t]);
-          for (int g = 0; g < nr; ++g) y[(t0 + t) * ldy + row[g]] = out[g];
-        }
-      };
-      for (int64_t k = 0; k < q; ++k) run({k, q + k, 2 * q + k, 3 * q + k}, 4);
-      if (rows > 4 * q) {
-        const int64_t a = 4 * q, last = rows - 1;
-        run({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a));
+      const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                   w + row[3] * wrb};
+      __m128 acc[kN];
+      DecodeRows4<kN>(r, nsb, act + t0 * arb, arb, acc);
+      alignas(16) float out[4];
+      for (int t = 0; t < kN; ++t) {
+        _mm_store_ps(out, acc[t]);
+        for (int g = 0; g < nr; ++g) y[(t0 + t) * ldy + row[g]] = out[g];
       }
     });
   }
