@@ -19,25 +19,6 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
                   : (const char*)(w + (r + R) * wrb + (off - rb));
 }
 
-// R rows at a time (their streams side by side): prefetch into L1 the block
-// of block_bytes that starts `ahead` bytes after block b of row r, or past
-// the row's end the matching bytes of row r + R, the one this stream takes
-// next (a test for the whole block, then per line). Always inlined: left a
-// call, GCC judged it free of side effects (a prefetch counts as none) and
-// deleted the calls, and the K-quant one-row decodes ran without prefetch.
-template <int R = 1>
-__attribute__((always_inline)) inline void PrefetchRowBlock(const uint8_t* w, int64_t wrb, int r, int64_t b,
-                             int64_t block_bytes, int64_t ahead, int64_t rb) {
-  const uint8_t* row = w + r * wrb;
-  const int64_t pf = b * block_bytes + ahead;
-  const bool pf_in_row = pf + block_bytes <= rb;
-  for (int64_t k = 0; k < block_bytes; k += 64) {
-    const char* p = pf_in_row ? (const char*)(row + pf + k)
-                              : PrefetchAddress(w, wrb, r, R, pf + k, rb);
-    _mm_prefetch(p, _MM_HINT_T0);
-  }
-}
-
 // The K-quant packed decodes' one stream a thread (a tile's super-blocks,
 // a group's chunks and the groups lie back to back, so a fixed distance in
 // bytes follows the walk): every line of the kBytes at p + kStreamAhead
@@ -61,7 +42,8 @@ __attribute__((always_inline)) inline void PrefetchStreamAhead(const uint8_t* p)
 // reads its block b, the next tile's rows (at next, rows back to back) into
 // L2 in byte order, kRows blocks' worth per block of this tile, so the next
 // tile's bytes arrive as this one's are used. Always inlined, as
-// PrefetchRowBlock.
+// the prefetches elsewhere (GCC deleted _mm_prefetch calls it judged free
+// of side effects).
 template <int kRows, int64_t kBlockBytes>
 __attribute__((always_inline)) inline void PrefetchNextTile(const uint8_t* next, int64_t b) {
   constexpr int kLines = (int)((kRows * kBlockBytes + 63) / 64);

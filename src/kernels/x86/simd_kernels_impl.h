@@ -568,7 +568,7 @@ struct FloatKernel {
           for (int64_t i = tile * per_tile; i < i1; ++i) {
             // An asm prefetch: with _mm_prefetch GCC 12 judged this
             // prefetch-only lambda free of side effects and deleted its
-            // calls (as it did PrefetchRowBlock's and PrefetchKvHead's):
+            // calls (as it did an earlier row prefetch's and PrefetchKvHead's):
             // no prefetch instruction in any 16-bit BlockedRows of either
             // table, and each block's conversion waited on memory (AVX2,
             // one thread: 22% of the kernel's cycles, 6-10% with it).
@@ -1324,6 +1324,63 @@ inline void QuarterRows(int64_t rows, int64_t num_tokens, const Decode4& decode4
       const int64_t a = 4 * q, last = rows - 1;
       decode4({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
     }
+  });
+}
+
+// The K-quant row decodes' walk: T tokens against the G rows at r[0..G-1]
+// side by side, super-block b of each in turn, row g's accumulators
+// acc[g] (so each row the operations of that row alone: body(row, b, acc)
+// adds super-block b of the row at `row`), each row's stream prefetched 16
+// super-blocks ahead into L1 (past a row's end the next row's bytes: the
+// next row of a tile's walk, or of QuarterRows' stream).
+template <int T, int G, int64_t kBlockBytes, class Body>
+__attribute__((always_inline)) inline void SideRows(const uint8_t* const (&r)[G], int64_t nsb,
+                                                    const Body& body, __m128 (&out)[G][T]) {
+  constexpr int64_t kAhead = 16 * kBlockBytes;
+  __m128 accs[G][T];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) accs[g][t] = _mm_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* blk = r[g] + b * kBlockBytes;
+      for (int64_t k = 0; k < kBlockBytes; k += 64) {
+        asm volatile("prefetcht0 %0" : : "m"(*(blk + kAhead + k)));
+      }
+      body(r[g], b, accs[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) out[g][t] = accs[g][t];
+}
+
+// RowLanesGemm's few-token path for K (K::DecodeRows<T, G>, SideRows on
+// its super-block): rows r < nr of the tile at w, one at a time.
+template <class K, int T>
+inline void DecodeTileRows(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
+                           int64_t arb, int nr, float* y, int64_t ldy) {
+  for (int r = 0; r < nr; ++r) {
+    const uint8_t* const row[1] = {w + r * wrb};
+    __m128 acc[1][T];
+    K::template DecodeRows<T, 1>(row, wrb, nb / 8, act, arb, acc);
+    for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[0][t]);
+  }
+}
+
+// Decode (fewer than K::kPanelMinTokens tokens) of the rows as they lie:
+// QuarterRows on K::DecodeRows<T, 4>, 4 long streams where the tile after
+// tile, row after row walk (RowLanesGemm) read one.
+template <class K>
+inline void QuarterRowsDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
+                              int64_t arb, int64_t num_tokens, int64_t cols, float* y,
+                              int64_t ldy) {
+  QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
+    constexpr int kN = decltype(n)::value;
+    const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                 w + row[3] * wrb};
+    __m128 acc[4][kN];
+    K::template DecodeRows<kN, 4>(r, wrb, cols / 256, act + t0 * arb, arb, acc);
+    for (int g = 0; g < nr; ++g)
+      for (int t = 0; t < kN; ++t) y[(t0 + t) * ldy + row[g]] = _mm_cvtss_f32(acc[g][t]);
   });
 }
 
@@ -3080,16 +3137,16 @@ struct Q45KRowLanes8 {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    const int64_t nsb = nb / 8;
-    const int64_t rb = nsb * kBlockBytes;
-    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
+    DecodeTileRows<Q45KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+  }
+
+  // T tokens against the G rows at r[0..G-1] (SideRows).
+  template <int T, int G>
+  __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/,
+                                                   int64_t nsb, const uint8_t* act, int64_t arb,
+                                                   __m128 (&out)[G][T]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* row = w + r * wrb;
-      __m128 acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
-      for (int64_t b = 0; b < nsb; ++b) {
-        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
+    SideRows<T, G, kBlockBytes>(r, nsb, [&](const uint8_t* row, int64_t b, __m128 (&acc)[T]) {
         const uint8_t* blk = row + b * kBlockBytes;
         const __m128i sm = KScalesMins(blk + 4);
         const __m256i sc = _mm256_broadcastsi128_si256(sm);
@@ -3128,14 +3185,17 @@ struct Q45KRowLanes8 {
           const __m128i msum = _mm_madd_epi16(mins, _mm_loadu_si128((const __m128i*)a.sums32));
           acc[t] = FmaSumsMins(isum[t], msum, dd, a.d, acc[t]);
         }
-      }
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
-    }
+    }, out);
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
+    // RowLanesGemm's tile after tile, row after row: QuarterRowsDecode
+    // (4 rows side by side) read slower on this table (AMD EPYC Zen 5, 2
+    // threads, `TERN_ISA=avx2 tern bench kernels --type q4_k,q5_k,q6_k -p 4
+    // --rows 65536`, 3 runs alternated: Q4_K 28.9-32.8 -> 21.2-24.8 GB/s,
+    // Q6_K 33.7-36.8 -> 25.3-29.9), 4 rows' work too much for 16 registers.
     RowLanesGemm<Q45KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
@@ -3516,17 +3576,17 @@ struct Q6KRowLanes8 {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    const int64_t nsb = nb / 8;
-    const int64_t rb = nsb * kBlockBytes;
+    DecodeTileRows<Q6KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+  }
+
+  // T tokens against the G rows at r[0..G-1] (SideRows).
+  template <int T, int G>
+  __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/,
+                                                   int64_t nsb, const uint8_t* act, int64_t arb,
+                                                   __m128 (&out)[G][T]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i bits45 = _mm256_set1_epi8(0x30);
-    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* row = w + r * wrb;
-      __m128 acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
-      for (int64_t b = 0; b < nsb; ++b) {
-        PrefetchRowBlock(w, wrb, r, b, kBlockBytes, kAhead, rb);
+    SideRows<T, G, kBlockBytes>(r, nsb, [&](const uint8_t* row, int64_t b, __m128 (&acc)[T]) {
         const uint8_t* blk = row + b * kBlockBytes;
         const ActBlockQ8K* a[T];
         for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
@@ -3580,14 +3640,13 @@ struct Q6KRowLanes8 {
         std::memcpy(&dh, blk + kDOffset, 2);
         const __m128 dw = _mm_set_ss(HalfToFloat(dh));
         for (int t = 0; t < T; ++t) acc[t] = FmaLaneSum(v[t], dw, a[t]->d, acc[t]);
-      }
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[t]);
-    }
+    }, out);
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
+    // RowLanesGemm's walk, as Q45KRowLanes8 (QuarterRowsDecode slower).
     RowLanesGemm<Q6KRowLanes8>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
   }
 };
@@ -4347,35 +4406,16 @@ struct Q45KRowLanes {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* const row[1] = {w + r * wrb};
-      __m128 acc[1][T];
-      DecodeRows<T, 1>(row, wrb, nb / 8, act, arb, acc);
-      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm_cvtss_f32(acc[0][t]);
-    }
+    DecodeTileRows<Q45KRowLanes, T>(w, wrb, nb, act, arb, nr, y, ldy);
   }
 
-  // T tokens against the G rows at r[0..G-1] side by side (super-block b of
-  // each in turn), each row its own operations (so the bits of one row
-  // alone) and its stream prefetched kAhead bytes ahead into L1 (past a
-  // row's end the next row's bytes: the next row of RunDecode's walk, or
-  // of QuarterRows' stream).
+  // T tokens against the G rows at r[0..G-1] (SideRows).
   template <int T, int G>
   __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t wrb,
                                                    int64_t nsb, const uint8_t* act, int64_t arb,
                                                    __m128 (&out)[G][T]) {
-    constexpr int64_t kAhead = 16 * kBlockBytes;  // prefetch distance
-    __m128 accs[G][T];
-    for (int g = 0; g < G; ++g)
-      for (int t = 0; t < T; ++t) accs[g][t] = _mm_setzero_ps();
-    for (int64_t b = 0; b < nsb; ++b) {
-      for (int g = 0; g < G; ++g) {
-        const uint8_t* row = r[g];
-        __m128 (&acc)[T] = accs[g];
+    SideRows<T, G, kBlockBytes>(r, nsb, [&](const uint8_t* row, int64_t b, __m128 (&acc)[T]) {
         const uint8_t* blk = row + b * kBlockBytes;
-        for (int64_t k = 0; k < kBlockBytes; k += 64) {
-          asm volatile("prefetcht0 %0" : : "m"(*(blk + kAhead + k)));
-        }
         const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
         const __m512i ms = Q4KMinsScales(heads);
         const __m512i mins = Q4KMins(ms);
@@ -4399,10 +4439,7 @@ struct Q45KRowLanes {
                                                 _mm512_extracti64x4_epi64(isum, 1)),
                                msum, dd, a.d, acc[t]);
         }
-      }
-    }
-    for (int g = 0; g < G; ++g)
-      for (int t = 0; t < T; ++t) out[g][t] = accs[g][t];
+    }, out);
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
@@ -4415,15 +4452,7 @@ struct Q45KRowLanes {
     // 33.2-36.1 -> 39.9-41.7 (the 16-row tiles in the same runs, as this
     // CPU's timing picks: 46.0-50.2).
     if (num_tokens < kPanelMinTokens) {
-      QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
-        constexpr int kN = decltype(n)::value;
-        const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
-                                     w + row[3] * wrb};
-        __m128 acc[4][kN];
-        DecodeRows<kN, 4>(r, wrb, cols / 256, act + t0 * arb, arb, acc);
-        for (int g = 0; g < nr; ++g)
-          for (int t = 0; t < kN; ++t) y[(t0 + t) * ldy + row[g]] = _mm_cvtss_f32(acc[g][t]);
-      });
+      QuarterRowsDecode<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
       return;
     }
     RowLanesGemm<Q45KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
