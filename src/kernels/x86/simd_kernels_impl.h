@@ -1309,20 +1309,26 @@ inline void DecodeTokenTiles(int64_t num_tokens, const Decode& decode) {
   if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
 }
 
-// Few-token decode of rows as they lie (rows back to back, wrb bytes
-// apart), 4 rows side by side: the range's rows in 4 quarters, row k of
-// each side by side, so each of the 4 streams reads its quarter from start
-// to end (as the read probe reads); the last 1-3 rows together, the last
-// one repeated in the spare slots. decode4(rows, nr, n, t): tokens [t, t +
-// n) of the 4 rows at w + rows[i] wrb, results for the first nr of them.
+// Few-token decode of the rows at w as they lie (wrb bytes apart), 4 rows
+// side by side: the range's rows in 4 quarters, row k of each side by
+// side, so each of the 4 streams reads its quarter from start to end (as
+// the read probe reads); the last 1-3 rows together, the last one repeated
+// in the spare slots. decode4(r, row, nr, n, t): tokens [t, t + n) of the
+// 4 rows at r[i] (row row[i]), results for the first nr of them.
 template <class Decode4>
-inline void QuarterRows(int64_t rows, int64_t num_tokens, const Decode4& decode4) {
+inline void QuarterRows(const uint8_t* w, int64_t wrb, int64_t rows, int64_t num_tokens,
+                        const Decode4& decode4) {
   const int64_t q = rows / 4;
+  const auto run = [&](const int64_t (&row)[4], int nr, auto n, int64_t t) {
+    const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                 w + row[3] * wrb};
+    decode4(r, row, nr, n, t);
+  };
   DecodeTokenTiles(num_tokens, [&](auto n, int64_t t) {
-    for (int64_t k = 0; k < q; ++k) decode4({k, q + k, 2 * q + k, 3 * q + k}, 4, n, t);
+    for (int64_t k = 0; k < q; ++k) run({k, q + k, 2 * q + k, 3 * q + k}, 4, n, t);
     if (rows > 4 * q) {
       const int64_t a = 4 * q, last = rows - 1;
-      decode4({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
+      run({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
     }
   });
 }
@@ -1373,10 +1379,10 @@ template <class K>
 inline void QuarterRowsDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                               int64_t arb, int64_t num_tokens, int64_t cols, float* y,
                               int64_t ldy) {
-  QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
+  QuarterRows(w, wrb, rows, num_tokens,
+              [&](const uint8_t* const (&r)[4], const int64_t (&row)[4], int nr, auto n,
+                  int64_t t0) {
     constexpr int kN = decltype(n)::value;
-    const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
-                                 w + row[3] * wrb};
     __m128 acc[4][kN];
     K::template DecodeRows<kN, 4>(r, wrb, cols / 256, act + t0 * arb, arb, acc);
     for (int g = 0; g < nr; ++g)
@@ -4615,7 +4621,7 @@ struct Q6KRowLanes {
   // Rows r < nr of the 16 at w (a short tile is padded to 16 rows, so
   // reading up to the next multiple of 4 is safe) against T tokens, 4 rows
   // side by side (DecodeRows4). RowLanesGemm's few-token path, which Gemm
-  // leaves to QuarterDecode.
+  // leaves to QuarterRowsDecode.
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
@@ -4639,7 +4645,7 @@ struct Q6KRowLanes {
   // (whose lanes were summed one row at a time, ~8 more instructions a row
   // and super-block), bench kernels q6_k decode on a Zen 5, 2 threads: see
   // docs/kernels.md. Each row's stream prefetched kAhead bytes ahead into
-  // L1 (past a row's end the next row's bytes, the ones QuarterDecode's
+  // L1 (past a row's end the next row's bytes, the ones QuarterRows'
   // stream takes next).
   template <int T>
   __attribute__((noinline)) static void DecodeRows4(const uint8_t* const (&r)[4], int64_t nsb,
@@ -4676,34 +4682,29 @@ struct Q6KRowLanes {
     }
   }
 
-  // Decode (fewer than kPanelMinTokens tokens): QuarterRows on
-  // DecodeRows4. Against 4
-  // adjacent rows side by side, tile after tile (RunDecode), whose streams
-  // restarted every 4 rows: AMD EPYC Zen 5, 2 threads, `tern bench kernels
-  // --type q6_k -p 4 --rows 65536`, 3 runs alternated, 39.1-41.1 ->
-  // 52.5-56.7 GB/s.
-  static void QuarterDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
-                            int64_t arb, int64_t num_tokens, int64_t nsb, float* y,
-                            int64_t ldy) {
-    QuarterRows(rows, num_tokens, [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
-      constexpr int kN = decltype(n)::value;
-      const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
-                                   w + row[3] * wrb};
-      __m128 acc[kN];
-      DecodeRows4<kN>(r, nsb, act + t0 * arb, arb, acc);
-      alignas(16) float out[4];
-      for (int t = 0; t < kN; ++t) {
-        _mm_store_ps(out, acc[t]);
-        for (int g = 0; g < nr; ++g) y[(t0 + t) * ldy + row[g]] = out[g];
-      }
-    });
+  // QuarterRowsDecode's view of DecodeRows4: row g's results in lane 0 of
+  // out[g]. Against 4 adjacent rows side by side, tile after tile
+  // (RunDecode), whose streams restarted every 4 rows: AMD EPYC Zen 5, 2
+  // threads, `tern bench kernels --type q6_k -p 4 --rows 65536`, 3 runs
+  // alternated, 39.1-41.1 -> 52.5-56.7 GB/s.
+  template <int T, int G>
+  static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/, int64_t nsb,
+                         const uint8_t* act, int64_t arb, __m128 (&out)[G][T]) {
+    static_assert(G == 4);
+    __m128 acc[T];
+    DecodeRows4<T>(r, nsb, act, arb, acc);
+    alignas(16) float v[4];
+    for (int t = 0; t < T; ++t) {
+      _mm_store_ps(v, acc[t]);
+      for (int g = 0; g < G; ++g) out[g][t] = _mm_set_ss(v[g]);
+    }
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
     if (num_tokens < kPanelMinTokens) {
-      QuarterDecode(w, wrb, rows, act, arb, num_tokens, cols / 256, y, ldy);
+      QuarterRowsDecode<Q6KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy);
       return;
     }
     RowLanesGemm<Q6KRowLanes>(w, wrb, rows, act, arb, num_tokens, cols, y, ldy, scratch);
