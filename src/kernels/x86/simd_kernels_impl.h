@@ -1406,7 +1406,7 @@ void RowLanesGemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* ac
                        ? scratch->Get<uint8_t>(ScratchBuf::kQ4Panel, nb * K::kPanelBlockBytes)
                        : nullptr;
   if constexpr (kPacked) CHECK_EQ(rows % kRows, 0);
-  int64_t first = 0;  // rows before it taken by the quarter streams
+  int64_t first = 0;  // the first row the tile loop below decodes
   // Decode where the kernel walks whole tiles side by side: the range's
   // tiles in kSideTiles quarters, tile k of each quarter side by side, so
   // each stream reads its quarter's bytes in order (as GroupedPackedGemm).
@@ -2672,7 +2672,7 @@ struct RowLanes8Packed16 {
   }
   template <int T, int NT>
   __attribute__((always_inline)) static inline void PackedTilesImpl(
-      const uint8_t* w0, int64_t tile_bytes, int64_t nb, const uint8_t* act, int64_t arb,
+      const uint8_t* w0, int64_t stride, int64_t nb, const uint8_t* act, int64_t arb,
       __m256 (*out)[2][T]) {
     __m256 accs[NT][2][T];
     for (int i = 0; i < NT; ++i)
@@ -2683,7 +2683,7 @@ struct RowLanes8Packed16 {
     for (int64_t b = 0; b < nb; ++b) {
 #pragma GCC unroll 4
       for (int i = 0; i < NT; ++i) {
-        const uint8_t* const w = w0 + i * tile_bytes;
+        const uint8_t* const w = w0 + i * stride;  // tile i's stream
         __m256 (&acc)[2][T] = accs[i];
         const uint8_t* p = w + b * kPackedBlockBytes;
         if constexpr (NT == 1) {
