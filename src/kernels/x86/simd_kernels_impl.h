@@ -2127,8 +2127,9 @@ struct RowLanes {
   // Before the quarters, in groups: one tile after another, the group's
   // one stream read short of the bandwidth that several prefetched streams
   // get (the F16 decode's 4 tiles); AMD EPYC Zen 5, 2 threads, `tern bench
-  // kernels --panel16 -p 4 --rows 65536` (out of L3), 3 runs alternated: Q8_0 43.6-48.3 -> 51.4-52.3 GB/s, Q4_0 39.8-43.4 ->
-  // 40.9-43.2; side by side without the prefetch: Q4_0 27-32. tinyllama
+  // kernels --panel16 -p 4 --rows 65536` (out of L3), 3 runs alternated:
+  // Q8_0 43.6-48.3 -> 51.4-52.3 GB/s, Q4_0 39.8-43.4 -> 40.9-43.2; side by
+  // side without the prefetch: Q4_0 27-32. tinyllama
   // Q4_0 tg128 (5 alternated pairs): 44.0-53.3 -> 57.6-59.3 tok/s; Q8_0
   // (5 pairs) paired fraction 0.93-1.02 -> 0.96-1.12.
   static constexpr int kSideTiles = 4;
