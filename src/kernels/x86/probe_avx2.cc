@@ -7,7 +7,8 @@ namespace tern::kernels {
 
 // The span read as the decodes read their weights: 4 streams side by side
 // (its quarters, as the F16, Q4_0 and Q8_0 decodes read a thread's range
-// of tiles), each prefetched 2 KiB ahead into L1. One plain stream read
+// of tiles), each prefetched as they prefetch (PrefetchStreamAhead: 2 KiB
+// ahead into L1, 4 KiB into L2). One plain stream read
 // well under what the decodes got: AMD EPYC Zen 5, 2 threads, `tern bench
 // kernels --type f16 --panel16 -p 4 --rows 32768`, 3 runs alternated, the
 // probe one stream 39.3-42.0 GB/s, 4 streams 41.1-60.9 (erratic), 4

@@ -29,12 +29,23 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
 // KiB about the same, every other line no gain); AVX2 Q4_K 50-58% ->
 // 92-101%, Q5_K 42-53% -> 87-101%, Q6_K 53-63% -> 94-120%. The hardware
 // prefetchers left these streams short of bandwidth; Q4_0's and Q8_0's
-// packed decodes gained nothing from the same.
-constexpr int64_t kStreamAhead = 2048;
+// packed decodes gained nothing from the same. And every line at p +
+// kStreamFar into L2 (prefetcht2): the read probe (which reads this way)
+// read more with it on an Intel Xeon (family 6 model 207, AVX-512, no
+// AMX; 2 threads, `tern bench -p 0 -n 1 --pairs 0`, 5 runs alternated,
+// best round 29.6/29.3/33.7/32.3/33.4 -> 30.3/32.1/34.7/33.9/34.3 GB/s),
+// so the yardstick is the stronger one; the decodes read the same with it
+// there (tinyllama tg128, 2 rounds alternated: Q4_0 48.6/52.0 ->
+// 50.8/51.4, Q8_0 28.8/28.2 -> 28.9/28.6, F16 14.8/14.8 -> 14.7/14.9
+// tok/s) and the Q4_K row decode a little more (see Q45KRowLanes).
+constexpr int64_t kStreamAhead = 2048, kStreamFar = 4096;
 template <int64_t kBytes>
 __attribute__((always_inline)) inline void PrefetchStreamAhead(const uint8_t* p) {
   for (int64_t i = 0; i < kBytes; i += 64) {
     asm volatile("prefetcht0 %0" : : "m"(*(p + kStreamAhead + i)));
+  }
+  for (int64_t i = 0; i < kBytes; i += 64) {
+    asm volatile("prefetcht2 %0" : : "m"(*(p + kStreamFar + i)));
   }
 }
 

@@ -1309,36 +1309,12 @@ inline void DecodeTokenTiles(int64_t num_tokens, const Decode& decode) {
   if (num_tokens - t == 1) decode(std::integral_constant<int, 1>(), t);
 }
 
-// Few-token decode of the rows at w as they lie (wrb bytes apart), 4 rows
-// side by side: the range's rows in 4 quarters, row k of each side by
-// side, so each of the 4 streams reads its quarter from start to end (as
-// the read probe reads); the last 1-3 rows together, the last one repeated
-// in the spare slots. decode4(r, row, nr, n, t): tokens [t, t + n) of the
-// 4 rows at r[i] (row row[i]), results for the first nr of them.
-template <class Decode4>
-inline void QuarterRows(const uint8_t* w, int64_t wrb, int64_t rows, int64_t num_tokens,
-                        const Decode4& decode4) {
-  const int64_t q = rows / 4;
-  const auto run = [&](const int64_t (&row)[4], int nr, auto n, int64_t t) {
-    const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
-                                 w + row[3] * wrb};
-    decode4(r, row, nr, n, t);
-  };
-  DecodeTokenTiles(num_tokens, [&](auto n, int64_t t) {
-    for (int64_t k = 0; k < q; ++k) run({k, q + k, 2 * q + k, 3 * q + k}, 4, n, t);
-    if (rows > 4 * q) {
-      const int64_t a = 4 * q, last = rows - 1;
-      run({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
-    }
-  });
-}
-
 // The K-quant row decodes' walk: T tokens against the G rows at r[0..G-1]
 // side by side, super-block b of each in turn, row g's accumulators
 // acc[g] (so each row the operations of that row alone: body(row, b, acc)
 // adds super-block b of the row at `row`), each row's stream prefetched 16
 // super-blocks ahead into L1 (past a row's end the next row's bytes: the
-// next row of a tile's walk, or of QuarterRows' stream).
+// next row of a tile's walk, or of QuarterRowsDecode's stream).
 template <int T, int G, int64_t kBlockBytes, class Body>
 __attribute__((always_inline)) inline void SideRows(const uint8_t* const (&r)[G], int64_t nsb,
                                                     const Body& body, __m128 (&out)[G][T]) {
@@ -1372,21 +1348,34 @@ inline void DecodeTileRows(const uint8_t* w, int64_t wrb, int64_t nb, const uint
   }
 }
 
-// Decode (fewer than K::kPanelMinTokens tokens) of the rows as they lie:
-// QuarterRows on K::DecodeRows<T, 4>, 4 long streams where the tile after
-// tile, row after row walk (RowLanesGemm) read one.
+// Decode (fewer than K::kPanelMinTokens tokens) of the rows at w as they
+// lie (wrb bytes apart), 4 rows side by side (K::DecodeRows<T, 4>): the
+// range's rows in 4 quarters, row k of each side by side, so each of the 4
+// streams reads its quarter from start to end (as the read probe reads),
+// where the tile after tile, row after row walk (RowLanesGemm) read one;
+// the last 1-3 rows together, the last one repeated in the spare slots.
+// Tokens 3 at a time, then the last 2 or 1 (DecodeTokenTiles).
 template <class K>
 inline void QuarterRowsDecode(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                               int64_t arb, int64_t num_tokens, int64_t cols, float* y,
                               int64_t ldy) {
-  QuarterRows(w, wrb, rows, num_tokens,
-              [&](const uint8_t* const (&r)[4], const int64_t (&row)[4], int nr, auto n,
-                  int64_t t0) {
+  const int64_t q = rows / 4;
+  // Tokens [t0, t0 + n) of the rows row[0..3], results for the first nr.
+  const auto run = [&](const int64_t (&row)[4], int nr, auto n, int64_t t0) {
     constexpr int kN = decltype(n)::value;
+    const uint8_t* const r[4] = {w + row[0] * wrb, w + row[1] * wrb, w + row[2] * wrb,
+                                 w + row[3] * wrb};
     __m128 acc[4][kN];
     K::template DecodeRows<kN, 4>(r, wrb, cols / 256, act + t0 * arb, arb, acc);
     for (int g = 0; g < nr; ++g)
       for (int t = 0; t < kN; ++t) y[(t0 + t) * ldy + row[g]] = _mm_cvtss_f32(acc[g][t]);
+  };
+  DecodeTokenTiles(num_tokens, [&](auto n, int64_t t) {
+    for (int64_t k = 0; k < q; ++k) run({k, q + k, 2 * q + k, 3 * q + k}, 4, n, t);
+    if (rows > 4 * q) {
+      const int64_t a = 4 * q, last = rows - 1;
+      run({a, std::min(a + 1, last), std::min(a + 2, last), last}, (int)(rows - a), n, t);
+    }
   });
 }
 
@@ -4409,50 +4398,118 @@ struct Q45KRowLanes {
     Lanes::Store<T>(acc, nr, y, ldy);
   }
 
-  // Rows r < nr of the 16 at w, one at a time, against T tokens.
+  // Rows r < nr of the 16 at w (a short tile is padded to 16 rows, so
+  // reading up to the next multiple of 4 is safe) against T tokens, 4 rows
+  // side by side (DecodeRows4), as Q6KRowLanes::RunDecode.
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    DecodeTileRows<Q45KRowLanes, T>(w, wrb, nb, act, arb, nr, y, ldy);
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+      const uint8_t* const r[4] = {w + r0 * wrb, w + (r0 + 1) * wrb, w + (r0 + 2) * wrb,
+                                   w + (r0 + 3) * wrb};
+      __m128 acc[T];
+      DecodeRows4<T>(r, nb / 8, act, arb, acc);
+      alignas(16) float out[4];
+      for (int t = 0; t < T; ++t) {
+        _mm_store_ps(out, acc[t]);
+        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[t * ldy + r0 + g] = out[g];
+      }
+    }
   }
 
-  // T tokens against the G rows at r[0..G-1] (SideRows).
-  template <int T, int G>
-  __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t wrb,
-                                                   int64_t nsb, const uint8_t* act, int64_t arb,
-                                                   __m128 (&out)[G][T]) {
-    SideRows<T, G, kBlockBytes>(r, nsb, [&](const uint8_t* row, int64_t b, __m128 (&acc)[T]) {
-        const uint8_t* blk = row + b * kBlockBytes;
-        const __m512i heads = Q4KHeads<1>(row, wrb, b * kBlockBytes);
-        const __m512i ms = Q4KMinsScales(heads);
-        const __m512i mins = Q4KMins(ms);
-        // [d_w, dmin_w, ...]
-        const __m128 dd = _mm_cvtph_ps(_mm512_castsi512_si128(heads));
-        const __m512i q0 = _mm512_loadu_si512((const void*)(blk + kQsOffset));
-        const __m512i q1 = _mm512_loadu_si512((const void*)(blk + kQsOffset + 64));
+  // T tokens against the 4 rows at r[0..3] (any rows), side by side, lane g
+  // of acc[t] row g's result. Per super-block, what the rows share once for
+  // all 4 (row g in 128-bit lane g): the heads' 6-bit fields unpacked
+  // (Q4KMinsScales), the mins times the token's sub-block sums
+  // (Q4KMinSums), d and dmin; per row its quants and scaled sum
+  // (Q4KScaledSum, the activations loaded once for the 4 rows); then the 4
+  // rows' integer sums S and M added across lanes in one transpose each
+  // (LaneSums4, MinLaneSums) and lane g of acc takes row g's float
+  // operations, those of the panel's AddSuperBlock: fma(S, d_w d_a), then
+  // fnmadd(M, dmin_w d_a), so the bits are the panel's. Each row's stream
+  // prefetched ahead (PrefetchStreamAhead; past a row's end the next row's
+  // bytes, the ones QuarterRowsDecode's stream takes next). Against each
+  // row alone (its heads, sums and float step one row at a time, SideRows
+  // with t0 16 super-blocks ahead), on an Intel Xeon (family 6 model 207,
+  // AVX-512 VNNI, no AMX), 2 threads, tinyllama all-Q4_K tg128 (file rows,
+  // as this CPU's timing picks), 3 rounds alternated: 46.2/47.9/48.2 ->
+  // 47.5/48.9/51.0 tok/s with the same prefetch, 48.3/48.9/49.9 with
+  // PrefetchStreamAhead's (paired with the read probe 87/87/89% ->
+  // 87-89%); 1 thread 15.1 -> 14.9 GB/s (no faster alone: memory-bound
+  // there).
+  template <int T>
+  __attribute__((noinline)) static void DecodeRows4(const uint8_t* const (&r)[4], int64_t nsb,
+                                                    const uint8_t* act, int64_t arb,
+                                                    __m128 (&acc)[T]) {
+    constexpr int G = 4;
+    // Words 0-3: the 4 rows' d; 4-7: their dmin (each 128-bit lane opens
+    // with d | dmin << 16).
+    const __m512i dd_index = _mm512_castsi128_si512(_mm_setr_epi16(0, 8, 16, 24, 1, 9, 17, 25));
+    for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; ++b) {
+      const int64_t off = b * kBlockBytes;
+      for (int g = 0; g < G; ++g) PrefetchStreamAhead<kBlockBytes>(r[g] + off);
+      const auto head = [&](int g) { return _mm_loadu_si128((const __m128i*)(r[g] + off)); };
+      __m512i heads = _mm512_castsi128_si512(head(0));
+      heads = _mm512_inserti32x4(heads, head(1), 1);
+      heads = _mm512_inserti32x4(heads, head(2), 2);
+      heads = _mm512_inserti32x4(heads, head(3), 3);
+      const __m512i ms = Q4KMinsScales(heads);
+      const __m512i mins = Q4KMins(ms);
+      const __m256 dd = _mm256_cvtph_ps(
+          _mm512_castsi512_si128(_mm512_permutexvar_epi16(dd_index, heads)));
+      const __m128 dw = _mm256_castps256_ps128(dd), dmin = _mm256_extractf128_ps(dd, 1);
+      const auto image = [&](int t) { return (const ActBlockQ8KImage*)(act + t * arb) + b; };
+      __m512i q[T][4];
+      for (int t = 0; t < T; ++t) Q4KActivations(*image(t), q[t]);
+      __m512i v[T][G];
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* blk = r[g] + off;
         __m512i u0, u1, u2, u3;
-        SplitNibbles(q0, &u0, &u1);
-        SplitNibbles(q1, &u2, &u3);
+        SplitNibbles(_mm512_loadu_si512((const void*)(blk + kQsOffset)), &u0, &u1);
+        SplitNibbles(_mm512_loadu_si512((const void*)(blk + kQsOffset + 64)), &u2, &u3);
         if constexpr (kFifthBits) Q5KFifthBits(((const BlockQ5_K*)blk)->qh, &u0, &u1, &u2, &u3);
         __m512i sc0, sc1;
-        Q4KRowScales(ms, 0, &sc0, &sc1);
-        for (int t = 0; t < T; ++t) {
-          const ActBlockQ8KImage& a = ((const ActBlockQ8KImage*)(act + t * arb))[b];
-          __m512i q[4];
-          Q4KActivations(a, q);
-          const __m512i isum = Q4KScaledSum(u0, u1, u2, u3, q, sc0, sc1);
-          const __m128i msum = _mm512_castsi512_si128(Q4KMinSums(mins, a));
-          acc[t] = FmaSumsMins(_mm256_add_epi32(_mm512_castsi512_si256(isum),
-                                                _mm512_extracti64x4_epi64(isum, 1)),
-                               msum, dd, a.d, acc[t]);
-        }
-    }, out);
+        Q4KRowScales(ms, g, &sc0, &sc1);
+        for (int t = 0; t < T; ++t) v[t][g] = Q4KScaledSum(u0, u1, u2, u3, q[t], sc0, sc1);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m128 da = _mm_set1_ps(image(t)->d);
+        const __m128 s = _mm_cvtepi32_ps(LaneSums4(v[t]));
+        const __m128 m = _mm_cvtepi32_ps(MinLaneSums(Q4KMinSums(mins, *image(t))));
+        acc[t] = _mm_fmadd_ps(s, _mm_mul_ps(dw, da), acc[t]);
+        acc[t] = _mm_fnmadd_ps(m, _mm_mul_ps(dmin, da), acc[t]);
+      }
+    }
+  }
+
+  // The sum of each 128-bit lane's 4 int32, lane g's in element g.
+  static inline __m128i MinLaneSums(__m512i m) {
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
+    return _mm512_castsi512_si128(
+        _mm512_permutexvar_epi32(_mm512_castsi128_si512(_mm_setr_epi32(0, 4, 8, 12)), m));
+  }
+
+  // QuarterRowsDecode's view of DecodeRows4: row g's results in lane 0 of
+  // out[g].
+  template <int T, int G>
+  static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/, int64_t nsb,
+                         const uint8_t* act, int64_t arb, __m128 (&out)[G][T]) {
+    static_assert(G == 4);
+    __m128 acc[T];
+    DecodeRows4<T>(r, nsb, act, arb, acc);
+    alignas(16) float v[4];
+    for (int t = 0; t < T; ++t) {
+      _mm_store_ps(v, acc[t]);
+      for (int g = 0; g < G; ++g) out[g][t] = _mm_set_ss(v[g]);
+    }
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
                    int64_t arb, int64_t num_tokens, int64_t cols, float* y, int64_t ldy,
                    WorkerScratch* scratch) {
-    // Decode: QuarterRows on DecodeRows (4 long streams) rather than
+    // Decode: QuarterRowsDecode on DecodeRows (4 long streams) rather than
     // RowLanesGemm's tile after tile, row after row (one stream): AMD EPYC
     // Zen 5, 2 threads, `tern bench kernels --type q4_k,q5_k -p 4 --rows
     // 65536`, 3 runs alternated, Q4_K 33.0-35.2 -> 38.2-40.1 GB/s, Q5_K
@@ -4646,7 +4703,7 @@ struct Q6KRowLanes {
   // (whose lanes were summed one row at a time, ~8 more instructions a row
   // and super-block), bench kernels q6_k decode on a Zen 5, 2 threads: see
   // docs/kernels.md. Each row's stream prefetched kAhead bytes ahead into
-  // L1 (past a row's end the next row's bytes, the ones QuarterRows'
+  // L1 (past a row's end the next row's bytes, the ones QuarterRowsDecode's
   // stream takes next).
   template <int T>
   __attribute__((noinline)) static void DecodeRows4(const uint8_t* const (&r)[4], int64_t nsb,
