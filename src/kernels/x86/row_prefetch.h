@@ -34,10 +34,13 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
 // read more with it on an Intel Xeon (family 6 model 207, AVX-512, no
 // AMX; 2 threads, `tern bench -p 0 -n 1 --pairs 0`, 5 runs alternated,
 // best round 29.6/29.3/33.7/32.3/33.4 -> 30.3/32.1/34.7/33.9/34.3 GB/s),
-// so the yardstick is the stronger one; the decodes read the same with it
-// there (tinyllama tg128, 2 rounds alternated: Q4_0 48.6/52.0 ->
-// 50.8/51.4, Q8_0 28.8/28.2 -> 28.9/28.6, F16 14.8/14.8 -> 14.7/14.9
-// tok/s) and the Q4_K row decode a little more (see Q45KRowLanes).
+// so the yardstick is the stronger one; the AVX-512 Q4_0/Q8_0 packed
+// decodes (which prefetch 32 KiB ahead into L2 besides) read the same with
+// it there (tinyllama tg128, 2 rounds alternated: Q4_0 48.6/52.0 ->
+// 50.8/51.4, Q8_0 28.8/28.2 -> 28.9/28.6 tok/s), the AVX2 ones more (Q4_0
+// 43.9/43.9 -> 49.8/46.3, Q8_0 26.1/26.4 -> 27.8/29.2, Q4_K_M 37.1/36.7 ->
+// 44.5/44.4 with the row decodes below), and the F16 decode (FloatLanes16,
+// its own prefetch loop) 8-10% more.
 constexpr int64_t kStreamAhead = 2048, kStreamFar = 4096;
 template <int64_t kBytes>
 __attribute__((always_inline)) inline void PrefetchStreamAhead(const uint8_t* p) {
