@@ -157,6 +157,16 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   EXPECT_EQ(rows[2].test, "pp128+tg32");  // llama-bench only: no ratio
   EXPECT_EQ(rows[2].tern_stats.count, 0);
   EXPECT_DOUBLE_EQ(rows[2].ratio, 0);
+  // Per round: rounds 1 and 2 of both (tern's round 3 has no llama.cpp
+  // round to pair with): 200/160, 180/150 and 60/50, 70/40.
+  ASSERT_EQ(rows[0].round_ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[0].round_ratios[0], 200.0 / 160.0);
+  EXPECT_DOUBLE_EQ(rows[0].round_ratios[1], 180.0 / 150.0);
+  EXPECT_DOUBLE_EQ(rows[0].round_ratio_stats.median, (200.0 / 160.0 + 180.0 / 150.0) / 2);
+  ASSERT_EQ(rows[1].round_ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[1].round_ratio_stats.min, 60.0 / 50.0);
+  EXPECT_DOUBLE_EQ(rows[1].round_ratio_stats.max, 70.0 / 40.0);
+  EXPECT_TRUE(rows[2].round_ratios.empty());
 
   CompareContext c;
   c.model = "/tmp/m.gguf";
@@ -176,13 +186,15 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
                        "llama.cpp build 3f545becc"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| pp128 | 200.00 (180.00-220.00) | 155.00 (150.00-160.00) | 1.29x | 50% |"),
+  EXPECT_NE(table.find("| pp128 | 200.00 (180.00-220.00) | 155.00 (150.00-160.00) | 1.29x | "
+                       "1.23x (1.20-1.25) | 50% |"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| tg32 | 62.00 (60.00-70.00) | 45.00 (40.00-50.00) | 1.38x | 90% (paired 95%) |"),
+  EXPECT_NE(table.find("| tg32 | 62.00 (60.00-70.00) | 45.00 (40.00-50.00) | 1.38x | "
+                       "1.48x (1.20-1.75) | 90% (paired 95%) |"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| pp128+tg32 | - | 44.50 (44.00-45.00) | - | - |"), std::string::npos)
+  EXPECT_NE(table.find("| pp128+tg32 | - | 44.50 (44.00-45.00) | - | - | - |"), std::string::npos)
       << table;
   const std::vector<json> js = CompareJson(rows, c);
   ASSERT_EQ(js.size(), 3u);
@@ -192,6 +204,9 @@ TEST(BenchCompareTest, MediansRangesAndRatioPerTest) {
   EXPECT_EQ(js[0]["tern"]["rounds"].size(), 3u);
   EXPECT_EQ(js[0]["cpu"], "AMD EPYC");
   EXPECT_TRUE(js[2]["ratio"].is_null());
+  EXPECT_EQ(js[1]["round_ratios"].size(), 2u);
+  EXPECT_DOUBLE_EQ(js[1]["round_ratio_median"].get<double>(), (60.0 / 50.0 + 70.0 / 40.0) / 2);
+  EXPECT_TRUE(js[2]["round_ratio_median"].is_null());
   EXPECT_EQ(js[0]["quiet"], true);
   EXPECT_DOUBLE_EQ(js[0]["other_cpus_max"].get<double>(), 0.2);
 }
@@ -341,6 +356,12 @@ TEST_F(CompareLlamaCliTest, AlternatesAndPrintsRatiosAgainstAStandIn) {
     const double tern = j["tern"]["median"].get<double>(), llama = j["llama"]["median"].get<double>();
     EXPECT_GT(tern, 0);
     EXPECT_NEAR(j["ratio"].get<double>(), tern / llama, 1e-9 * tern / llama);
+    // Both rounds paired: round i of tern over round i of llama-bench.
+    ASSERT_EQ(j["round_ratios"].size(), 2u) << j.dump();
+    for (int i = 0; i < 2; ++i) {
+      const double ri = j["tern"]["rounds"][i].get<double>() / j["llama"]["rounds"][i].get<double>();
+      EXPECT_NEAR(j["round_ratios"][i].get<double>(), ri, 1e-9 * ri);
+    }
     EXPECT_GT(j["tern_roofline_fraction"].get<double>(), 0);
     // tern bench's default --pairs: tg has a paired fraction, pp none.
     EXPECT_EQ(j.contains("tern_paired_fraction"), j["test"] == "tg4") << j.dump();
@@ -351,7 +372,7 @@ TEST_F(CompareLlamaCliTest, AlternatesAndPrintsRatiosAgainstAStandIn) {
   r = RunTern("bench -m " + ShellQuote(model_) + " -p 8 -n 4 -t 1 -r 1 --rounds 1 "
               "--compare-llama " + ShellQuote(bin));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | tern roofline |"),
+  EXPECT_NE(r.out.find("| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | per round | tern roofline |"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| pp8 | "), std::string::npos) << r.out;

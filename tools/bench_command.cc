@@ -722,7 +722,9 @@ int RunBench(int argc, char** argv) {
               "tern, ...; one at a time) on the same -m file with the same -p, -n, -d, -t, -r "
               "and KV cache type (llama-bench -ctk/-ctv, with -fa 1 when quantized) for "
               "--rounds rounds; prints per test the medians and ranges over the rounds and "
-              "the ratio tern / llama.cpp (--json: one object per test)");
+              "the ratio tern / llama.cpp, and the median (range) of the per-round ratios (tern's "
+              "round i over llama.cpp's round i, run back to back: on a host whose memory "
+              "bandwidth drifts, the steadier figure) (--json: one object per test)");
   p.AddInt("--rounds", "N", &o.rounds,
            "rounds of the alternation with --compare-llama (default 3)");
   if (int rc = ParseOrExit(p, argc, argv, "bench"); rc >= 0) return rc;

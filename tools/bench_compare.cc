@@ -286,17 +286,28 @@ std::vector<CompareRow> CompareSamples(const std::vector<std::vector<BenchSample
     rows.back().test = test;
     return rows.back();
   };
-  for (const auto& round : tern_rounds) {
-    for (const BenchSample& s : round) {
+  // Per test, each engine's tokens/s by round index (for the pairs).
+  std::map<std::string, std::map<size_t, double>> tern_at, llama_at;
+  for (size_t i = 0; i < tern_rounds.size(); ++i) {
+    for (const BenchSample& s : tern_rounds[i]) {
       row(s.test).tern.push_back(s.tokens_per_second);
+      tern_at[s.test][i] = s.tokens_per_second;
       if (s.roofline_fraction > 0) row(s.test).tern_roofline.push_back(s.roofline_fraction);
       if (s.paired_fraction > 0) row(s.test).tern_paired.push_back(s.paired_fraction);
     }
   }
-  for (const auto& round : llama_rounds) {
-    for (const BenchSample& s : round) row(s.test).llama.push_back(s.tokens_per_second);
+  for (size_t i = 0; i < llama_rounds.size(); ++i) {
+    for (const BenchSample& s : llama_rounds[i]) {
+      row(s.test).llama.push_back(s.tokens_per_second);
+      llama_at[s.test][i] = s.tokens_per_second;
+    }
   }
   for (CompareRow& r : rows) {
+    for (const auto& [i, t] : tern_at[r.test]) {
+      const auto l = llama_at[r.test].find(i);
+      if (l != llama_at[r.test].end() && l->second > 0) r.round_ratios.push_back(t / l->second);
+    }
+    r.round_ratio_stats = SummarizeSamples(r.round_ratios);
     r.tern_stats = SummarizeSamples(r.tern);
     r.llama_stats = SummarizeSamples(r.llama);
     r.tern_roofline_median = SummarizeSamples(r.tern_roofline).median;
@@ -360,11 +371,17 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
                 c.llama_build.empty() ? "(build unknown)" : ("build " + c.llama_build).c_str(),
                 c.rounds, c.reps, c.reps == 1 ? "" : "s");
   s += buf;
-  s += "| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | tern roofline |\n"
-       "|---|---|---|---|---|\n";
+  s += "| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | per round | tern roofline |\n"
+       "|---|---|---|---|---|---|\n";
   for (const CompareRow& r : rows) {
-    char ratio[32] = "-", roof[64] = "-";
+    char ratio[32] = "-", per_round[64] = "-", roof[64] = "-";
     if (r.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.ratio);
+    const SampleStats& pr = r.round_ratio_stats;
+    if (pr.count == 1) {
+      std::snprintf(per_round, sizeof per_round, "%.2fx", pr.median);
+    } else if (pr.count > 1) {
+      std::snprintf(per_round, sizeof per_round, "%.2fx (%.2f-%.2f)", pr.median, pr.min, pr.max);
+    }
     if (r.tern_roofline_median > 0 && r.tern_paired_median > 0) {
       std::snprintf(roof, sizeof roof, "%.0f%% (paired %.0f%%)", 100 * r.tern_roofline_median,
                     100 * r.tern_paired_median);
@@ -372,12 +389,14 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
       std::snprintf(roof, sizeof roof, "%.0f%%", 100 * r.tern_roofline_median);
     }
     s += "| " + r.test + " | " + FormatStats(r.tern_stats) + " | " + FormatStats(r.llama_stats) +
-         " | " + ratio + " | " + roof + " |\n";
+         " | " + ratio + " | " + per_round + " | " + roof + " |\n";
   }
-  s += "\n(tern roofline: the median over the rounds of tern bench's roofline fraction, pp of "
-       "the FMA peak, tg of the read bandwidth, each against its probe's best round; paired: "
-       "tg's fraction of the bandwidth read in the same seconds, decode steps alternated with "
-       "probe rounds, see tern bench --help)\n";
+  s += "\n(per round: the median (min-max) of tern's round over llama.cpp's round, each pair "
+       "run back to back, which a host whose memory bandwidth drifts over minutes moves less "
+       "than the ratio of the medians; tern roofline: the median over the rounds of tern "
+       "bench's roofline fraction, pp of the FMA peak, tg of the read bandwidth, each against "
+       "its probe's best round; paired: tg's fraction of the bandwidth read in the same "
+       "seconds, decode steps alternated with probe rounds, see tern bench --help)\n";
   s += "\n" + QuietNote(c.other_cpus, c.cpus) + "\n";
   s += "model: " + c.model + "\n";
   s += "tern: " + c.tern_command + "\n";
@@ -421,6 +440,14 @@ std::vector<json> CompareJson(const std::vector<CompareRow>& rows, const Compare
       j["ratio"] = r.ratio;
     } else {
       j["ratio"] = nullptr;
+    }
+    j["round_ratios"] = r.round_ratios;
+    if (r.round_ratio_stats.count > 0) {
+      j["round_ratio_median"] = r.round_ratio_stats.median;
+      j["round_ratio_min"] = r.round_ratio_stats.min;
+      j["round_ratio_max"] = r.round_ratio_stats.max;
+    } else {
+      j["round_ratio_median"] = nullptr;
     }
     out.push_back(std::move(j));
   }

@@ -62,6 +62,12 @@ struct CompareRow {
   double tern_roofline_median = 0;
   double tern_paired_median = 0;
   double ratio = 0;  // tern median / llama.cpp median; 0 when either is missing
+  // tern's round i over llama.cpp's round i, for the rounds both ran the
+  // test (each pair ran back to back, so a host whose memory bandwidth
+  // drifts over minutes moves both sides of a pair alike), in round order;
+  // their median, min and max.
+  std::vector<double> round_ratios;
+  SampleStats round_ratio_stats;
 };
 
 // Rows per test, in the order tests first appear (tern's first), from every
