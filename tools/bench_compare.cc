@@ -321,13 +321,14 @@ std::vector<CompareRow> CompareSamples(const std::vector<std::vector<BenchSample
 
 namespace {
 
-std::string FormatStats(const SampleStats& s) {
+// "median (min-max)", the median followed by unit; "-" for no samples.
+std::string FormatStats(const SampleStats& s, const char* unit = "") {
   if (s.count == 0) return "-";
   char buf[96];
   if (s.count == 1) {
-    std::snprintf(buf, sizeof buf, "%.2f", s.median);
+    std::snprintf(buf, sizeof buf, "%.2f%s", s.median, unit);
   } else {
-    std::snprintf(buf, sizeof buf, "%.2f (%.2f-%.2f)", s.median, s.min, s.max);
+    std::snprintf(buf, sizeof buf, "%.2f%s (%.2f-%.2f)", s.median, unit, s.min, s.max);
   }
   return buf;
 }
@@ -374,14 +375,8 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
   s += "| test | tern tok/s | llama.cpp tok/s | tern / llama.cpp | per round | tern roofline |\n"
        "|---|---|---|---|---|---|\n";
   for (const CompareRow& r : rows) {
-    char ratio[32] = "-", per_round[64] = "-", roof[64] = "-";
+    char ratio[32] = "-", roof[64] = "-";
     if (r.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.ratio);
-    const SampleStats& pr = r.round_ratio_stats;
-    if (pr.count == 1) {
-      std::snprintf(per_round, sizeof per_round, "%.2fx", pr.median);
-    } else if (pr.count > 1) {
-      std::snprintf(per_round, sizeof per_round, "%.2fx (%.2f-%.2f)", pr.median, pr.min, pr.max);
-    }
     if (r.tern_roofline_median > 0 && r.tern_paired_median > 0) {
       std::snprintf(roof, sizeof roof, "%.0f%% (paired %.0f%%)", 100 * r.tern_roofline_median,
                     100 * r.tern_paired_median);
@@ -389,7 +384,7 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const Compar
       std::snprintf(roof, sizeof roof, "%.0f%%", 100 * r.tern_roofline_median);
     }
     s += "| " + r.test + " | " + FormatStats(r.tern_stats) + " | " + FormatStats(r.llama_stats) +
-         " | " + ratio + " | " + per_round + " | " + roof + " |\n";
+         " | " + ratio + " | " + FormatStats(r.round_ratio_stats, "x") + " | " + roof + " |\n";
   }
   s += "\n(per round: the median (min-max) of tern's round over llama.cpp's round, each pair "
        "run back to back, which a host whose memory bandwidth drifts over minutes moves less "
