@@ -42,14 +42,20 @@ inline const char* PrefetchAddress(const uint8_t* w, int64_t wrb, int r, int R, 
 // 44.5/44.4 with the row decodes below), and the F16 decode (FloatLanes16,
 // its own prefetch loop) 8-10% more.
 constexpr int64_t kStreamAhead = 2048, kStreamFar = 4096;
+// Every line of the kBytes at near into L1 (prefetcht0), then of the kBytes
+// at far into L2 (prefetcht2).
+template <int64_t kBytes>
+__attribute__((always_inline)) inline void PrefetchNearFar(const uint8_t* near, const uint8_t* far) {
+  for (int64_t i = 0; i < kBytes; i += 64) {
+    asm volatile("prefetcht0 %0" : : "m"(*(near + i)));
+  }
+  for (int64_t i = 0; i < kBytes; i += 64) {
+    asm volatile("prefetcht2 %0" : : "m"(*(far + i)));
+  }
+}
 template <int64_t kBytes>
 __attribute__((always_inline)) inline void PrefetchStreamAhead(const uint8_t* p) {
-  for (int64_t i = 0; i < kBytes; i += 64) {
-    asm volatile("prefetcht0 %0" : : "m"(*(p + kStreamAhead + i)));
-  }
-  for (int64_t i = 0; i < kBytes; i += 64) {
-    asm volatile("prefetcht2 %0" : : "m"(*(p + kStreamFar + i)));
-  }
+  PrefetchNearFar<kBytes>(p + kStreamAhead, p + kStreamFar);
 }
 
 // A tile of kRows rows walked block by block (the panel unpacks): while it

@@ -3135,11 +3135,101 @@ struct Q45KRowLanes8 {
     Lanes::Store<T>(acc, nr, y, ldy);
   }
 
-  // Rows r < nr of the 8 at w, one at a time, against T tokens.
+  // Rows r < nr of the 8 at w against T tokens: one token 4 rows side by
+  // side (DecodeRows4; a short tile is padded to 8 rows, so reading 4 is
+  // safe), more one row at a time (DecodeRows).
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    DecodeTileRows<Q45KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+    if constexpr (T == 1) {
+      for (int r0 = 0; r0 < nr; r0 += 4) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, DecodeRows4(w + r0 * wrb, wrb, nb / 8, (const ActBlockQ8K*)act));
+        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[r0 + g] = out[g];
+      }
+    } else {
+      DecodeTileRows<Q45KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+    }
+  }
+
+  // One token (its nsb super-blocks at a) against the 4 rows at w (row g at
+  // w + g wrb), lane g of the result row g's. Per super-block each row's
+  // integer sums as DecodeRows takes them (S in 8 int32 lanes, M from the
+  // mins against the token's sub-block sums), then the 4 rows' S and M
+  // gathered into one register each (hadd: exact integer adds, in another
+  // order) and lane g takes row g's float operations, fma(S, d_w d_a) then
+  // fnmadd(M, dmin_w d_a): those of DecodeRows and of the panel, so the bits
+  // are theirs. Against one row at a time, the float step, d and dmin once
+  // for 4 rows instead of once a row. The rows' streams prefetched a group
+  // (4 rows) ahead into L1 and two groups ahead into L2: the group after
+  // this one is the next 4 rows of the tile walk.
+  __attribute__((noinline)) static __m128 DecodeRows4(const uint8_t* w, int64_t wrb, int64_t nsb,
+                                                      const ActBlockQ8K* a) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    // [d0 dmin0 d1 dmin1 ..] (the rows' first words) to [d0 d1 d2 d3 dmin0 ..].
+    const __m128i dd_order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; ++b) {
+      const int64_t off = b * kBlockBytes;
+      const ActBlockQ8K& ab = a[b];
+      __m256i isum[4];
+      __m128i sm[4];
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* blk = w + g * wrb + off;
+        PrefetchNearFar<kBlockBytes>(blk + 4 * wrb, blk + 8 * wrb);
+        sm[g] = KScalesMins(blk + 4);
+        const __m256i sc = _mm256_broadcastsi128_si256(sm[g]);
+        __m256i qh;
+        if constexpr (kFifthBits) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+        __m256i s = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
+          const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk + kQsOffset + 32 * c));
+          __m256i lo = _mm256_and_si256(raw, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          if constexpr (kFifthBits) {
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            const auto to4 = [&](int bit) {
+              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit)
+                                               : _mm256_srli_epi16(qh, bit - 4),
+                                      bit4);
+            };
+            lo = _mm256_or_si256(lo, to4(2 * c));
+            hi = _mm256_or_si256(hi, to4(2 * c + 1));
+          }
+          const __m256i* q = (const __m256i*)(ab.qs + 64 * c);
+          s = MaddAcc(s, _mm256_maddubs_epi16(lo, _mm256_loadu_si256(q)),
+                      _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c)));
+          s = MaddAcc(s, _mm256_maddubs_epi16(hi, _mm256_loadu_si256(q + 1)),
+                      _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c + 1)));
+        }
+        isum[g] = s;
+      }
+      // S: hadd(hadd(s0, s1), hadd(s2, s3)) holds row g's sums of lanes 0-3
+      // in element g of the low half and of lanes 4-7 in the high half.
+      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]),
+                                          _mm256_hadd_epi32(isum[2], isum[3]));
+      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+      // M: the mins (bytes 8-15 of sm) of rows g, g + 1 as int16 in the two
+      // halves, against the token's 8 sub-block sums: 4 int32 a row.
+      const __m256i sums = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)ab.sums32));
+      const __m256i m01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm[0], sm[1])), sums);
+      const __m256i m23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm[2], sm[3])), sums);
+      // Halves [r0, r2] and [r1, r3] pairwise, twice: element 0 and 1 of the
+      // low half rows 0, 2, of the high half rows 1, 3.
+      __m256i mh = _mm256_hadd_epi32(m01, m23);
+      mh = _mm256_hadd_epi32(mh, mh);
+      const __m128i m4s = _mm_unpacklo_epi32(_mm256_castsi256_si128(mh), _mm256_extracti128_si256(mh, 1));
+      const __m128i heads = _mm_setr_epi32((int)LoadU32(w + off), (int)LoadU32(w + wrb + off),
+                                           (int)LoadU32(w + 2 * wrb + off),
+                                           (int)LoadU32(w + 3 * wrb + off));
+      const __m256 dd = _mm256_cvtph_ps(_mm_shuffle_epi8(heads, dd_order));
+      const __m128 da = _mm_set1_ps(ab.d);
+      const __m128 dw = _mm256_castps256_ps128(dd), dmin = _mm256_extractf128_ps(dd, 1);
+      acc = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_mul_ps(dw, da), acc);
+      acc = _mm_fnmadd_ps(_mm_cvtepi32_ps(m4s), _mm_mul_ps(dmin, da), acc);
+    }
+    return acc;
   }
 
   // T tokens against the G rows at r[0..G-1] (SideRows).
