@@ -2926,10 +2926,11 @@ inline __m256i ScaleShuffle(int j) {
 // broadcast 4 at a time, their words added while they fit int16 (Q4_K all 8:
 // 8 x 2 x 15 x 128 = 30720; Q5_K 4 at a time: 4 x 2 x 31 x 128 = 31744), then
 // vpmaddwd by sc_j into int32; 4 vpmaddwd for M. Fewer tokens (decode) take
-// one row at a time (one stream, 16 blocks' prefetch ahead): per pair of
-// sub-blocks a vpmaddubsw each against the token's quants, vpmaddwd by the
-// scales, the lanes added up to S and M, and the same float operations on a
-// lane.
+// the rows as they lie: per pair of sub-blocks a vpmaddubsw each against
+// the token's quants, vpmaddwd by the scales, the lanes added up to S and
+// M, and the same float operations on a lane; one token 4 rows side by
+// side (DecodeRows4, the 4 rows' float step in one register), 2-3 tokens
+// one row at a time (DecodeRows).
 template <DType kType>
 struct Q45KRowLanes8 {
   static_assert(kType == DType::kQ4_K || kType == DType::kQ5_K);
@@ -3179,24 +3180,13 @@ struct Q45KRowLanes8 {
         PrefetchNearFar<kBlockBytes>(blk + 4 * wrb, blk + 8 * wrb);
         sm[g] = KScalesMins(blk + 4);
         const __m256i sc = _mm256_broadcastsi128_si256(sm[g]);
-        __m256i qh;
+        __m256i qh = _mm256_setzero_si256();
         if constexpr (kFifthBits) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
         __m256i s = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
           // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
-          const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk + kQsOffset + 32 * c));
-          __m256i lo = _mm256_and_si256(raw, m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-          if constexpr (kFifthBits) {
-            const __m256i bit4 = _mm256_set1_epi8(0x10);
-            const auto to4 = [&](int bit) {
-              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit)
-                                               : _mm256_srli_epi16(qh, bit - 4),
-                                      bit4);
-            };
-            lo = _mm256_or_si256(lo, to4(2 * c));
-            hi = _mm256_or_si256(hi, to4(2 * c + 1));
-          }
+          __m256i lo, hi;
+          RowQuants(blk, qh, c, m4, &lo, &hi);
           const __m256i* q = (const __m256i*)(ab.qs + 64 * c);
           s = MaddAcc(s, _mm256_maddubs_epi16(lo, _mm256_loadu_si256(q)),
                       _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c)));
@@ -3232,6 +3222,25 @@ struct Q45KRowLanes8 {
     return acc;
   }
 
+  // The one-row decodes' quants of sub-blocks 2c (lo: the low nibbles of
+  // the block's quant bytes 32c ..) and 2c + 1 (hi: the high nibbles);
+  // Q5_K with the fifth bits from qh (the block's 32 qh bytes).
+  static inline void RowQuants(const uint8_t* blk, __m256i qh, int c, __m256i m4, __m256i* lo,
+                               __m256i* hi) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk + kQsOffset + 32 * c));
+    *lo = _mm256_and_si256(raw, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFifthBits) {
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      const auto to4 = [&](int bit) {
+        return _mm256_and_si256(
+            bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4), bit4);
+      };
+      *lo = _mm256_or_si256(*lo, to4(2 * c));
+      *hi = _mm256_or_si256(*hi, to4(2 * c + 1));
+    }
+  }
+
   // T tokens against the G rows at r[0..G-1] (SideRows).
   template <int T, int G>
   __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/,
@@ -3244,25 +3253,14 @@ struct Q45KRowLanes8 {
         const __m256i sc = _mm256_broadcastsi128_si256(sm);
         const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
         const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)LoadU32(blk)));  // [d_w, dmin_w, ..]
-        __m256i qh;
+        __m256i qh = _mm256_setzero_si256();
         if constexpr (kFifthBits) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
         __m256i isum[T];
         for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
           // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles).
-          const __m256i raw = _mm256_loadu_si256((const __m256i*)(blk + kQsOffset + 32 * c));
-          __m256i lo = _mm256_and_si256(raw, m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-          if constexpr (kFifthBits) {
-            const __m256i bit4 = _mm256_set1_epi8(0x10);
-            const auto to4 = [&](int bit) {
-              return _mm256_and_si256(bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit)
-                                               : _mm256_srli_epi16(qh, bit - 4),
-                                      bit4);
-            };
-            lo = _mm256_or_si256(lo, to4(2 * c));
-            hi = _mm256_or_si256(hi, to4(2 * c + 1));
-          }
+          __m256i lo, hi;
+          RowQuants(blk, qh, c, m4, &lo, &hi);
           const __m256i s_lo = _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c));
           const __m256i s_hi = _mm256_shuffle_epi8(sc, ScaleShuffle(2 * c + 1));
           for (int t = 0; t < T; ++t) {
