@@ -45,7 +45,8 @@ constexpr int64_t kStreamAhead = 2048, kStreamFar = 4096;
 // Every line of the kBytes at near into L1 (prefetcht0), then of the kBytes
 // at far into L2 (prefetcht2).
 template <int64_t kBytes>
-__attribute__((always_inline)) inline void PrefetchNearFar(const uint8_t* near, const uint8_t* far) {
+__attribute__((always_inline)) inline void PrefetchNearFar(const uint8_t* near,
+                                                       const uint8_t* far) {
   for (int64_t i = 0; i < kBytes; i += 64) {
     asm volatile("prefetcht0 %0" : : "m"(*(near + i)));
   }

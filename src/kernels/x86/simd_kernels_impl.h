@@ -3199,17 +3199,22 @@ struct Q45KRowLanes8 {
       // in element g of the low half and of lanes 4-7 in the high half.
       const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]),
                                           _mm256_hadd_epi32(isum[2], isum[3]));
-      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+      const __m128i s4 =
+          _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
       // M: the mins (bytes 8-15 of sm) of rows g, g + 1 as int16 in the two
       // halves, against the token's 8 sub-block sums: 4 int32 a row.
-      const __m256i sums = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)ab.sums32));
-      const __m256i m01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm[0], sm[1])), sums);
-      const __m256i m23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm[2], sm[3])), sums);
+      const __m256i sums =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)ab.sums32));
+      const auto mins2 = [&](int g) {
+        return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm[g], sm[g + 1])), sums);
+      };
+      const __m256i m01 = mins2(0), m23 = mins2(2);
       // Halves [r0, r2] and [r1, r3] pairwise, twice: element 0 and 1 of the
       // low half rows 0, 2, of the high half rows 1, 3.
       __m256i mh = _mm256_hadd_epi32(m01, m23);
       mh = _mm256_hadd_epi32(mh, mh);
-      const __m128i m4s = _mm_unpacklo_epi32(_mm256_castsi256_si128(mh), _mm256_extracti128_si256(mh, 1));
+      const __m128i m4s =
+          _mm_unpacklo_epi32(_mm256_castsi256_si128(mh), _mm256_extracti128_si256(mh, 1));
       const __m128i heads = _mm_setr_epi32((int)LoadU32(w + off), (int)LoadU32(w + wrb + off),
                                            (int)LoadU32(w + 2 * wrb + off),
                                            (int)LoadU32(w + 3 * wrb + off));
