@@ -81,6 +81,16 @@ inline __m128 FmaLaneSum(__m256i v, __m128 dw, float da, __m128 acc) {
   return _mm_fmadd_ss(_mm_cvtepi32_ps(v4), _mm_mul_ss(dw, _mm_set_ss(da)), acc);
 }
 
+// Lane g of the result: the sum of v[g]'s 8 int32 lanes (exact, as
+// FmaLaneSum's: integer adds in another order). hadd(hadd(v0, v1),
+// hadd(v2, v3)) holds v[g]'s lanes 0-3 summed in element g of the low half
+// and its lanes 4-7 in the high half.
+inline __m128i LaneSums4(const __m256i (&v)[4]) {
+  const __m256i h =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 #ifdef TERN_AVX512_VNNI
 // Lane g of the result: the sum of v[g]'s 16 int32 lanes (exact, as the
 // one-row sums: integer adds in another order).
@@ -124,6 +134,11 @@ inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 inline uint32_t LoadU32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
   return v;
 }
 
@@ -3195,12 +3210,7 @@ struct Q45KRowLanes8 {
         }
         isum[g] = s;
       }
-      // S: hadd(hadd(s0, s1), hadd(s2, s3)) holds row g's sums of lanes 0-3
-      // in element g of the low half and of lanes 4-7 in the high half.
-      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]),
-                                          _mm256_hadd_epi32(isum[2], isum[3]));
-      const __m128i s4 =
-          _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+      const __m128i s4 = LaneSums4(isum);
       // M: the mins (bytes 8-15 of sm) of rows g, g + 1 as int16 in the two
       // halves, against the token's 8 sub-block sums: 4 int32 a row.
       const __m256i sums =
@@ -3667,11 +3677,51 @@ struct Q6KRowLanes8 {
     Lanes::Store<T>(acc, nr, y, ldy);
   }
 
-  // Rows r < nr of the 8 at w, one at a time, against T tokens.
+  // Rows r < nr of the 8 at w against T tokens: one token 4 rows side by
+  // side (DecodeRows4; a short tile is padded to 8 rows, so reading 4 is
+  // safe), more one row at a time (DecodeRows).
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    DecodeTileRows<Q6KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+    if constexpr (T == 1) {
+      for (int r0 = 0; r0 < nr; r0 += 4) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, DecodeRows4(w + r0 * wrb, wrb, nb / 8, (const ActBlockQ8K*)act));
+        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[r0 + g] = out[g];
+      }
+    } else {
+      DecodeTileRows<Q6KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
+    }
+  }
+
+  // One token (its nsb super-blocks at a) against the 4 rows at w (row g at
+  // w + g wrb), lane g of the result row g's: per super-block each row's
+  // integer sum as DecodeRows takes it (RowSums), the 4 gathered into one
+  // register (LaneSums4) and lane g takes row g's float step, fma(S,
+  // d_w d_a), DecodeRows's (FmaLaneSum), so the bits are its. The float
+  // step and d_w once for 4 rows instead of once a row; the streams
+  // prefetched a group (4 rows) ahead into L1 and two groups into L2, as
+  // Q45KRowLanes8::DecodeRows4.
+  __attribute__((noinline)) static __m128 DecodeRows4(const uint8_t* w, int64_t wrb, int64_t nsb,
+                                                      const ActBlockQ8K* a) {
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < nsb; ++b) {
+      const int64_t off = b * kBlockBytes;
+      const ActBlockQ8K* const ab[1] = {a + b};
+      __m256i v[4];
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* blk = w + g * wrb + off;
+        PrefetchNearFar<kBlockBytes>(blk + 4 * wrb, blk + 8 * wrb);
+        __m256i vg[1];
+        RowSums<1>(blk, ab, vg);
+        v[g] = vg[0];
+      }
+      const auto dh = [&](int g) { return (short)LoadU16(w + g * wrb + off + kDOffset); };
+      const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(dh(0), dh(1), dh(2), dh(3), 0, 0, 0, 0));
+      acc = _mm_fmadd_ps(_mm_cvtepi32_ps(LaneSums4(v)), _mm_mul_ps(dw, _mm_set1_ps(ab[0]->d)),
+                         acc);
+    }
+    return acc;
   }
 
   // T tokens against the G rows at r[0..G-1] (SideRows).
@@ -3679,63 +3729,70 @@ struct Q6KRowLanes8 {
   __attribute__((noinline)) static void DecodeRows(const uint8_t* const (&r)[G], int64_t /*wrb*/,
                                                    int64_t nsb, const uint8_t* act, int64_t arb,
                                                    __m128 (&out)[G][T]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
     SideRows<T, G, kBlockBytes>(r, nsb, [&](const uint8_t* row, int64_t b, __m128 (&acc)[T]) {
         const uint8_t* blk = row + b * kBlockBytes;
         const ActBlockQ8K* a[T];
         for (int t = 0; t < T; ++t) a[t] = (const ActBlockQ8K*)(act + t * arb) + b;
-        // sc(g): sub-block 2g's scale in the words of the low 128-bit lane,
-        // 2g + 1's in the high one: one vpshufb each from the scales as
-        // words, the even ones in the low lane and the odd ones in the high
-        // one (a vpshufb and a vpsraw each from the bytes: 8 more
-        // instructions a super-block); sc16: the 16 scales in order, for the
-        // offset.
-        const __m128i sc8 = _mm_loadu_si128((const __m128i*)(blk + kScalesOffset));
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const __m256i split = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
-            sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
-        // -32 x sum_j sc_j x sums16_j, then the scaled sums (|.| of a word
-        // <= 2 x 63 x 127).
         __m256i v[T];
-        for (int t = 0; t < T; ++t) {
-          v[t] = _mm256_sub_epi32(
-              _mm256_setzero_si256(),
-              _mm256_slli_epi32(
-                  _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)a[t]->sums16)), 5));
-        }
-        // The row's quants (0..63) a register at a time, used at once:
-        // register g = 4h + jj holds elements 128h + 32jj .. + 31
-        // (sub-blocks 2g and 2g + 1 in its 128-bit lanes), low 4 bits from
-        // ql[64h + 32 (jj % 2) ..] (low nibbles for jj < 2, high ones
-        // after), bits 4-5 from bits 2jj, 2jj + 1 of qh[32h ..]. All 8 built
-        // first (with 8 scale registers) overflowed the 16 registers: GCC
-        // kept half of them on the stack, and a 256 x 2048 (rows x
-        // columns) matmul of one token in L2 took 20.1 us against 17.1 this
-        // way (Zen 4, best of 30 x 200 calls, 3 alternated runs each).
-        for (int h = 0; h < 2; ++h) {
-          const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + kQhOffset + 32 * h));
-          for (int jj = 0; jj < 4; ++jj) {
-            const int g = 4 * h + jj;
-            const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32 * (jj % 2)));
-            const __m256i low = jj < 2 ? _mm256_and_si256(ql, m4)
-                                       : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-            const __m256i top = jj <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * jj)
-                                        : _mm256_srli_epi16(qh, 2 * jj - 4);
-            const __m256i u = _mm256_or_si256(low, _mm256_and_si256(top, bits45));
-            const __m256i sc =
-                _mm256_shuffle_epi8(split, _mm256_set1_epi16((short)((2 * g + 1) << 8 | 2 * g)));
-            for (int t = 0; t < T; ++t) {
-              const __m256i q = _mm256_loadu_si256((const __m256i*)(a[t]->qs + 32 * g));
-              v[t] = MaddAcc(v[t], _mm256_maddubs_epi16(u, q), sc);
-            }
-          }
-        }
-        uint16_t dh;
-        std::memcpy(&dh, blk + kDOffset, 2);
-        const __m128 dw = _mm_set_ss(HalfToFloat(dh));
+        RowSums<T>(blk, a, v);
+        const __m128 dw = _mm_set_ss(HalfToFloat(LoadU16(blk + kDOffset)));
         for (int t = 0; t < T; ++t) acc[t] = FmaLaneSum(v[t], dw, a[t]->d, acc[t]);
     }, out);
+  }
+
+  // The super-block at blk against the T tokens' at a[t]: v[t] the 8 int32
+  // lanes whose sum is the block's integer dot product, offset included.
+  template <int T>
+  __attribute__((always_inline)) static inline void RowSums(const uint8_t* blk,
+                                                            const ActBlockQ8K* const (&a)[T],
+                                                            __m256i (&v)[T]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    // sc(g): sub-block 2g's scale in the words of the low 128-bit lane,
+    // 2g + 1's in the high one: one vpshufb each from the scales as
+    // words, the even ones in the low lane and the odd ones in the high
+    // one (a vpshufb and a vpsraw each from the bytes: 8 more
+    // instructions a super-block); sc16: the 16 scales in order, for the
+    // offset.
+    const __m128i sc8 = _mm_loadu_si128((const __m128i*)(blk + kScalesOffset));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i split = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+        sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    // -32 x sum_j sc_j x sums16_j, then the scaled sums (|.| of a word
+    // <= 2 x 63 x 127).
+    for (int t = 0; t < T; ++t) {
+      v[t] = _mm256_sub_epi32(
+          _mm256_setzero_si256(),
+          _mm256_slli_epi32(
+              _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)a[t]->sums16)), 5));
+    }
+    // The row's quants (0..63) a register at a time, used at once:
+    // register g = 4h + jj holds elements 128h + 32jj .. + 31
+    // (sub-blocks 2g and 2g + 1 in its 128-bit lanes), low 4 bits from
+    // ql[64h + 32 (jj % 2) ..] (low nibbles for jj < 2, high ones
+    // after), bits 4-5 from bits 2jj, 2jj + 1 of qh[32h ..]. All 8 built
+    // first (with 8 scale registers) overflowed the 16 registers: GCC
+    // kept half of them on the stack, and a 256 x 2048 (rows x
+    // columns) matmul of one token in L2 took 20.1 us against 17.1 this
+    // way (Zen 4, best of 30 x 200 calls, 3 alternated runs each).
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + kQhOffset + 32 * h));
+      for (int jj = 0; jj < 4; ++jj) {
+        const int g = 4 * h + jj;
+        const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32 * (jj % 2)));
+        const __m256i low = jj < 2 ? _mm256_and_si256(ql, m4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+        const __m256i top = jj <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * jj)
+                                    : _mm256_srli_epi16(qh, 2 * jj - 4);
+        const __m256i u = _mm256_or_si256(low, _mm256_and_si256(top, bits45));
+        const __m256i sc =
+            _mm256_shuffle_epi8(split, _mm256_set1_epi16((short)((2 * g + 1) << 8 | 2 * g)));
+        for (int t = 0; t < T; ++t) {
+          const __m256i q = _mm256_loadu_si256((const __m256i*)(a[t]->qs + 32 * g));
+          v[t] = MaddAcc(v[t], _mm256_maddubs_epi16(u, q), sc);
+        }
+      }
+    }
   }
 
   static void Gemm(const uint8_t* w, int64_t wrb, int64_t rows, const uint8_t* act,
@@ -5412,12 +5469,6 @@ inline void AccumulateV(const uint8_t* const* v, int64_t voff, int n, const floa
 // f32, e0 and n multiples of 8: bitwise LoadKvElems (every format decodes
 // exactly: q x d of an 8-bit q and an f16 d is a float without rounding).
 // 8 elements never cross a block of 32.
-inline uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
 inline void DecodeKvRow(DType t, const uint8_t* row, int64_t e0, int64_t n, float* out) {
   switch (t) {
     case DType::kF32:
