@@ -1357,10 +1357,21 @@ __attribute__((always_inline)) inline void SideRows(const uint8_t* const (&r)[G]
 }
 
 // RowLanesGemm's few-token path for K (K::DecodeRows<T, G>, SideRows on
-// its super-block): rows r < nr of the tile at w, one at a time.
+// its super-block): rows r < nr of the tile at w, one at a time; one token
+// 4 rows side by side where K has K::DecodeRows4 (a short tile is padded to
+// K::kRows rows, a multiple of 4, so reading 4 is safe).
 template <class K, int T>
 inline void DecodeTileRows(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                            int64_t arb, int nr, float* y, int64_t ldy) {
+  if constexpr (T == 1 && requires { K::DecodeRows4; }) {
+    static_assert(K::kRows % 4 == 0);
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+      alignas(16) float out[4];
+      _mm_store_ps(out, K::DecodeRows4(w + r0 * wrb, wrb, nb / 8, (const ActBlockQ8K*)act));
+      for (int g = 0; g < 4 && r0 + g < nr; ++g) y[r0 + g] = out[g];
+    }
+    return;
+  }
   for (int r = 0; r < nr; ++r) {
     const uint8_t* const row[1] = {w + r * wrb};
     __m128 acc[1][T];
@@ -3157,15 +3168,7 @@ struct Q45KRowLanes8 {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    if constexpr (T == 1) {
-      for (int r0 = 0; r0 < nr; r0 += 4) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, DecodeRows4(w + r0 * wrb, wrb, nb / 8, (const ActBlockQ8K*)act));
-        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[r0 + g] = out[g];
-      }
-    } else {
-      DecodeTileRows<Q45KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
-    }
+    DecodeTileRows<Q45KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
   }
 
   // One token (its nsb super-blocks at a) against the 4 rows at w (row g at
@@ -3683,15 +3686,7 @@ struct Q6KRowLanes8 {
   template <int T>
   static void RunDecode(const uint8_t* w, int64_t wrb, int64_t nb, const uint8_t* act,
                         int64_t arb, int nr, float* y, int64_t ldy) {
-    if constexpr (T == 1) {
-      for (int r0 = 0; r0 < nr; r0 += 4) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, DecodeRows4(w + r0 * wrb, wrb, nb / 8, (const ActBlockQ8K*)act));
-        for (int g = 0; g < 4 && r0 + g < nr; ++g) y[r0 + g] = out[g];
-      }
-    } else {
-      DecodeTileRows<Q6KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
-    }
+    DecodeTileRows<Q6KRowLanes8, T>(w, wrb, nb, act, arb, nr, y, ldy);
   }
 
   // One token (its nsb super-blocks at a) against the 4 rows at w (row g at
